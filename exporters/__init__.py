@@ -1,0 +1,1 @@
+"""Prometheus exporters: the master-side client metrics, the NVML GPU sidecar, and scraping."""

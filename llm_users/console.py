@@ -1,0 +1,54 @@
+"""The LLM summary table printed at test stop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_COLUMNS = [
+    ("Name", 28, None),
+    ("reqs", 7, ("requests",)),
+    ("fails", 6, ("failures",)),
+    ("TTFT p50", 9, ("ttft", "p50")),
+    ("p90", 8, ("ttft", "p90")),
+    ("p99", 8, ("ttft", "p99")),
+    ("ITL p50", 8, ("itl", "p50")),
+    ("p99", 8, ("itl", "p99")),
+    ("TPOT p50", 9, ("tpot", "p50")),
+    ("E2E p50", 9, ("e2e", "p50")),
+    ("p99", 9, ("e2e", "p99")),
+    ("out tok/s", 10, ("output_tokens_per_s",)),
+    ("req/s", 7, ("requests_per_s",)),
+]
+
+
+def _cell(stats: dict[str, Any], path: tuple[str, ...]) -> str:
+    v: Any = stats
+    for k in path:
+        v = v.get(k) if isinstance(v, dict) else None
+    if v is None:
+        return "-"
+    if isinstance(v, int):
+        return str(v)
+    if v >= 100:
+        return f"{v:.0f}"
+    if v >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}"
+
+
+def summary_table(summary: dict[str, Any]) -> str:
+    """Per name and aggregated; latencies in ms."""
+    head = " ".join(f"{t:<{w}}" if i == 0 else f"{t:>{w}}" for i, (t, w, _) in enumerate(_COLUMNS))
+    lines = ["LLM summary (latencies in ms; warm-up excluded)", head, "-" * len(head)]
+    rows = list(summary["by_name"].items()) + [("Aggregated", summary["overall"])]
+    for name, stats in rows:
+        cells = [f"{name[:28]:<28}"]
+        cells += [f"{_cell(stats, path):>{w}}" for _, w, path in _COLUMNS[1:] if path]
+        lines.append(" ".join(cells))
+    ov = summary["overall"]
+    if ov.get("failures_by_category"):
+        cats = ", ".join(f"{k}={v}" for k, v in sorted(ov["failures_by_category"].items()))
+        lines.append(f"failures by category: {cats}")
+    if ov.get("estimated_token_requests"):
+        lines.append(f"note: {ov['estimated_token_requests']} requests had no server usage; tokens estimated from chunks")
+    return "\n".join(lines)

@@ -1,0 +1,306 @@
+"""Per-request records and the exact, mergeable statistics built from them. No I/O.
+
+A :class:`RequestRecord` holds everything measured for one LLM request, in integer
+nanoseconds from ``time.perf_counter_ns()``. :class:`Stats` pools records into HDR histograms
+(microsecond resolution, 3 significant digits) whose serialized form merges exactly across
+processes, plus exact sums, minima and maxima. Metric definitions are in docs/metrics.md.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from hdrh.histogram import HdrHistogram
+
+#: Latency metrics kept as histograms, in the order reports show them.
+LATENCY_METRICS = ("ttft", "ttfb", "itl", "tpot", "e2e")
+#: Percentiles every report gives, and the keys they are written under.
+PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99.9": 99.9}
+
+_HIGHEST_US = 3_600_000_000  # one hour, in microseconds
+_SIG_FIGS = 3
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """Everything measured for one request. Durations are integer nanoseconds."""
+
+    request_id: str
+    name: str
+    backend: str
+    model: str
+    start_time: float = 0.0  # wall clock (Unix s) at t0: for timelines only, never for durations
+    t0_ns: int = 0  # perf_counter_ns just before the request's first byte is written
+    connect_ns: int | None = None  # TCP/TLS connect time when this request opened a connection
+    ttfb_ns: int | None = None
+    ttft_ns: int | None = None
+    e2e_ns: int | None = None
+    itl_ns: list[int] = field(default_factory=list)
+    chunks: int = 0  # token-bearing chunks received
+    output_chars: int = 0
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    tokens_source: str = "none"  # "usage" (server count) | "estimated" (chunk count) | "none"
+    finish_reason: str | None = None
+    status: str = "ok"  # "ok" | "error"
+    error_category: str | None = None
+    error_message: str | None = None
+    http_status: int | None = None
+    response_bytes: int = 0
+    server: dict[str, Any] | None = None  # server-side figures (Ollama durations, vLLM metrics)
+    worker: str | None = None
+    user: int | None = None
+    warmup: bool = False
+    client: str = "raw"
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def tpot_ns(self) -> float | None:
+        """(E2E - TTFT) / (output_tokens - 1): the decode time per token after the first."""
+        if self.e2e_ns is None or self.ttft_ns is None or not self.output_tokens or self.output_tokens < 2:
+            return None
+        return (self.e2e_ns - self.ttft_ns) / (self.output_tokens - 1)
+
+    @property
+    def end_time(self) -> float:
+        return self.start_time + (self.e2e_ns or 0) / 1e9
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["tpot_ns"] = self.tpot_ns
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RequestRecord:
+        d = {k: v for k, v in d.items() if k in _RECORD_FIELDS}
+        return cls(**d)
+
+
+_RECORD_FIELDS = set(RequestRecord.__dataclass_fields__)
+
+
+def new_histogram() -> HdrHistogram:
+    return HdrHistogram(1, _HIGHEST_US, _SIG_FIGS)
+
+
+class Distribution:
+    """One latency metric: an HDR histogram in microseconds plus exact count/sum/min/max in ns."""
+
+    __slots__ = ("hist", "count", "sum_ns", "min_ns", "max_ns")
+
+    def __init__(self) -> None:
+        self.hist = new_histogram()
+        self.count = 0
+        self.sum_ns = 0.0
+        self.min_ns: float | None = None
+        self.max_ns: float | None = None
+
+    def add(self, ns: float) -> None:
+        us = int(round(ns / 1000))
+        self.hist.record_value(min(max(us, 0), _HIGHEST_US))
+        self.count += 1
+        self.sum_ns += ns
+        if self.min_ns is None or ns < self.min_ns:
+            self.min_ns = ns
+        if self.max_ns is None or ns > self.max_ns:
+            self.max_ns = ns
+
+    def percentile_ms(self, p: float) -> float | None:
+        if not self.count:
+            return None
+        return self.hist.get_value_at_percentile(p) / 1000.0
+
+    def summary_ms(self) -> dict[str, float | int | None]:
+        out: dict[str, float | int | None] = {"count": self.count}
+        for key, p in PERCENTILES.items():
+            out[key] = self.percentile_ms(p)
+        if self.count:
+            out["mean"] = self.sum_ns / self.count / 1e6
+            out["min"] = (self.min_ns or 0) / 1e6
+            out["max"] = (self.max_ns or 0) / 1e6
+        else:
+            out["mean"] = out["min"] = out["max"] = None
+        return out
+
+    def merge(self, other: Distribution) -> None:
+        self.hist.add(other.hist)
+        self._merge_exact(other.count, other.sum_ns, other.min_ns, other.max_ns)
+
+    def _merge_exact(self, count: int, sum_ns: float, mn: float | None, mx: float | None) -> None:
+        self.count += count
+        self.sum_ns += sum_ns
+        if mn is not None and (self.min_ns is None or mn < self.min_ns):
+            self.min_ns = mn
+        if mx is not None and (self.max_ns is None or mx > self.max_ns):
+            self.max_ns = mx
+
+    def to_wire(self) -> dict[str, Any]:
+        """A msgpack/JSON-safe form that :meth:`from_wire` restores exactly."""
+        return {
+            "hist": base64.b64encode(self.hist.encode()).decode() if self.count else None,
+            "count": self.count,
+            "sum_ns": self.sum_ns,
+            "min_ns": self.min_ns,
+            "max_ns": self.max_ns,
+        }
+
+    def merge_wire(self, wire: dict[str, Any]) -> None:
+        if not wire["count"]:
+            return
+        self.hist.decode_and_add(base64.b64decode(wire["hist"]))
+        self._merge_exact(wire["count"], wire["sum_ns"], wire["min_ns"], wire["max_ns"])
+
+
+class Stats:
+    """Statistics of one request name (or of all of them): counts, tokens, distributions.
+
+    Warm-up records are counted in ``excluded`` and kept out of everything else.
+    """
+
+    def __init__(self) -> None:
+        self.dists = {m: Distribution() for m in LATENCY_METRICS}
+        self.requests = 0
+        self.failures = 0
+        self.failures_by_category: Counter[str] = Counter()
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.estimated_token_requests = 0
+        self.excluded = 0
+        self.first_start: float | None = None
+        self.last_end: float | None = None
+
+    def add(self, rec: RequestRecord) -> None:
+        if rec.warmup:
+            self.excluded += 1
+            return
+        self.requests += 1
+        self._window(rec.start_time, rec.end_time)
+        if not rec.ok:
+            self.failures += 1
+            self.failures_by_category[rec.error_category or "error"] += 1
+            return
+        d = self.dists
+        if rec.ttfb_ns is not None:
+            d["ttfb"].add(rec.ttfb_ns)
+        if rec.ttft_ns is not None:
+            d["ttft"].add(rec.ttft_ns)
+        itl = d["itl"]
+        for gap in rec.itl_ns:
+            itl.add(gap)
+        tpot = rec.tpot_ns
+        if tpot is not None:
+            d["tpot"].add(tpot)
+        if rec.e2e_ns is not None:
+            d["e2e"].add(rec.e2e_ns)
+        self.input_tokens += rec.input_tokens or 0
+        self.output_tokens += rec.output_tokens or 0
+        if rec.tokens_source == "estimated":
+            self.estimated_token_requests += 1
+
+    def _window(self, start: float | None, end: float | None) -> None:
+        if start is not None and (self.first_start is None or start < self.first_start):
+            self.first_start = start
+        if end is not None and (self.last_end is None or end > self.last_end):
+            self.last_end = end
+
+    @property
+    def duration_s(self) -> float:
+        if self.first_start is None or self.last_end is None:
+            return 0.0
+        return max(self.last_end - self.first_start, 0.0)
+
+    def summary(self, duration_s: float | None = None) -> dict[str, Any]:
+        """A JSON-ready summary; percentiles in milliseconds under ``ttft.p50`` and so on."""
+        dur = self.duration_s if duration_s is None else duration_s
+        out: dict[str, Any] = {
+            "requests": self.requests,
+            "successes": self.requests - self.failures,
+            "failures": self.failures,
+            "failures_by_category": dict(self.failures_by_category),
+            "excluded_warmup": self.excluded,
+        }
+        for m, dist in self.dists.items():
+            out[m] = dist.summary_ms()
+        out["input_tokens"] = self.input_tokens
+        out["output_tokens"] = self.output_tokens
+        out["estimated_token_requests"] = self.estimated_token_requests
+        out["duration_s"] = dur
+        out["output_tokens_per_s"] = self.output_tokens / dur if dur > 0 else None
+        out["requests_per_s"] = self.requests / dur if dur > 0 else None
+        return out
+
+    def merge(self, other: Stats) -> None:
+        self.merge_wire(other.to_wire())
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "dists": {m: d.to_wire() for m, d in self.dists.items()},
+            "requests": self.requests,
+            "failures": self.failures,
+            "failures_by_category": dict(self.failures_by_category),
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "estimated_token_requests": self.estimated_token_requests,
+            "excluded": self.excluded,
+            "first_start": self.first_start,
+            "last_end": self.last_end,
+        }
+
+    def merge_wire(self, w: dict[str, Any]) -> None:
+        for m, dw in w["dists"].items():
+            self.dists[m].merge_wire(dw)
+        self.requests += w["requests"]
+        self.failures += w["failures"]
+        self.failures_by_category.update(w["failures_by_category"])
+        self.input_tokens += w["input_tokens"]
+        self.output_tokens += w["output_tokens"]
+        self.estimated_token_requests += w["estimated_token_requests"]
+        self.excluded += w["excluded"]
+        self._window(w["first_start"], w["last_end"])
+
+
+class StatsByName:
+    """Stats per request name plus the overall total."""
+
+    def __init__(self) -> None:
+        self.total = Stats()
+        self.by_name: dict[str, Stats] = {}
+
+    def add(self, rec: RequestRecord) -> None:
+        self.total.add(rec)
+        stats = self.by_name.get(rec.name)
+        if stats is None:
+            stats = self.by_name[rec.name] = Stats()
+        stats.add(rec)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "overall": self.total.summary(),
+            "by_name": {name: s.summary() for name, s in sorted(self.by_name.items())},
+        }
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"total": self.total.to_wire(), "by_name": {n: s.to_wire() for n, s in self.by_name.items()}}
+
+    def merge_wire(self, w: dict[str, Any]) -> None:
+        self.total.merge_wire(w["total"])
+        for name, sw in w["by_name"].items():
+            stats = self.by_name.get(name)
+            if stats is None:
+                stats = self.by_name[name] = Stats()
+            stats.merge_wire(sw)
+
+
+def finite(x: float | None) -> float | None:
+    """None for NaN/inf, so JSON stays valid."""
+    if x is None or math.isfinite(x):
+        return x
+    return None

@@ -1,0 +1,97 @@
+"""The events every protocol parser yields, and the contract parsers keep.
+
+A parser is an incremental decoder in the style of httpx's ``_decoders``: it takes the body
+bytes in whatever pieces the network delivers (``feed``), returns the events completed by that
+piece, and is told when the body ends (``close``). It never does I/O and never sees time: the
+caller stamps each piece with ``time.perf_counter_ns()`` as it arrives.
+
+Events are small frozen objects:
+
+- :class:`Content`: output text (``reasoning=False``) or reasoning/thinking text. Only non-empty
+  text is reported: a ``Content`` marks a token-bearing chunk, the unit TTFT and ITL count.
+- :class:`Usage`: token counts the server reported (and server-side timings where the protocol
+  has them). Later ``Usage`` events replace earlier ones field by field.
+- :class:`Finish`: the finish/stop reason.
+- :class:`ServerError`: an error payload inside a stream (these arrive on HTTP 200).
+
+``parser.complete`` is true once the protocol's terminator was seen ([DONE], a finish reason,
+the final frame, ``done: true``...). ``close()`` returns the events of whatever complete frame
+was left; the caller checks ``complete`` afterwards and reports ``stream_truncated`` when it is
+false. Payloads that do not parse raise :class:`~llm_users.errors.ProtocolError`
+(``malformed_stream``) with the offending bytes (truncated) in the message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(slots=True, frozen=True)
+class Content:
+    text: str
+    reasoning: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class Usage:
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    server: dict[str, Any] | None = field(default=None)
+
+
+@dataclass(slots=True, frozen=True)
+class Finish:
+    reason: str
+
+
+@dataclass(slots=True, frozen=True)
+class ServerError:
+    message: str
+    status: int | None = None
+    kind: str | None = None
+
+
+Event = Content | Usage | Finish | ServerError
+
+
+class StreamParser(Protocol):
+    """What the stream client needs from a protocol parser."""
+
+    complete: bool
+
+    def feed(self, data: bytes) -> list[Event]: ...
+
+    def close(self) -> list[Event]: ...
+
+
+@dataclass(slots=True)
+class HTTPRequest:
+    """A request ready to send: method, path (with query), headers, body bytes.
+
+    ``name`` is what Locust's stats table shows (the endpoint, e.g. ``/v1/chat/completions``).
+    Header values that hold secrets are listed in ``secret_headers`` so nothing prints them.
+    """
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    name: str
+    secret_headers: tuple[str, ...] = ()
+
+    def redacted_headers(self) -> dict[str, str]:
+        secret = {h.lower() for h in self.secret_headers}
+        return {k: ("***" if k.lower() in secret else v) for k, v in self.headers.items()}
+
+
+def error_message(payload: Any) -> str:
+    """Pull a human message out of the error shapes servers use (str, {message}, {error})."""
+    if isinstance(payload, str):
+        return payload
+    if isinstance(payload, dict):
+        for key in ("message", "error", "detail"):
+            if key in payload:
+                return error_message(payload[key])
+    return str(payload)

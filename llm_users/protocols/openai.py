@@ -1,0 +1,165 @@
+"""OpenAI-compatible protocol: chat and legacy completions, as spoken by OpenAI, vLLM, TGI's
+Messages API and Ollama's /v1 routes.
+
+Dialects differ only in how the request says "how many tokens":
+
+- ``openai``: ``max_completion_tokens`` on chat (``max_tokens`` on legacy completions, the only
+  name that endpoint knows).
+- ``vllm``: ``max_tokens`` plus vLLM's top-level extras ``ignore_eos`` and ``min_tokens``.
+- ``compat``: ``max_tokens`` only (TGI Messages API, Ollama /v1, which honour nothing else).
+
+Every request streams with ``stream_options.include_usage`` so token counts come from the
+server. The parser yields :mod:`~llm_users.protocols.base` events from body bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import orjson
+
+from ..errors import ProtocolError
+from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, error_message
+from .sampling import Sampling
+from .sse import SSEDecoder
+
+Dialect = Literal["openai", "vllm", "compat"]
+Endpoint = Literal["chat", "completions"]
+
+PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+
+
+def build_request(
+    *,
+    model: str,
+    messages: list[dict[str, Any]],
+    sampling: Sampling,
+    endpoint: Endpoint = "chat",
+    dialect: Dialect = "openai",
+    api_key: str | None = None,
+    path_prefix: str = "",
+    extra_headers: dict[str, str] | None = None,
+) -> HTTPRequest:
+    """A streaming chat or completions request in the given dialect."""
+    body: dict[str, Any] = {"model": model}
+    if endpoint == "chat":
+        body["messages"] = messages
+    elif endpoint == "completions":
+        body["prompt"] = messages_to_prompt(messages)
+    else:
+        raise ValueError(f"unknown endpoint {endpoint!r}: use 'chat' or 'completions'")
+    if dialect == "openai" and endpoint == "chat":
+        body["max_completion_tokens"] = sampling.max_tokens
+    else:
+        body["max_tokens"] = sampling.max_tokens
+    body["temperature"] = sampling.temperature
+    body["top_p"] = sampling.top_p
+    if sampling.seed is not None:
+        body["seed"] = sampling.seed
+    if sampling.stop:
+        body["stop"] = list(sampling.stop)
+    if dialect == "vllm":
+        if sampling.ignore_eos:
+            body["ignore_eos"] = True
+        if sampling.min_tokens is not None:
+            body["min_tokens"] = sampling.min_tokens
+    body["stream"] = True
+    body["stream_options"] = {"include_usage": True}
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+    secret: tuple[str, ...] = ()
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+        secret = ("Authorization",)
+    if extra_headers:
+        headers.update(extra_headers)
+    path = path_prefix + PATHS[endpoint]
+    return HTTPRequest("POST", path, headers, orjson.dumps(body), name=path, secret_headers=secret)
+
+
+def messages_to_prompt(messages: list[dict[str, Any]]) -> str:
+    """Flatten chat messages into one prompt string for completion-style endpoints."""
+    if len(messages) == 1:
+        return str(messages[0].get("content", ""))
+    return "\n\n".join(f"{m.get('role', 'user')}: {m.get('content', '')}" for m in messages)
+
+
+class OpenAIStreamParser:
+    """Parses an OpenAI-compatible SSE stream (chat chunks or legacy completion chunks).
+
+    Complete once ``data: [DONE]`` or a ``finish_reason`` was seen.
+    """
+
+    __slots__ = ("_sse", "complete", "saw_done")
+
+    def __init__(self) -> None:
+        self._sse = SSEDecoder()
+        self.complete = False
+        self.saw_done = False
+
+    def feed(self, data: bytes) -> list[Event]:
+        return self._frames(self._sse.feed(data))
+
+    def close(self) -> list[Event]:
+        return self._frames(self._sse.close())
+
+    def _frames(self, frames: list[tuple[bytes | None, bytes]]) -> list[Event]:
+        events: list[Event] = []
+        for _name, payload in frames:
+            if payload == b"[DONE]":
+                self.complete = self.saw_done = True
+                continue
+            try:
+                obj = orjson.loads(payload)
+            except orjson.JSONDecodeError:
+                raise ProtocolError(f"data payload is not JSON: {payload[:120]!r}") from None
+            if not isinstance(obj, dict):
+                raise ProtocolError(f"data payload is not an object: {payload[:120]!r}")
+            try:
+                self._chunk(obj, events)
+            except (AttributeError, TypeError):
+                raise ProtocolError(f"unexpected payload shape: {payload[:120]!r}") from None
+        return events
+
+    def _chunk(self, obj: dict[str, Any], events: list[Event]) -> None:
+        err = obj.get("error")
+        if err is not None:
+            status = None
+            if isinstance(err, dict):
+                status = err.get("code") if isinstance(err.get("code"), int) else err.get("http_status_code")
+            events.append(ServerError(error_message(err), status=status, kind=_err_type(err)))
+            return
+        choices = obj.get("choices")
+        if choices:
+            for choice in choices:
+                delta = choice.get("delta")
+                if delta is not None:
+                    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                    if reasoning:
+                        events.append(Content(reasoning, reasoning=True))
+                    text = delta.get("content")
+                else:
+                    text = choice.get("text")
+                if text:
+                    events.append(Content(text))
+                reason = choice.get("finish_reason")
+                if reason:
+                    events.append(Finish(reason))
+                    self.complete = True
+        usage = obj.get("usage")
+        if usage:
+            details = usage.get("completion_tokens_details") or {}
+            events.append(
+                Usage(
+                    input_tokens=usage.get("prompt_tokens"),
+                    output_tokens=usage.get("completion_tokens"),
+                    reasoning_tokens=details.get("reasoning_tokens"),
+                    server=obj.get("metrics") or None,
+                )
+            )
+
+
+def _err_type(err: Any) -> str | None:
+    if isinstance(err, dict):
+        kind = err.get("type") or err.get("error_type")
+        return str(kind) if kind else None
+    return None

@@ -1,0 +1,98 @@
+"""Run outputs written to ``--llm-report DIR``: requests.jsonl (as the run goes), summary.json
+and summary.csv (at test stop). Schema: docs/report.md.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .metrics import LATENCY_METRICS, PERCENTILES, RequestRecord
+
+SCHEMA = "locust-llm/summary/1"
+
+
+class RecordWriter:
+    """Appends one JSON line per record and flushes it, so a crash keeps every record so far."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.dir / "requests.jsonl"
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+
+    def write(self, record: RequestRecord | dict[str, Any]) -> None:
+        d = record.to_dict() if isinstance(record, RequestRecord) else record
+        os.write(self._fd, orjson.dumps(d, option=orjson.OPT_APPEND_NEWLINE))
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def write_summary(directory: str | Path, summary: dict[str, Any]) -> tuple[Path, Path]:
+    """Write summary.json and summary.csv; returns their paths."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    jpath = d / "summary.json"
+    jpath.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
+    cpath = d / "summary.csv"
+    cpath.write_text(summary_csv(summary))
+    return jpath, cpath
+
+
+def csv_columns() -> list[str]:
+    cols = ["name", "requests", "successes", "failures", "excluded_warmup"]
+    for m in LATENCY_METRICS:
+        cols += [f"{m}_{k}_ms" for k in (*PERCENTILES, "mean", "min", "max")]
+    cols += ["input_tokens", "output_tokens", "output_tokens_per_s", "requests_per_s", "duration_s"]
+    return cols
+
+
+def summary_csv(summary: dict[str, Any]) -> str:
+    cols = csv_columns()
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(cols)
+    rows = [(name, s) for name, s in summary["by_name"].items()] + [("Aggregated", summary["overall"])]
+    for name, s in rows:
+        row: list[Any] = [name, s["requests"], s["successes"], s["failures"], s["excluded_warmup"]]
+        for m in LATENCY_METRICS:
+            row += [_fmt(s[m].get(k)) for k in (*PERCENTILES, "mean", "min", "max")]
+        row += [s["input_tokens"], s["output_tokens"], _fmt(s["output_tokens_per_s"]),
+                _fmt(s["requests_per_s"]), _fmt(s["duration_s"])]
+        w.writerow(row)
+    return out.getvalue()
+
+
+def _fmt(v: Any) -> Any:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return v
+
+
+_SECRET_WORDS = ("key", "token", "secret", "password", "auth")
+
+
+def redact_config(options: Any) -> dict[str, Any]:
+    """The run's options as a dict, without anything that could be a secret."""
+    if options is None:
+        return {}
+    items = vars(options).items() if hasattr(options, "__dict__") else dict(options).items()
+    out: dict[str, Any] = {}
+    for k, v in items:
+        if any(w in k.lower() for w in _SECRET_WORDS) and not k.endswith("_env"):
+            continue
+        if isinstance(v, str | int | float | bool) or v is None:
+            out[k] = v
+        elif isinstance(v, list | tuple) and all(isinstance(x, str | int | float) for x in v):
+            out[k] = list(v)
+    return out

@@ -1,0 +1,441 @@
+"""The streaming HTTP/1.1 client: gevent sockets, llhttp (httptools) parsing, a timestamp per recv.
+
+Why not Locust's HttpSession/FastHttpSession: their ``iter_lines``/``iter_content(1024)`` wait
+for a kilobyte before yielding, which smears TTFT and ITL. Here every ``recv`` is stamped with
+``time.perf_counter_ns()`` the moment it returns and its bytes go straight through the C HTTP
+parser into the protocol parser, so a chunk's time is when its bytes reached us.
+
+Costs on the hot path are kept to one wait and one ``recv_into`` per network event: we wait for
+readability first (gevent's own ``socket.recv`` tries a non-blocking recv before waiting, two
+syscalls per event), reuse one buffer, and reuse the per-connection timeout timers.
+
+One :class:`StreamClient` per Locust user: it keeps one keep-alive connection, verifies TLS by
+default, sends ``Accept-Encoding: identity`` and enforces four time limits (connect, first byte,
+gap between reads, whole request). Failures raise the :mod:`llm_users.errors` tree.
+"""
+
+from __future__ import annotations
+
+import socket as _stdsocket
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import gevent
+import gevent.socket
+import gevent.ssl
+import httptools
+import orjson
+from gevent import Timeout
+
+from .errors import (
+    ConnectError,
+    ConnectionResetError_,
+    HTTPStatusError,
+    LLMRequestError,
+    ProtocolError,
+    ServerStreamError,
+    StreamTruncated,
+    TimeoutError_,
+)
+from .metrics import RequestRecord
+from .protocols.base import Content, Finish, HTTPRequest, ServerError, StreamParser, Usage, error_message
+
+perf_counter_ns = time.perf_counter_ns
+
+_BUF_SIZE = 65536
+_MAX_ERROR_BODY = 65536
+
+
+@dataclass(slots=True, frozen=True)
+class Timeouts:
+    """Time limits in seconds; None means no limit."""
+
+    connect: float | None = 10.0
+    first_byte: float | None = 120.0
+    read: float | None = 60.0  # the longest gap between two reads once bytes flow
+    total: float | None = 600.0
+
+
+class _Connection:
+    """One TCP (or TLS) connection with a reusable read watcher and read timers."""
+
+    __slots__ = ("sock", "tls", "_hub", "_watcher", "requests")
+
+    def __init__(self, sock: Any, tls: bool) -> None:
+        self.sock = sock
+        self.tls = tls
+        self.requests = 0
+        self._hub = gevent.get_hub()
+        self._watcher = None if tls else self._hub.loop.io(sock.fileno(), 1)
+
+    def send_all(self, data: bytes) -> None:
+        if self.tls:
+            self.sock.sendall(data)
+            return
+        view = memoryview(data)
+        while view:
+            try:
+                sent = self.sock.send(view)
+            except BlockingIOError:
+                self._hub.wait(self._hub.loop.io(self.sock.fileno(), 2))
+                continue
+            view = view[sent:]
+
+    def recv_into(self, buf: bytearray, timeout: Timeout) -> int:
+        """Wait until readable (or ``timeout`` fires), then read once. 0 means EOF."""
+        if self.tls:
+            self.sock.settimeout(timeout.seconds)
+            try:
+                return self.sock.recv_into(buf)
+            except TimeoutError:
+                raise timeout from None
+        while True:
+            timeout.start()
+            try:
+                self._hub.wait(self._watcher)
+            finally:
+                timeout.cancel()
+            try:
+                return self.sock.recv_into(buf)
+            except BlockingIOError:
+                continue  # spurious wake-up
+
+    def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.close()
+            self._watcher = None
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class _Exchange:
+    """httptools callbacks for one request/response; feeds body bytes to the protocol parser."""
+
+    __slots__ = (
+        "parser", "record", "now", "status", "headers", "error_body", "done",
+        "last_ns", "t0", "itl", "body_seen", "http", "keep_alive",
+    )
+
+    def __init__(self, parser: StreamParser, record: RequestRecord) -> None:
+        self.parser = parser
+        self.record = record
+        self.now = 0
+        self.status = 0
+        self.headers: dict[bytes, bytes] = {}
+        self.error_body = bytearray()
+        self.done = False
+        self.body_seen = False
+        self.last_ns = 0
+        self.t0 = record.t0_ns
+        self.itl = record.itl_ns
+        self.http: Any = None
+        self.keep_alive = False
+
+    # httptools callbacks -------------------------------------------------------------------
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers[name.lower()] = value
+
+    def on_headers_complete(self) -> None:
+        self.status = self.http.get_status_code()
+
+    def on_body(self, body: bytes) -> None:
+        self.body_seen = True
+        if self.status >= 300:
+            if len(self.error_body) < _MAX_ERROR_BODY:
+                self.error_body += body
+            return
+        events = self.parser.feed(body)
+        if events:
+            self.handle(events)
+
+    def on_message_complete(self) -> None:
+        self.done = True
+        self.keep_alive = self.http.should_keep_alive()
+
+    # protocol events -------------------------------------------------------------------------
+    def handle(self, events: list) -> None:
+        rec = self.record
+        now = self.now
+        for ev in events:
+            cls = ev.__class__
+            if cls is Content:
+                if rec.ttft_ns is None:
+                    rec.ttft_ns = now - self.t0
+                else:
+                    self.itl.append(now - self.last_ns)
+                self.last_ns = now
+                rec.chunks += 1
+                if not ev.reasoning:
+                    rec.output_chars += len(ev.text)
+            elif cls is Usage:
+                if ev.input_tokens is not None:
+                    rec.input_tokens = ev.input_tokens
+                if ev.output_tokens is not None:
+                    rec.output_tokens = ev.output_tokens
+                    rec.tokens_source = "usage"
+                if ev.reasoning_tokens is not None:
+                    rec.reasoning_tokens = ev.reasoning_tokens
+                if ev.server:
+                    rec.server = ev.server
+            elif cls is Finish:
+                rec.finish_reason = ev.reason
+            elif cls is ServerError:
+                raise ServerStreamError(ev.message, status=ev.status, category=_server_category(ev))
+
+
+def _server_category(ev: ServerError) -> str:
+    kind = (ev.kind or "").lower()
+    if "overload" in kind or ev.status in (429, 503, 529):
+        return "server_overloaded"
+    return "server_error"
+
+
+class StreamClient:
+    """Streams requests to one base URL over one keep-alive connection (per Locust user)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeouts: Timeouts | None = None,
+        verify_tls: bool = True,
+        ssl_context: Any = None,
+        user_agent: str = "locust-llm",
+    ) -> None:
+        url = urlsplit(base_url)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ValueError(f"host must be an http:// or https:// URL, got {base_url!r}")
+        self.scheme = url.scheme
+        self.hostname = url.hostname
+        self.port = url.port or (443 if url.scheme == "https" else 80)
+        self.base_path = url.path.rstrip("/")
+        self.host_header = url.netloc.rsplit("@", 1)[-1]
+        self.timeouts = timeouts or Timeouts()
+        self.user_agent = user_agent
+        self._ssl_context = ssl_context
+        if url.scheme == "https" and ssl_context is None:
+            self._ssl_context = gevent.ssl.create_default_context()
+            if not verify_tls:
+                self._ssl_context.check_hostname = False
+                self._ssl_context.verify_mode = gevent.ssl.CERT_NONE
+        self._conn: _Connection | None = None
+        self._buf = bytearray(_BUF_SIZE)
+        self._view = memoryview(self._buf)
+        t = self.timeouts
+        self._first_byte_timer = Timeout(t.first_byte)
+        self._read_timer = Timeout(t.read)
+
+    # connection management --------------------------------------------------------------------
+    def _connect(self) -> _Connection:
+        t0 = perf_counter_ns()
+        try:
+            gsock = gevent.socket.create_connection((self.hostname, self.port), timeout=self.timeouts.connect)
+        except TimeoutError as e:
+            raise TimeoutError_(f"connect to {self.hostname}:{self.port} timed out", category="connect_timeout") from e
+        except OSError as e:
+            raise ConnectError(f"cannot connect to {self.hostname}:{self.port}: {e.strerror or e}") from e
+        gsock.setsockopt(_stdsocket.IPPROTO_TCP, _stdsocket.TCP_NODELAY, 1)
+        if self.scheme == "https":
+            try:
+                gsock.settimeout(self.timeouts.connect)
+                sock = self._ssl_context.wrap_socket(gsock, server_hostname=self.hostname)
+            except (OSError, gevent.ssl.SSLError) as e:
+                gsock.close()
+                raise ConnectError(f"TLS handshake with {self.hostname} failed: {e}", category="tls_error") from e
+            conn = _Connection(sock, tls=True)
+        else:
+            raw = _stdsocket.socket(fileno=gsock.detach())
+            raw.setblocking(False)
+            conn = _Connection(raw, tls=False)
+        self._connect_ns = perf_counter_ns() - t0
+        return conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _request_bytes(self, req: HTTPRequest) -> bytes:
+        path = self.base_path + req.path
+        lines = [
+            f"{req.method} {path} HTTP/1.1",
+            f"Host: {self.host_header}",
+            f"User-Agent: {self.user_agent}",
+            "Accept-Encoding: identity",
+            f"Content-Length: {len(req.body)}",
+        ]
+        lines.extend(f"{k}: {v}" for k, v in req.headers.items())
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        return head + req.body
+
+    # the request -----------------------------------------------------------------------------
+    def fetch_json(self, path: str, headers: dict[str, str] | None = None) -> Any:
+        """GET ``path`` and decode its JSON body (raises the error tree on failure)."""
+        req = HTTPRequest("GET", path, dict(headers or {}, Accept="application/json"), b"", name=path)
+        body = _BodyCollector()
+        self.stream(req, body, RequestRecord("", path, "", ""))  # type: ignore[arg-type]
+        try:
+            return orjson.loads(body.body)
+        except orjson.JSONDecodeError:
+            raise ProtocolError(f"GET {path} did not return JSON") from None
+
+    def stream(self, req: HTTPRequest, parser: StreamParser, record: RequestRecord) -> RequestRecord:
+        """Send ``req``, feed the response body to ``parser``, fill ``record``.
+
+        Returns the record on success; raises an :class:`LLMRequestError` (with the record
+        filled as far as the request got) on failure. A greenlet kill (Locust stopping a user)
+        propagates untouched and leaves no half-open connection behind.
+        """
+        total = Timeout(self.timeouts.total)
+        total.start()
+        try:
+            return self._stream_once(req, parser, record, total, allow_retry=True)
+        except Timeout as t:
+            if t is total:
+                self.close()
+                raise TimeoutError_(
+                    f"request exceeded the total limit of {self.timeouts.total:g}s", category="total_timeout"
+                ) from None
+            raise
+        finally:
+            total.close()
+
+    def _stream_once(
+        self, req: HTTPRequest, parser: StreamParser, record: RequestRecord, total: Timeout, allow_retry: bool
+    ) -> RequestRecord:
+        reused = self._conn is not None
+        if self._conn is None:
+            self._conn = self._connect()
+            record.connect_ns = self._connect_ns
+        conn = self._conn
+        data = self._request_bytes(req)
+        ex = _Exchange(parser, record)
+        http = ex.http = httptools.HttpResponseParser(ex)
+        record.start_time = time.time()
+        record.t0_ns = ex.t0 = perf_counter_ns()
+        try:
+            conn.send_all(data)
+            n = conn.recv_into(self._buf, self._first_byte_timer)
+        except Timeout as t:
+            if t is total:
+                raise
+            self.close()
+            raise TimeoutError_(
+                f"no response byte within {self.timeouts.first_byte:g}s", category="first_byte_timeout"
+            ) from None
+        except OSError as e:
+            self.close()
+            if reused and allow_retry:
+                return self._stream_once(req, parser, record, total, allow_retry=False)
+            raise ConnectionResetError_(f"connection failed before the response: {e}") from e
+        if n == 0:
+            self.close()
+            if reused and allow_retry:  # the server closed an idle keep-alive connection
+                return self._stream_once(req, parser, record, total, allow_retry=False)
+            raise ConnectionResetError_("server closed the connection before responding")
+        now = ex.now = perf_counter_ns()
+        record.ttfb_ns = now - ex.t0
+        conn.requests += 1
+        try:
+            self._read_body(conn, http, ex, n, total)
+        except BaseException:
+            self.close()
+            raise
+        if not ex.keep_alive:
+            self.close()
+        return record
+
+    def _read_body(self, conn: _Connection, http: Any, ex: _Exchange, n: int, total: Timeout) -> None:
+        rec = ex.record
+        view = self._view
+        buf = self._buf
+        read_timer = self._read_timer
+        received = 0
+        eof = False
+        while True:
+            received += n
+            try:
+                http.feed_data(view[:n])
+            except httptools.HttpParserCallbackError as e:
+                cause = e.__context__
+                if isinstance(cause, LLMRequestError):
+                    raise cause from None
+                raise
+            except httptools.HttpParserError as e:
+                raise ProtocolError(f"invalid HTTP response: {e}") from None
+            if ex.done or eof:
+                break
+            try:
+                n = conn.recv_into(buf, read_timer)
+            except Timeout as t:
+                if t is total:
+                    raise
+                raise TimeoutError_(
+                    f"no bytes for {self.timeouts.read:g}s mid-response", category="read_timeout"
+                ) from None
+            except OSError as e:
+                raise ConnectionResetError_(f"connection lost mid-response: {e}") from e
+            ex.now = perf_counter_ns()
+            if n == 0:
+                if self._body_until_close(ex):
+                    eof = True
+                    break
+                if ex.status < 300 and ex.parser.complete:
+                    break  # every protocol byte arrived; only HTTP framing was cut
+                raise ConnectionResetError_("server closed the connection mid-response")
+        rec.response_bytes = received
+        end = ex.now
+        rec.http_status = ex.status or None
+        if ex.status >= 300 or ex.status == 0:
+            raise _status_error(ex)
+        events = ex.parser.close()
+        if events:
+            ex.handle(events)
+        rec.e2e_ns = end - ex.t0
+        if not ex.parser.complete:
+            raise StreamTruncated("stream ended without the protocol's terminator")
+        if rec.output_tokens is None and rec.chunks:
+            rec.output_tokens = rec.chunks
+            rec.tokens_source = "estimated"
+
+    @staticmethod
+    def _body_until_close(ex: _Exchange) -> bool:
+        h = ex.headers
+        return b"content-length" not in h and b"chunked" not in h.get(b"transfer-encoding", b"").lower()
+
+
+class _BodyCollector:
+    """A "protocol" that keeps the whole body: for small non-streaming calls (GET /v1/models)."""
+
+    complete = True
+
+    def __init__(self) -> None:
+        self.body = bytearray()
+
+    def feed(self, data: bytes) -> list:
+        self.body += data
+        return []
+
+    def close(self) -> list:
+        return []
+
+
+def _status_error(ex: _Exchange) -> HTTPStatusError:
+    status = ex.status
+    body = bytes(ex.error_body)
+    try:
+        message = error_message(orjson.loads(body)) if body else ""
+    except orjson.JSONDecodeError:
+        message = body[:200].decode("utf-8", "replace").strip()
+    retry = ex.headers.get(b"retry-after")
+    msg = f"HTTP {status}" + (f": {message}" if message else "")
+    return HTTPStatusError(msg, status=status, retry_after=retry.decode("latin-1") if retry else None)
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex

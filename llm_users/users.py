@@ -1,0 +1,223 @@
+"""Locust User classes, one per backend. Thin: the protocol modules build and parse, the
+stream client moves bytes and stamps time; a user picks a prompt, sends it, fires the events.
+
+Class attributes are the defaults (model, endpoint, sampling, prompts, API-key variable) and
+the ``--llm-*`` options override them. Subclass to change them in a locustfile::
+
+    class MyVLLM(VLLMUser):
+        model = "meta-llama/Llama-3.1-8B-Instruct"
+        max_tokens = 256
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from functools import lru_cache
+from typing import Any, ClassVar
+
+from locust import User, constant, task
+
+from . import protocols
+from .errors import ConfigError, LLMRequestError
+from .metrics import RequestRecord
+from .options import Settings, settings_for
+from .prompts import Messages, PromptCycle, load_prompts
+from .protocols import openai as openai_proto
+from .protocols.base import HTTPRequest, StreamParser
+from .stream import StreamClient, new_request_id
+
+log = logging.getLogger(__name__)
+_user_numbers = itertools.count()
+
+
+@lru_cache(maxsize=8)
+def _prompts(path: str | None) -> list[Messages]:
+    return load_prompts(path)
+
+
+class LLMUser(User):
+    """Abstract base: sends one streaming request per task iteration, back to back."""
+
+    abstract = True
+    wait_time = constant(0)
+
+    backend: ClassVar[str] = "llm"
+    model: str | None = None
+    endpoint: str = "chat"
+    max_tokens: int = 512
+    temperature: float = 0.0
+    top_p: float = 1.0
+    ignore_eos: bool = True
+    seed: int | None = None
+    prompts: str | None = None  # path of a prompts file; None = prompts/short.json
+    api_key_env: str | None = None
+    requires_api_key: ClassVar[bool] = False
+    client: str = "raw"  # "raw" (our stream client) or "sdk" (the backend's official SDK)
+    warmup_requests: int = 1  # each user's first N requests are flagged warm-up
+
+    def __init__(self, environment: Any) -> None:
+        super().__init__(environment)
+        self.settings: Settings = settings_for(type(self), environment.parsed_options)
+        self.user_number = next(_user_numbers)
+        self.prompt_cycle = PromptCycle(_prompts(self.settings.prompts), start=self.user_number)
+        self.api_key = self.settings.api_key()
+        self.model_name = self.settings.model or "default"
+        self.stream_client = StreamClient(
+            self.client_base_url(self.host),
+            timeouts=self.settings.timeouts,
+            verify_tls=self.settings.verify_tls,
+        )
+        self._sent = 0
+        self._sdk: Any = None
+
+    # what subclasses provide --------------------------------------------------------------
+    def client_base_url(self, host: str) -> str:
+        return host
+
+    def build_request(self, messages: Messages) -> HTTPRequest:
+        raise NotImplementedError
+
+    def new_parser(self) -> StreamParser:
+        raise NotImplementedError
+
+    # the task -------------------------------------------------------------------------------
+    @task
+    def generate(self) -> None:
+        self.send(self.prompt_cycle.next())
+
+    def send(self, messages: Messages) -> RequestRecord:
+        """Send one prompt, record it, fire ``request`` and ``llm_response``."""
+        if self.settings.client == "sdk":
+            from .sdk import sdk_stream  # optional extra: imported only when asked for
+
+            name = self.sdk_name()
+            rec = self._new_record(name)
+            run = lambda: sdk_stream(self, messages, rec)  # noqa: E731
+        else:
+            req = self.build_request(messages)
+            rec = self._new_record(req.name)
+            req.headers["X-Request-Id"] = rec.request_id
+            parser = self.new_parser()
+            run = lambda: self.stream_client.stream(req, parser, rec)  # noqa: E731
+        exc: LLMRequestError | None = None
+        started = time.perf_counter_ns()
+        try:
+            run()
+        except LLMRequestError as e:
+            exc = e
+            rec.status = "error"
+            rec.error_category = e.category
+            rec.error_message = e.message
+            rec.http_status = e.status or rec.http_status
+            if not rec.t0_ns:
+                rec.t0_ns = started
+                rec.start_time = time.time() - (time.perf_counter_ns() - started) / 1e9
+        elapsed_ns = rec.e2e_ns if rec.e2e_ns is not None else time.perf_counter_ns() - rec.t0_ns
+        self.environment.events.request.fire(
+            request_type="POST",
+            name=rec.name,
+            response_time=elapsed_ns / 1e6,
+            response_length=rec.response_bytes,
+            exception=exc,
+            context={"backend": self.backend, "model": self.model_name},
+            url=None,
+            response=None,
+        )
+        hook = getattr(self.environment.events, "llm_response", None)
+        if hook is not None:
+            hook.fire(record=rec, user=self)
+        return rec
+
+    def _new_record(self, name: str) -> RequestRecord:
+        rec = RequestRecord(
+            request_id=new_request_id(),
+            name=name,
+            backend=self.backend,
+            model=self.model_name,
+            user=self.user_number,
+            client=self.settings.client,
+        )
+        rec.warmup = self._sent < self.warmup_requests
+        self._sent += 1
+        return rec
+
+    def sdk_name(self) -> str:
+        return f"sdk:{self.backend}"
+
+    def on_stop(self) -> None:
+        self.stream_client.close()
+
+
+class _OpenAICompatibleUser(LLMUser):
+    abstract = True
+    dialect: ClassVar[openai_proto.Dialect] = "openai"
+
+    def client_base_url(self, host: str) -> str:
+        # Accept a base URL given the SDK way (".../v1"): our paths carry /v1 already.
+        host = host.rstrip("/")
+        return host[:-3] if host.endswith("/v1") else host
+
+    def on_start(self) -> None:
+        if self.settings.model is None:
+            self.model_name = _discover_model(self.stream_client, self.backend)
+
+    def build_request(self, messages: Messages) -> HTTPRequest:
+        if self.settings.endpoint not in openai_proto.PATHS:
+            raise ConfigError(f"--llm-endpoint must be chat or completions, got {self.settings.endpoint!r}")
+        return openai_proto.build_request(
+            model=self.model_name,
+            messages=messages,
+            sampling=self.settings.sampling,
+            endpoint=self.settings.endpoint,  # type: ignore[arg-type]
+            dialect=self.dialect,
+            api_key=self.api_key,
+        )
+
+    def new_parser(self) -> StreamParser:
+        return openai_proto.OpenAIStreamParser()
+
+    def sdk_name(self) -> str:
+        return "sdk:" + openai_proto.PATHS.get(self.settings.endpoint, "/v1/chat/completions")
+
+
+_discovered: dict[str, str] = {}
+
+
+def _discover_model(client: StreamClient, backend: str) -> str:
+    """Ask an OpenAI-compatible server which model it serves (GET /v1/models), once per host."""
+    key = f"{client.scheme}://{client.host_header}"
+    if key not in _discovered:
+        try:
+            data = client.fetch_json("/v1/models")
+            _discovered[key] = data["data"][0]["id"]
+            log.info("locust-llm: %s serves model %r", key, _discovered[key])
+        except (LLMRequestError, KeyError, IndexError, TypeError) as e:
+            log.error("locust-llm: could not discover the model from GET /v1/models (%s); "
+                      "sending model 'default' (give --llm-model)", e)
+            _discovered[key] = "default"
+    return _discovered[key]
+
+
+class VLLMUser(_OpenAICompatibleUser):
+    """vLLM's OpenAI-compatible server: max_tokens + ignore_eos, model discovered if not given."""
+
+    abstract = True
+    backend = "vllm"
+    dialect = "vllm"
+
+
+class OpenAIUser(_OpenAICompatibleUser):
+    """OpenAI's API (or any server that wants its dialect): max_completion_tokens, Bearer key."""
+
+    abstract = True
+    backend = "openai"
+    dialect = "openai"
+    model = "gpt-4o-mini"
+    ignore_eos = False
+    api_key_env = "OPENAI_API_KEY"
+    requires_api_key = True
+
+
+__all__ = ["LLMUser", "OpenAIUser", "VLLMUser", "protocols"]
