@@ -1,0 +1,42 @@
+# locust-llm developer commands. Everything runs from the project's own .venv.
+PY     ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+USERS  ?= 32
+TIME   ?= 30s
+
+.PHONY: install demo test test-fast lint bench sim clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+# The main job on the embedded simulator: a headless vLLM-dialect run, LLM summary at the end.
+demo: install
+	$(BIN)/locust -f locustfiles/vllm.py --headless -u $(USERS) -r $(USERS) -t $(TIME) \
+		--stop-timeout 15 --only-summary --llm-report llm-report
+
+# The whole suite (CI runs exactly this). pytest's "no tests collected" (exit 5) is a failure.
+test: install
+	@$(BIN)/python -m pytest -q -rs tests; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
+
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not slow" tests
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check llm_users exporters locustfiles tests bench || true
+
+bench: install
+	$(BIN)/python bench/client_overhead.py
+
+sim: install
+	$(BIN)/llm-sim --host 127.0.0.1 --port 8000
+
+clean:
+	rm -rf $(VENV) llm-report .pytest_cache

@@ -1,0 +1,177 @@
+"""Anthropic Messages API: ``POST /v1/messages`` with ``stream: true``.
+
+Request: ``model, max_tokens, messages`` (system messages move to the top-level ``system``),
+``stream``, and ``temperature``/``top_p`` under ``anthropic-version: 2023-06-01`` (newer versions,
+as the 2.x SDK sends, no longer take them unless ``include_sampling=True``). Auth is the
+documented ``x-api-key`` header or, as the 2.x SDK does, ``Authorization: Bearer``.
+
+Stream: SSE frames, each with an ``event:`` line equal to the payload's ``type``. The parser goes
+by the payload's ``type`` (falling back to the event name) and is tolerant of the rest:
+
+- ``message_start``: ``message.usage.input_tokens`` (+ cache read/creation tokens);
+- ``content_block_delta``: ``text_delta`` -> Content, ``thinking_delta`` -> reasoning Content,
+  ``signature_delta``/``input_json_delta``/others ignored;
+- ``message_delta``: ``delta.stop_reason`` -> Finish, ``usage.output_tokens`` (cumulative; the
+  last one wins) -> Usage;
+- ``message_stop``: the terminator. ``ping``, block start/stop: ignored.
+- ``error`` (``event: error``): ServerError with ``error.message`` and ``kind=error.type``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import orjson
+
+from ..errors import ProtocolError
+from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, error_message
+from .sampling import Sampling
+from .sse import SSEDecoder
+
+AuthStyle = Literal["x-api-key", "bearer"]
+
+PATH = "/v1/messages"
+DEFAULT_VERSION = "2023-06-01"
+_CACHE_FIELDS = ("cache_read_input_tokens", "cache_creation_input_tokens")
+
+
+def build_request(
+    *,
+    model: str,
+    messages: list[dict[str, Any]],
+    sampling: Sampling,
+    api_key: str | None = None,
+    auth: AuthStyle = "x-api-key",
+    anthropic_version: str = DEFAULT_VERSION,
+    include_sampling: bool | None = None,
+    path_prefix: str = "",
+    extra_headers: dict[str, str] | None = None,
+) -> HTTPRequest:
+    """A streaming Messages request.
+
+    ``include_sampling`` None means: send temperature/top_p only under version 2023-06-01.
+    """
+    system = [str(m.get("content", "")) for m in messages if m.get("role") == "system"]
+    convo = [{"role": m.get("role", "user"), "content": m.get("content", "")} for m in messages
+             if m.get("role") != "system"]
+    body: dict[str, Any] = {"model": model, "max_tokens": sampling.max_tokens, "messages": convo}
+    if system:
+        body["system"] = "\n\n".join(system)
+    if sampling.stop:
+        body["stop_sequences"] = list(sampling.stop)
+    body["stream"] = True
+    if include_sampling is None:
+        include_sampling = anthropic_version == DEFAULT_VERSION
+    if include_sampling:
+        body["temperature"] = sampling.temperature
+        if sampling.top_p < 1:  # 1.0 is the API's default; newer models refuse both knobs at once
+            body["top_p"] = sampling.top_p
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "text/event-stream",
+        "anthropic-version": anthropic_version,
+    }
+    secret: tuple[str, ...] = ()
+    if api_key:
+        if auth == "x-api-key":
+            headers["x-api-key"] = api_key
+            secret = ("x-api-key",)
+        elif auth == "bearer":
+            headers["Authorization"] = f"Bearer {api_key}"
+            secret = ("Authorization",)
+        else:
+            raise ValueError(f"unknown auth style {auth!r}: use 'x-api-key' or 'bearer'")
+    if extra_headers:
+        headers.update(extra_headers)
+    path = path_prefix + PATH
+    return HTTPRequest("POST", path, headers, orjson.dumps(body), name=path, secret_headers=secret)
+
+
+class AnthropicStreamParser:
+    """Parses a Messages API SSE stream. Complete once ``message_stop`` arrives."""
+
+    __slots__ = ("_sse", "complete", "_input", "_server")
+
+    def __init__(self) -> None:
+        self._sse = SSEDecoder()
+        self.complete = False
+        self._input: int | None = None
+        self._server: dict[str, Any] | None = None
+
+    def feed(self, data: bytes) -> list[Event]:
+        return self._frames(self._sse.feed(data))
+
+    def close(self) -> list[Event]:
+        return self._frames(self._sse.close())
+
+    def _frames(self, frames: list[tuple[bytes | None, bytes]]) -> list[Event]:
+        events: list[Event] = []
+        for name, payload in frames:
+            try:
+                obj = orjson.loads(payload)
+            except orjson.JSONDecodeError:
+                raise ProtocolError(f"data payload is not JSON: {payload[:120]!r}") from None
+            if not isinstance(obj, dict):
+                raise ProtocolError(f"data payload is not an object: {payload[:120]!r}")
+            try:
+                self._chunk(obj, name, events)
+            except (AttributeError, TypeError, ValueError, KeyError):
+                raise ProtocolError(f"unexpected Anthropic payload shape: {payload[:120]!r}") from None
+        return events
+
+    def _chunk(self, obj: dict[str, Any], name: bytes | None, events: list[Event]) -> None:
+        kind = obj.get("type") or (name.decode("utf-8", "replace") if name else None)
+        if kind == "content_block_delta":
+            delta = obj["delta"]
+            dtype = delta.get("type")
+            if dtype == "text_delta":
+                text = delta.get("text")
+                if text:
+                    events.append(Content(text))
+            elif dtype == "thinking_delta":
+                text = delta.get("thinking")
+                if text:
+                    events.append(Content(text, reasoning=True))
+        elif kind == "message_delta":
+            reason = (obj.get("delta") or {}).get("stop_reason")
+            if reason:
+                events.append(Finish(str(reason)))
+            usage = obj.get("usage")
+            if usage:
+                self._note_cache(usage)
+                input_tokens = usage.get("input_tokens")
+                events.append(
+                    Usage(
+                        input_tokens=self._input if input_tokens is None else input_tokens,
+                        output_tokens=usage.get("output_tokens"),
+                        server=dict(self._server) if self._server else None,
+                    )
+                )
+        elif kind == "message_start":
+            usage = (obj.get("message") or {}).get("usage") or {}
+            self._input = usage.get("input_tokens")
+            self._note_cache(usage)
+            if self._input is not None or self._server:
+                server = dict(self._server) if self._server else None
+                events.append(Usage(input_tokens=self._input, server=server))
+        elif kind == "message_stop":
+            self.complete = True
+        elif kind == "error" or ("error" in obj and kind not in _KNOWN):
+            err = obj.get("error")
+            etype = err.get("type") if isinstance(err, dict) else None
+            events.append(ServerError(error_message(err), kind=str(etype) if etype else None))
+        # ping, content_block_start/stop and unknown future types are ignored.
+
+    def _note_cache(self, usage: dict[str, Any]) -> None:
+        for key in _CACHE_FIELDS:
+            value = usage.get(key)
+            if value is not None:
+                if self._server is None:
+                    self._server = {}
+                self._server[key] = value
+
+
+_KNOWN = frozenset(
+    {"message_start", "content_block_start", "content_block_delta", "content_block_stop",
+     "message_delta", "message_stop", "ping"}
+)

@@ -1,0 +1,153 @@
+"""Google Gemini API (Generative Language REST): ``POST /{api_version}/models/{model}:
+streamGenerateContent?alt=sse`` with the key in the ``x-goog-api-key`` header.
+
+Request: ``contents`` (roles ``user``/``model``; system messages go to ``systemInstruction``) and
+``generationConfig {maxOutputTokens, temperature, topP, seed?, stopSequences?}``. Gemini has no
+ignore_eos.
+
+Stream: SSE frames (``data: {...}`` separated by ``\\r\\n\\r\\n``), often several tokens each.
+Text is in ``candidates[0].content.parts[].text``; parts with ``"thought": true`` are reasoning.
+``usageMetadata`` is cumulative: the last one that has ``candidatesTokenCount`` gives output
+tokens (``thoughtsTokenCount`` kept apart as reasoning tokens) and ``promptTokenCount`` input. The
+frame with ``finishReason`` completes the stream (the server then closes the connection; there is
+no sentinel), as does a prompt blocked with ``promptFeedback.blockReason``. Errors arrive as
+``{"error": {"code", "message", "status"}}`` payloads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from ..errors import ProtocolError
+from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, error_message
+from .sampling import Sampling
+from .sse import SSEDecoder
+
+DEFAULT_API_VERSION = "v1beta"
+
+
+def build_request(
+    *,
+    model: str,
+    messages: list[dict[str, Any]],
+    sampling: Sampling,
+    api_key: str | None = None,
+    api_version: str = DEFAULT_API_VERSION,
+    path_prefix: str = "",
+    extra_headers: dict[str, str] | None = None,
+) -> HTTPRequest:
+    """A streaming generateContent request."""
+    model = model.removeprefix("models/")
+    system = [str(m.get("content", "")) for m in messages if m.get("role") == "system"]
+    contents = [
+        {
+            "role": "model" if m.get("role") in ("assistant", "model") else "user",
+            "parts": [{"text": str(m.get("content", ""))}],
+        }
+        for m in messages
+        if m.get("role") != "system"
+    ]
+    body: dict[str, Any] = {"contents": contents}
+    if system:
+        body["systemInstruction"] = {"parts": [{"text": "\n\n".join(system)}]}
+    config: dict[str, Any] = {
+        "maxOutputTokens": sampling.max_tokens,
+        "temperature": sampling.temperature,
+        "topP": sampling.top_p,
+    }
+    if sampling.seed is not None:
+        config["seed"] = sampling.seed
+    if sampling.stop:
+        config["stopSequences"] = list(sampling.stop)
+    body["generationConfig"] = config
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+    secret: tuple[str, ...] = ()
+    if api_key:
+        headers["x-goog-api-key"] = api_key
+        secret = ("x-goog-api-key",)
+    if extra_headers:
+        headers.update(extra_headers)
+    name = f"{path_prefix}/{api_version}/models/{model}:streamGenerateContent"
+    return HTTPRequest(
+        "POST", name + "?alt=sse", headers, orjson.dumps(body), name=name, secret_headers=secret
+    )
+
+
+class GeminiStreamParser:
+    """Parses a ``streamGenerateContent?alt=sse`` stream.
+
+    Complete once a candidate's ``finishReason`` (or a prompt ``blockReason``) arrives; a stream
+    that ends without one was truncated.
+    """
+
+    __slots__ = ("_sse", "complete")
+
+    def __init__(self) -> None:
+        self._sse = SSEDecoder()
+        self.complete = False
+
+    def feed(self, data: bytes) -> list[Event]:
+        return self._frames(self._sse.feed(data))
+
+    def close(self) -> list[Event]:
+        return self._frames(self._sse.close())
+
+    def _frames(self, frames: list[tuple[bytes | None, bytes]]) -> list[Event]:
+        events: list[Event] = []
+        for _name, payload in frames:
+            try:
+                obj = orjson.loads(payload)
+            except orjson.JSONDecodeError:
+                raise ProtocolError(f"data payload is not JSON: {payload[:120]!r}") from None
+            if not isinstance(obj, dict):
+                raise ProtocolError(f"data payload is not an object: {payload[:120]!r}")
+            try:
+                self._chunk(obj, events)
+            except (AttributeError, TypeError, ValueError, IndexError, KeyError):
+                raise ProtocolError(f"unexpected Gemini payload shape: {payload[:120]!r}") from None
+        return events
+
+    def _chunk(self, obj: dict[str, Any], events: list[Event]) -> None:
+        err = obj.get("error")
+        if err is not None:
+            status = err.get("code") if isinstance(err, dict) else None
+            kind = err.get("status") if isinstance(err, dict) else None
+            events.append(
+                ServerError(
+                    error_message(err),
+                    status=status if isinstance(status, int) else None,
+                    kind=str(kind) if kind else None,
+                )
+            )
+            return
+        reason = None
+        candidates = obj.get("candidates")
+        if candidates:
+            cand = candidates[0]
+            content = cand.get("content")
+            if content:
+                for part in content.get("parts") or ():
+                    text = part.get("text")
+                    if text:
+                        events.append(Content(text, reasoning=bool(part.get("thought"))))
+            reason = cand.get("finishReason")
+        else:
+            feedback = obj.get("promptFeedback")
+            if feedback:
+                reason = feedback.get("blockReason")
+        meta = obj.get("usageMetadata")
+        if meta and meta.get("candidatesTokenCount") is not None:
+            cached = meta.get("cachedContentTokenCount")
+            events.append(
+                Usage(
+                    input_tokens=meta.get("promptTokenCount"),
+                    output_tokens=meta["candidatesTokenCount"],
+                    reasoning_tokens=meta.get("thoughtsTokenCount"),
+                    server={"cachedContentTokenCount": cached} if cached is not None else None,
+                )
+            )
+        if reason:
+            events.append(Finish(str(reason)))
+            self.complete = True

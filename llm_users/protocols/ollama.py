@@ -1,0 +1,163 @@
+"""Ollama native API: ``POST /api/chat`` (``messages``; text in ``message.content``) and
+``POST /api/generate`` (``prompt``; text in ``response``).
+
+Sampling goes in ``options: {num_predict, temperature, top_p, seed?, stop?}``; Ollama has no
+ignore_eos. The stream is NDJSON: one JSON object per ``\\n``-ended line, no sentinel. The last
+line has ``"done": true``, ``done_reason`` and the server's counters and timings in integer
+nanoseconds (zero-valued fields are omitted: read them as 0). Thinking models put reasoning text in
+``message.thinking`` (chat) or ``thinking`` (generate). A mid-stream failure is an
+``{"error": "..."}`` line on HTTP 200.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import orjson
+
+from ..errors import ProtocolError
+from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, error_message
+from .openai import messages_to_prompt
+from .sampling import Sampling
+
+Endpoint = Literal["chat", "generate"]
+
+PATHS = {"chat": "/api/chat", "generate": "/api/generate"}
+
+#: The timing/counter fields of the final line, reported in ``Usage.server`` (ns / counts).
+SERVER_FIELDS = (
+    "total_duration",
+    "load_duration",
+    "prompt_eval_count",
+    "prompt_eval_duration",
+    "eval_count",
+    "eval_duration",
+)
+
+
+def build_request(
+    *,
+    model: str,
+    messages: list[dict[str, Any]],
+    sampling: Sampling,
+    api_key: str | None = None,
+    endpoint: Endpoint = "chat",
+    path_prefix: str = "",
+    extra_headers: dict[str, str] | None = None,
+) -> HTTPRequest:
+    """A streaming Ollama chat or generate request."""
+    body: dict[str, Any] = {"model": model}
+    if endpoint == "chat":
+        body["messages"] = [{"role": m.get("role", "user"), "content": m.get("content", "")} for m in messages]
+    elif endpoint == "generate":
+        system = [str(m.get("content", "")) for m in messages if m.get("role") == "system"]
+        rest = [m for m in messages if m.get("role") != "system"]
+        body["prompt"] = messages_to_prompt(rest) if rest else ""
+        if system:
+            body["system"] = "\n\n".join(system)
+    else:
+        raise ValueError(f"unknown endpoint {endpoint!r}: use 'chat' or 'generate'")
+    options: dict[str, Any] = {
+        "num_predict": sampling.max_tokens,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+    }
+    if sampling.seed is not None:
+        options["seed"] = sampling.seed
+    if sampling.stop:
+        options["stop"] = list(sampling.stop)
+    body["options"] = options
+    body["stream"] = True
+    headers = {"Content-Type": "application/json", "Accept": "application/x-ndjson"}
+    secret: tuple[str, ...] = ()
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+        secret = ("Authorization",)
+    if extra_headers:
+        headers.update(extra_headers)
+    path = path_prefix + PATHS[endpoint]
+    return HTTPRequest("POST", path, headers, orjson.dumps(body), name=path, secret_headers=secret)
+
+
+class OllamaStreamParser:
+    """Parses an Ollama NDJSON stream from ``/api/chat`` or ``/api/generate``.
+
+    Lines end in ``\\n``; ``\\r\\n`` and blank lines are tolerated. Complete on ``done: true``.
+    """
+
+    __slots__ = ("_buf", "complete")
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self.complete = False
+
+    def feed(self, data: bytes) -> list[Event]:
+        buf = self._buf + data if self._buf else data
+        if b"\n" not in data:
+            self._buf = buf
+            return []
+        lines = buf.split(b"\n")
+        self._buf = lines.pop()
+        events: list[Event] = []
+        for line in lines:
+            self._line(line, events)
+        return events
+
+    def close(self) -> list[Event]:
+        """End of body: a last line without its ``\\n`` counts if it is a whole JSON object;
+        a cut-off fragment is dropped (the caller sees ``complete`` false)."""
+        rest, self._buf = self._buf, b""
+        events: list[Event] = []
+        if rest.strip():
+            try:
+                orjson.loads(rest)
+            except orjson.JSONDecodeError:
+                return events
+            self._line(rest, events)
+        return events
+
+    def _line(self, line: bytes, events: list[Event]) -> None:
+        if line[-1:] == b"\r":
+            line = line[:-1]
+        if not line or line.isspace():
+            return
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            raise ProtocolError(f"NDJSON line is not JSON: {line[:120]!r}") from None
+        if not isinstance(obj, dict):
+            raise ProtocolError(f"NDJSON line is not an object: {line[:120]!r}")
+        try:
+            self._chunk(obj, events)
+        except (AttributeError, TypeError, ValueError):
+            raise ProtocolError(f"unexpected Ollama line shape: {line[:120]!r}") from None
+
+    def _chunk(self, obj: dict[str, Any], events: list[Event]) -> None:
+        err = obj.get("error")
+        if err is not None:
+            events.append(ServerError(error_message(err)))
+            return
+        message = obj.get("message")
+        if message is not None:
+            thinking = message.get("thinking")
+            text = message.get("content")
+        else:
+            thinking = obj.get("thinking")
+            text = obj.get("response")
+        if thinking:
+            events.append(Content(thinking, reasoning=True))
+        if text:
+            events.append(Content(text))
+        if obj.get("done"):
+            server = {k: int(obj.get(k) or 0) for k in SERVER_FIELDS}
+            events.append(
+                Usage(
+                    input_tokens=server["prompt_eval_count"],
+                    output_tokens=server["eval_count"],
+                    server=server,
+                )
+            )
+            reason = obj.get("done_reason")
+            if reason:
+                events.append(Finish(str(reason)))
+            self.complete = True

@@ -1,0 +1,128 @@
+"""Hugging Face Text Generation Inference, native API: ``POST /generate_stream`` (or ``POST /``
+with ``"stream": true``, as TGI's own Python clients do).
+
+TGI validates temperature > 0 and 0 < top_p < 1, so the project's fixed sampling (temperature 0,
+top_p 1) is expressed as greedy decoding: ``do_sample: false`` with both left out. A user who
+sets temperature > 0 or top_p < 1 gets them sent with ``do_sample: true``. TGI has no ignore_eos
+or min_tokens. ``details: true`` makes the final frame carry the server's token counts.
+
+Stream: SSE frames ``data:{...}`` (no space), one token each; special tokens (EOS) are not output
+text. The final frame has a non-null ``generated_text`` and ``details {finish_reason,
+generated_tokens, input_length, seed}``. No ``[DONE]``. Errors arrive on HTTP 200 as
+``{"error": "...", "error_type": "..."}`` payloads.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import orjson
+
+from ..errors import ProtocolError
+from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, error_message
+from .openai import messages_to_prompt
+from .sampling import Sampling
+from .sse import SSEDecoder
+
+Path = Literal["/generate_stream", "/"]
+
+
+def build_request(
+    *,
+    model: str,
+    messages: list[dict[str, Any]],
+    sampling: Sampling,
+    api_key: str | None = None,
+    path: Path = "/generate_stream",
+    path_prefix: str = "",
+    extra_headers: dict[str, str] | None = None,
+) -> HTTPRequest:
+    """A streaming TGI generate request. ``model`` is unused on the wire (TGI serves one model)
+    but kept for a uniform signature."""
+    del model
+    if path not in ("/generate_stream", "/"):
+        raise ValueError(f"unknown TGI path {path!r}: use '/generate_stream' or '/'")
+    params: dict[str, Any] = {"max_new_tokens": sampling.max_tokens}
+    sample = sampling.temperature > 0 or sampling.top_p < 1
+    params["do_sample"] = sample
+    if sampling.temperature > 0:
+        params["temperature"] = sampling.temperature
+    if sampling.top_p < 1:
+        params["top_p"] = sampling.top_p
+    params["details"] = True
+    params["return_full_text"] = False
+    if sampling.seed is not None:
+        params["seed"] = sampling.seed
+    if sampling.stop:
+        params["stop"] = list(sampling.stop)
+    body: dict[str, Any] = {"inputs": messages_to_prompt(messages), "parameters": params}
+    if path == "/":
+        body["stream"] = True
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+    secret: tuple[str, ...] = ()
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+        secret = ("Authorization",)
+    if extra_headers:
+        headers.update(extra_headers)
+    full = path_prefix + path if path_prefix else path
+    return HTTPRequest("POST", full, headers, orjson.dumps(body), name=full, secret_headers=secret)
+
+
+class TGIStreamParser:
+    """Parses a TGI ``/generate_stream`` SSE stream.
+
+    Complete once the final frame (non-null ``generated_text`` or ``details``) arrives.
+    """
+
+    __slots__ = ("_sse", "complete")
+
+    def __init__(self) -> None:
+        self._sse = SSEDecoder()
+        self.complete = False
+
+    def feed(self, data: bytes) -> list[Event]:
+        return self._frames(self._sse.feed(data))
+
+    def close(self) -> list[Event]:
+        return self._frames(self._sse.close())
+
+    def _frames(self, frames: list[tuple[bytes | None, bytes]]) -> list[Event]:
+        events: list[Event] = []
+        for _name, payload in frames:
+            try:
+                obj = orjson.loads(payload)
+            except orjson.JSONDecodeError:
+                raise ProtocolError(f"data payload is not JSON: {payload[:120]!r}") from None
+            if not isinstance(obj, dict):
+                raise ProtocolError(f"data payload is not an object: {payload[:120]!r}")
+            try:
+                self._chunk(obj, events)
+            except (AttributeError, TypeError, ValueError):
+                raise ProtocolError(f"unexpected TGI payload shape: {payload[:120]!r}") from None
+        return events
+
+    def _chunk(self, obj: dict[str, Any], events: list[Event]) -> None:
+        err = obj.get("error")
+        if err is not None:
+            kind = obj.get("error_type")
+            events.append(ServerError(error_message(err), kind=str(kind) if kind else None))
+            return
+        token = obj.get("token")
+        if token:
+            text = token.get("text")
+            if text and not token.get("special"):
+                events.append(Content(text))
+        details = obj.get("details")
+        if details:
+            events.append(
+                Usage(
+                    input_tokens=details.get("input_length"),
+                    output_tokens=details.get("generated_tokens"),
+                )
+            )
+            reason = details.get("finish_reason")
+            if reason:
+                events.append(Finish(str(reason)))
+        if details or obj.get("generated_text") is not None:
+            self.complete = True

@@ -1,0 +1,89 @@
+"""The incremental SSE decoder: line endings, the optional space, comments, events, splits."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_users.protocols.sse import SSEDecoder
+
+
+def decode(data: bytes) -> list[tuple[bytes | None, bytes]]:
+    d = SSEDecoder()
+    return d.feed(data) + d.close()
+
+
+def decode_all_splits(data: bytes) -> list[tuple[bytes | None, bytes]]:
+    """Decode whole, at every cut and byte by byte; all must agree."""
+    whole = decode(data)
+    for i in range(len(data) + 1):
+        d = SSEDecoder()
+        assert d.feed(data[:i]) + d.feed(data[i:]) + d.close() == whole, f"cut at {i}"
+    d = SSEDecoder()
+    got = []
+    for i in range(len(data)):
+        got += d.feed(data[i : i + 1])
+    assert got + d.close() == whole
+    return whole
+
+
+@pytest.mark.parametrize("eol", [b"\n", b"\r\n", b"\r"])
+@pytest.mark.parametrize("sep", [b"data: ", b"data:"])
+def test_line_endings_and_optional_space(eol: bytes, sep: bytes) -> None:
+    data = sep + b'{"a":1}' + eol + eol + sep + b"[DONE]" + eol + eol
+    assert decode_all_splits(data) == [(None, b'{"a":1}'), (None, b"[DONE]")]
+
+
+def test_only_one_leading_space_is_removed() -> None:
+    assert decode(b"data:  x\n\n") == [(None, b" x")]
+
+
+def test_multiline_data_joins_with_newline() -> None:
+    assert decode_all_splits(b"data: a\ndata: b\r\ndata:c\n\n") == [(None, b"a\nb\nc")]
+
+
+def test_comments_and_keepalives_are_skipped() -> None:
+    data = b": keep-alive\n\n:\n\ndata: x\n: ping inside a frame\n\n: trailing\n"
+    assert decode_all_splits(data) == [(None, b"x")]
+
+
+def test_event_names_apply_to_their_frame_only() -> None:
+    data = b"event: ping\ndata: {}\n\ndata: plain\n\nevent: error\r\ndata: boom\r\n\r\n"
+    assert decode_all_splits(data) == [(b"ping", b"{}"), (None, b"plain"), (b"error", b"boom")]
+
+
+def test_frame_without_data_is_not_dispatched() -> None:
+    assert decode_all_splits(b"event: lonely\n\nid: 7\nretry: 10\n\ndata: y\n\n") == [(None, b"y")]
+
+
+def test_close_dispatches_a_frame_missing_its_blank_line() -> None:
+    assert decode(b"data: last\n") == [(None, b"last")]
+    assert decode(b"data: last\r") == [(None, b"last")]
+    assert decode(b"data: last\r\n") == [(None, b"last")]
+
+
+def test_close_drops_a_partial_last_line() -> None:
+    assert decode(b'data: {"a":1}\n\ndata: {"b":') == [(None, b'{"a":1}')]
+
+
+def test_cr_at_the_end_of_a_piece_waits_for_a_possible_lf() -> None:
+    d = SSEDecoder()
+    assert d.feed(b"data: x\r") == []
+    assert d.feed(b"\n") == []
+    assert d.feed(b"\r") == []
+    assert d.feed(b"\n") == [(None, b"x")]
+    assert d.close() == []
+
+
+def test_mixed_endings_in_one_stream() -> None:
+    data = b"data: 1\r\n\ndata: 2\n\r\ndata: 3\r\rdata: 4\n\n"
+    assert decode_all_splits(data) == [(None, b"1"), (None, b"2"), (None, b"3"), (None, b"4")]
+
+
+def test_field_without_colon_and_unknown_fields() -> None:
+    # "data" alone is a data field with an empty value; unknown fields are ignored.
+    assert decode(b"data\ndata: x\nfoo: bar\n\n") == [(None, b"\nx")]
+
+
+def test_utf8_split_inside_a_character() -> None:
+    data = 'data: {"t":"héllo ✓"}\n\n'.encode()
+    assert decode_all_splits(data) == [(None, '{"t":"héllo ✓"}'.encode())]
