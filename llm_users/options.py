@@ -66,7 +66,16 @@ class Settings:
     verify_tls: bool
 
     def api_key(self) -> str | None:
-        return os.environ.get(self.api_key_env) if self.api_key_env else None
+        """The key from the first named variable that is set (names are comma-separated)."""
+        for name in (self.api_key_env or "").split(","):
+            value = os.environ.get(name.strip()) if name.strip() else None
+            if value:
+                return value
+        return None
+
+    def api_key_names(self) -> str:
+        names = [n.strip() for n in (self.api_key_env or "").split(",") if n.strip()]
+        return names[0] + "".join(f" (or {n})" for n in names[1:]) if names else "(none named)"
 
 
 def settings_for(user_cls: Any, options: Any) -> Settings:

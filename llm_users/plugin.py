@@ -128,7 +128,7 @@ def _check_settings(environment: Any, user_classes: list[Any]) -> None:
             check_sdk_available(cls)
         if cls.requires_api_key and not settings.api_key():
             raise ConfigError(
-                f"{cls.__name__} needs an API key in the environment variable {settings.api_key_env} "
+                f"{cls.__name__} needs an API key in the environment variable {settings.api_key_names()} "
                 f"(set it, or name another variable with --llm-api-key-env)"
             )
 

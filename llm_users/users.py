@@ -24,7 +24,11 @@ from .errors import ConfigError, LLMRequestError
 from .metrics import RequestRecord
 from .options import Settings, settings_for
 from .prompts import Messages, PromptCycle, load_prompts
+from .protocols import anthropic as anthropic_proto
+from .protocols import gemini as gemini_proto
+from .protocols import ollama as ollama_proto
 from .protocols import openai as openai_proto
+from .protocols import tgi as tgi_proto
 from .protocols.base import HTTPRequest, StreamParser
 from .stream import StreamClient, new_request_id
 
@@ -220,4 +224,107 @@ class OpenAIUser(_OpenAICompatibleUser):
     requires_api_key = True
 
 
-__all__ = ["LLMUser", "OpenAIUser", "VLLMUser", "protocols"]
+class TGIUser(LLMUser):
+    """Hugging Face TGI. Endpoints: ``generate_stream`` (default), ``root`` (``POST /`` with
+    stream), or ``chat`` (the Messages API, OpenAI-shaped). Fixed sampling is greedy
+    (``do_sample: false``); TGI has no ignore_eos, so output length may vary."""
+
+    abstract = True
+    backend = "tgi"
+    model = "tgi"
+    endpoint = "generate_stream"
+    ignore_eos = False
+
+    def build_request(self, messages: Messages) -> HTTPRequest:
+        ep = self.settings.endpoint
+        s = self.settings.sampling
+        if ep == "chat":
+            return openai_proto.build_request(model=self.model_name, messages=messages, sampling=s,
+                                              dialect="compat", api_key=self.api_key)
+        paths = {"generate_stream": "/generate_stream", "root": "/"}
+        if ep not in paths:
+            raise ConfigError(f"--llm-endpoint for TGI must be generate_stream, root or chat, got {ep!r}")
+        return tgi_proto.build_request(model=self.model_name, messages=messages, sampling=s,
+                                       api_key=self.api_key, path=paths[ep])  # type: ignore[arg-type]
+
+    def new_parser(self) -> StreamParser:
+        if self.settings.endpoint == "chat":
+            return openai_proto.OpenAIStreamParser()
+        return tgi_proto.TGIStreamParser()
+
+
+class OllamaUser(LLMUser):
+    """Ollama. Endpoints: ``chat`` (``/api/chat``, default), ``generate`` (``/api/generate``),
+    or ``openai`` (its /v1 chat route). Token counts and the server's own timings (ns) come from
+    the final line. No ignore_eos: output length may vary."""
+
+    abstract = True
+    backend = "ollama"
+    model = "llama3.2"
+    ignore_eos = False
+
+    def build_request(self, messages: Messages) -> HTTPRequest:
+        ep = self.settings.endpoint
+        s = self.settings.sampling
+        if ep == "openai":
+            return openai_proto.build_request(model=self.model_name, messages=messages, sampling=s,
+                                              dialect="compat", api_key=self.api_key)
+        if ep not in ollama_proto.PATHS:
+            raise ConfigError(f"--llm-endpoint for Ollama must be chat, generate or openai, got {ep!r}")
+        return ollama_proto.build_request(model=self.model_name, messages=messages, sampling=s,
+                                          api_key=self.api_key, endpoint=ep)  # type: ignore[arg-type]
+
+    def new_parser(self) -> StreamParser:
+        if self.settings.endpoint == "openai":
+            return openai_proto.OpenAIStreamParser()
+        return ollama_proto.OllamaStreamParser()
+
+
+class ClaudeUser(LLMUser):
+    """Anthropic Messages API. ``auth`` (``x-api-key`` or ``bearer``) and ``anthropic_version``
+    are class attributes; under the default version 2023-06-01 temperature is sent."""
+
+    abstract = True
+    backend = "claude"
+    model = "claude-sonnet-4-5"
+    endpoint = "messages"
+    ignore_eos = False
+    api_key_env = "ANTHROPIC_API_KEY"
+    requires_api_key = True
+    auth: ClassVar[anthropic_proto.AuthStyle] = "x-api-key"
+    anthropic_version: ClassVar[str] = anthropic_proto.DEFAULT_VERSION
+
+    def build_request(self, messages: Messages) -> HTTPRequest:
+        return anthropic_proto.build_request(
+            model=self.model_name, messages=messages, sampling=self.settings.sampling, api_key=self.api_key,
+            auth=self.auth, anthropic_version=self.anthropic_version,
+        )
+
+    def new_parser(self) -> StreamParser:
+        return anthropic_proto.AnthropicStreamParser()
+
+
+class GeminiUser(LLMUser):
+    """Google Gemini API (``streamGenerateContent?alt=sse``). Key from GEMINI_API_KEY, else
+    GOOGLE_API_KEY. ``api_version`` is a class attribute (default v1beta)."""
+
+    abstract = True
+    backend = "gemini"
+    model = "gemini-2.5-flash"
+    endpoint = "generate"
+    ignore_eos = False
+    api_key_env = "GEMINI_API_KEY,GOOGLE_API_KEY"
+    requires_api_key = True
+    api_version: ClassVar[str] = gemini_proto.DEFAULT_API_VERSION
+
+    def build_request(self, messages: Messages) -> HTTPRequest:
+        return gemini_proto.build_request(
+            model=self.model_name, messages=messages, sampling=self.settings.sampling, api_key=self.api_key,
+            api_version=self.api_version,
+        )
+
+    def new_parser(self) -> StreamParser:
+        return gemini_proto.GeminiStreamParser()
+
+
+__all__ = ["ClaudeUser", "GeminiUser", "LLMUser", "OllamaUser", "OpenAIUser", "TGIUser", "VLLMUser", "protocols"]
