@@ -51,4 +51,25 @@ def summary_table(summary: dict[str, Any]) -> str:
         lines.append(f"failures by category: {cats}")
     if ov.get("estimated_token_requests"):
         lines.append(f"note: {ov['estimated_token_requests']} requests had no server usage; tokens estimated from chunks")
+    window = summary.get("window") or {}
+    if window.get("measured_s"):
+        wu = window.get("warmup") or {}
+        how = (f"{wu.get('seconds'):g} s" if wu.get("seconds") else f"first {wu.get('requests_per_user', 0)} per user")
+        lines.append(f"measured window: {window['measured_s']:.1f} s; warm-up excluded: {ov.get('excluded_warmup', 0)} "
+                     f"requests ({how})" + (f"; cool-down excluded: {ov.get('excluded_cooldown')}"
+                                             if ov.get("excluded_cooldown") else ""))
+    slo = ov.get("slo")
+    if slo:
+        share = slo["share_meeting_all"]
+        lines.append(f"goodput: {slo['goodput_rps'] or 0:.2f} req/s met every SLO "
+                     f"({share:.1%} of requests)" if share is not None else "goodput: no requests")
+    for lost in (summary.get("workers") or {}).get("lost", []):
+        lines.append(f"WARNING: worker {lost['worker']} was lost; up to {lost['window_at_risk_s']:.1f} s of its "
+                     f"data may be missing")
+    check = summary.get("self_check")
+    if check:
+        lines.append(("WARNING: " if check["saturated"] else "") + check["message"])
+        for n in check["nodes"]:
+            for r in n["reasons"]:
+                lines.append(f"  {n['node']}: {r}")
     return "\n".join(lines)

@@ -55,7 +55,8 @@ class RequestRecord:
     server: dict[str, Any] | None = None  # server-side figures (Ollama durations, vLLM metrics)
     worker: str | None = None
     user: int | None = None
-    warmup: bool = False
+    warmup: bool = False  # excluded from statistics: warm-up (kept in requests.jsonl)
+    cooldown: bool = False  # excluded from statistics: cool-down
     client: str = "raw"
 
     @property
@@ -160,12 +161,17 @@ class Distribution:
 
 
 class Stats:
-    """Statistics of one request name (or of all of them): counts, tokens, distributions.
+    """Statistics of one request name (or of all of them): counts, tokens, distributions, SLOs.
 
-    Warm-up records are counted in ``excluded`` and kept out of everything else.
+    Warm-up and cool-down records are counted in ``excluded``/``excluded_cooldown`` and kept
+    out of everything else. ``slos`` maps a metric to its limit in ns (see :mod:`.slo`).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, slos: dict[str, float] | None = None) -> None:
+        self.slos = slos or {}
+        self.good = 0
+        self.slo_met: Counter[str] = Counter()
+        self.excluded_cooldown = 0
         self.dists = {m: Distribution() for m in LATENCY_METRICS}
         self.requests = 0
         self.failures = 0
@@ -181,8 +187,20 @@ class Stats:
         if rec.warmup:
             self.excluded += 1
             return
+        if rec.cooldown:
+            self.excluded_cooldown += 1
+            return
         self.requests += 1
         self._window(rec.start_time, rec.end_time)
+        if self.slos:
+            from .slo import slo_results
+
+            met = slo_results(rec, self.slos)
+            for k, ok in met.items():
+                if ok:
+                    self.slo_met[k] += 1
+            if all(met.values()):
+                self.good += 1
         if not rec.ok:
             self.failures += 1
             self.failures_by_category[rec.error_category or "error"] += 1
@@ -226,6 +244,7 @@ class Stats:
             "failures": self.failures,
             "failures_by_category": dict(self.failures_by_category),
             "excluded_warmup": self.excluded,
+            "excluded_cooldown": self.excluded_cooldown,
         }
         for m, dist in self.dists.items():
             out[m] = dist.summary_ms()
@@ -235,6 +254,14 @@ class Stats:
         out["duration_s"] = dur
         out["output_tokens_per_s"] = self.output_tokens / dur if dur > 0 else None
         out["requests_per_s"] = self.requests / dur if dur > 0 else None
+        if self.slos:
+            out["slo"] = {
+                "limits_ms": {k: v / 1e6 for k, v in self.slos.items()},
+                "good_requests": self.good,
+                "goodput_rps": self.good / dur if dur > 0 else None,
+                "share_meeting": {k: (self.slo_met[k] / self.requests if self.requests else None) for k in self.slos},
+                "share_meeting_all": self.good / self.requests if self.requests else None,
+            }
         return out
 
     def merge(self, other: Stats) -> None:
@@ -250,6 +277,9 @@ class Stats:
             "output_tokens": self.output_tokens,
             "estimated_token_requests": self.estimated_token_requests,
             "excluded": self.excluded,
+            "excluded_cooldown": self.excluded_cooldown,
+            "good": self.good,
+            "slo_met": dict(self.slo_met),
             "first_start": self.first_start,
             "last_end": self.last_end,
         }
@@ -264,21 +294,25 @@ class Stats:
         self.output_tokens += w["output_tokens"]
         self.estimated_token_requests += w["estimated_token_requests"]
         self.excluded += w["excluded"]
+        self.excluded_cooldown += w["excluded_cooldown"]
+        self.good += w["good"]
+        self.slo_met.update(w["slo_met"])
         self._window(w["first_start"], w["last_end"])
 
 
 class StatsByName:
     """Stats per request name plus the overall total."""
 
-    def __init__(self) -> None:
-        self.total = Stats()
+    def __init__(self, slos: dict[str, float] | None = None) -> None:
+        self.slos = slos or {}
+        self.total = Stats(self.slos)
         self.by_name: dict[str, Stats] = {}
 
     def add(self, rec: RequestRecord) -> None:
         self.total.add(rec)
         stats = self.by_name.get(rec.name)
         if stats is None:
-            stats = self.by_name[rec.name] = Stats()
+            stats = self.by_name[rec.name] = Stats(self.slos)
         stats.add(rec)
 
     def summary(self) -> dict[str, Any]:
@@ -290,12 +324,16 @@ class StatsByName:
     def to_wire(self) -> dict[str, Any]:
         return {"total": self.total.to_wire(), "by_name": {n: s.to_wire() for n, s in self.by_name.items()}}
 
+    @property
+    def empty(self) -> bool:
+        return not (self.total.requests or self.total.excluded or self.total.excluded_cooldown)
+
     def merge_wire(self, w: dict[str, Any]) -> None:
         self.total.merge_wire(w["total"])
         for name, sw in w["by_name"].items():
             stats = self.by_name.get(name)
             if stats is None:
-                stats = self.by_name[name] = Stats()
+                stats = self.by_name[name] = Stats(self.slos)
             stats.merge_wire(sw)
 
 

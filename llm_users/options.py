@@ -40,6 +40,9 @@ def add_arguments(parser: Any) -> None:
     opt("--llm-timeout", "whole-request time limit, seconds (default 600)", type=float)
     opt("--llm-insecure", "true/false: skip TLS certificate verification (default false)")
     opt("--llm-report", "directory for summary.json, summary.csv and requests.jsonl")
+    opt("--llm-warmup", "exclude from statistics: N = each user's first N requests (default 1), or a time like 30s")
+    opt("--llm-cooldown", "exclude requests that start in the last part of the run, e.g. 10s (needs -t)")
+    opt("--llm-slo", "SLOs for goodput, any of ttft=500ms,tpot=50ms,e2e=30s")
     opt("--llm-sim-args", "extra llm-sim arguments for the auto-started simulator (no --host given)")
 
 

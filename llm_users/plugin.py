@@ -1,5 +1,5 @@
 """Wires locust-llm into Locust: options, the ``llm_response`` event, the auto-started
-simulator, the API-key check, the statistics and the outputs at test stop.
+simulator, the settings and API-key checks, and the run (statistics, shipping, outputs).
 
 Call :func:`register` once from a locustfile (the shipped ones do)::
 
@@ -10,7 +10,6 @@ Call :func:`register` once from a locustfile (the shipped ones do)::
 
 from __future__ import annotations
 
-import logging
 import shlex
 import sys
 from typing import Any
@@ -19,55 +18,11 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from . import events as llm_events
 from . import options as llm_options
-from .console import summary_table
+from .distributed import MESSAGE
 from .errors import ConfigError
-from .metrics import RequestRecord, StatsByName
-from .report import SCHEMA, RecordWriter, redact_config, write_summary
+from .run import LLMRun
 
-log = logging.getLogger(__name__)
 _registered: set[int] = set()
-
-
-class LLMRun:
-    """State of one Locust process's run: statistics, the record file, the simulator."""
-
-    def __init__(self, environment: Any) -> None:
-        self.environment = environment
-        self.stats = StatsByName()
-        self.writer: RecordWriter | None = None
-        self.simulator: Any = None
-        self.report_dir: str | None = getattr(environment.parsed_options, "llm_report", None)
-        self.records = 0
-
-    def on_record(self, record: RequestRecord, **_: Any) -> None:
-        self.records += 1
-        self.stats.add(record)
-        if self.writer is not None:
-            self.writer.write(record)
-
-    def summary(self) -> dict[str, Any]:
-        s = self.stats.summary()
-        s["schema"] = SCHEMA
-        s["host"] = self.environment.host
-        s["simulator"] = self.simulator is not None
-        s["config"] = redact_config(self.environment.parsed_options)
-        return s
-
-    def finish(self) -> dict[str, Any]:
-        summary = self.summary()
-        print(summary_table(summary), flush=True)
-        if self.report_dir:
-            jpath, _ = write_summary(self.report_dir, summary)
-            print(f"locust-llm: report written to {jpath.parent}/", flush=True)
-        return summary
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-            self.writer = None
-        if self.simulator is not None:
-            self.simulator.stop()
-            self.simulator = None
 
 
 def register(events: Any = None) -> None:
@@ -85,36 +40,43 @@ def register(events: Any = None) -> None:
 
 
 def _fail(message: str) -> None:
-    """Stop at start with one clear line (Locust would only log an exception)."""
+    """Stop at start with one clear line (an exception in a listener would only be logged)."""
     print(f"locust-llm: {message}", file=sys.stderr, flush=True)
     sys.exit(1)
 
 
 def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
     llm_events.install(environment.events)
-    run = LLMRun(environment)
-    environment.llm_run = run
+    if isinstance(runner, MasterRunner):
+        mode, node = "master", "master"
+    elif isinstance(runner, WorkerRunner):
+        mode, node = "worker", runner.client_id
+    else:
+        mode, node = "local", "local"
     user_classes = list(environment.user_classes or [])
     try:
         _check_settings(environment, user_classes)
+        run = LLMRun(environment, mode, node)
     except ConfigError as e:
         _fail(str(e))
-    distributed = isinstance(runner, MasterRunner | WorkerRunner)
+    environment.llm_run = run
     if not environment.host and not all(getattr(u, "host", None) for u in user_classes):
-        if distributed:
+        if mode != "local":
             _fail("distributed mode needs a server: give --host (the auto-started simulator is for "
                   "single-process runs; start one with `llm-sim --host 0.0.0.0 --port 8000`)")
         _start_simulator(environment, run)
-    if run.report_dir and not isinstance(runner, MasterRunner):
-        run.writer = RecordWriter(run.report_dir)
-    environment.events.llm_response.add_listener(run.on_record)
-    if not isinstance(runner, WorkerRunner):
-        environment.events.test_stop.add_listener(lambda **kw: run.finish())
-    environment.events.quitting.add_listener(lambda **kw: run.close())
+    ev = environment.events
+    if mode != "master":
+        ev.llm_response.add_listener(run.on_record)
+    if mode == "master":
+        runner.register_message(MESSAGE, run.on_message)
+    ev.test_start.add_listener(run.on_test_start)
+    ev.test_stop.add_listener(run.on_test_stop)
+    ev.quitting.add_listener(lambda **kw: run.close())
 
 
 def _check_settings(environment: Any, user_classes: list[Any]) -> None:
-    """Settings and API keys are checked before any user starts."""
+    """Settings, prompts and API keys are checked before any user starts."""
     from .users import LLMUser, _prompts
 
     for cls in user_classes:
@@ -143,5 +105,5 @@ def _start_simulator(environment: Any, run: LLMRun) -> None:
         _fail(f"could not start the embedded simulator: {e}")
     run.simulator = sim
     environment.host = sim.url
-    print(f"locust-llm: no --host given: started the embedded simulator (llm-sim {extra}) at {sim.url}".replace(
-        "(llm-sim )", "(llm-sim)"), flush=True)
+    args = f" {extra}" if extra else ""
+    print(f"locust-llm: no --host given: started the embedded simulator (llm-sim{args}) at {sim.url}", flush=True)

@@ -47,6 +47,20 @@ def write_summary(directory: str | Path, summary: dict[str, Any]) -> tuple[Path,
     return jpath, cpath
 
 
+def write_timeseries(directory: str | Path, rows: list[dict[str, Any]]) -> Path:
+    """timeseries.csv: one row per second (client figures plus any scraped server/GPU series)."""
+    from .timeline import COLUMNS
+
+    extra = sorted({k for r in rows for k in r} - set(COLUMNS))
+    path = Path(directory) / "timeseries.csv"
+    with path.open("w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(COLUMNS + extra)
+        for r in rows:
+            w.writerow([_fmt(r.get(c)) for c in COLUMNS + extra])
+    return path
+
+
 def csv_columns() -> list[str]:
     cols = ["name", "requests", "successes", "failures", "excluded_warmup"]
     for m in LATENCY_METRICS:

@@ -143,7 +143,8 @@ class LLMUser(User):
             user=self.user_number,
             client=self.settings.client,
         )
-        rec.warmup = self._sent < self.warmup_requests
+        run = getattr(self.environment, "llm_run", None)
+        rec.warmup = self._sent < (run.warmup_requests if run is not None else self.warmup_requests)
         self._sent += 1
         return rec
 

@@ -1,0 +1,145 @@
+"""Worker -> master shipping of statistics and records, and the merge on the master.
+
+Workers buffer their records and a statistics delta (HDR histograms in wire form) and send
+them as the Locust custom message ``llm_data`` every :data:`SHIP_INTERVAL` seconds and once
+more, marked final, when they stop. ZeroMQ keeps one worker's messages in order, and a worker
+stops (sending its final payload) before it reports ``client_stopped``, so the master has
+every record before its own ``test_stop``. A worker that dies loses at most its last
+interval; :class:`Collector` notes which worker, when, and how much data may be missing.
+
+Local runs use the same :class:`Collector` without messages: records go straight in.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .metrics import RequestRecord, StatsByName
+from .report import RecordWriter
+from .selfcheck import NodeHealth
+from .timeline import Timeline
+
+MESSAGE = "llm_data"
+SHIP_INTERVAL = 2.0
+
+
+class Shipper:
+    """Worker side: collects records and a statistics delta until the next payload."""
+
+    def __init__(self, worker_id: str, slos: dict[str, float] | None = None) -> None:
+        self.worker_id = worker_id
+        self.slos = slos or {}
+        self._stats = StatsByName(self.slos)
+        self._records: list[dict[str, Any]] = []
+        self.seq = 0
+
+    def add(self, rec: RequestRecord) -> None:
+        rec.worker = self.worker_id
+        self._stats.add(rec)
+        self._records.append(rec.to_dict())
+
+    def payload(self, health: dict[str, Any] | None = None, final: bool = False) -> dict[str, Any]:
+        """Everything since the last payload (msgpack-safe); the buffers start afresh."""
+        self.seq += 1
+        p = {
+            "worker": self.worker_id,
+            "seq": self.seq,
+            "sent_at": time.time(),
+            "final": final,
+            "stats": self._stats.to_wire(),
+            "records": self._records,
+            "health": health,
+        }
+        self._stats = StatsByName(self.slos)
+        self._records = []
+        return p
+
+
+@dataclass
+class WorkerState:
+    worker: str
+    first_report: float
+    last_report: float
+    payloads: int = 0
+    records: int = 0
+    final: bool = False
+    lost_at: float | None = None
+
+
+class Collector:
+    """The merged view (master or local runner): statistics, timeline, node health, records."""
+
+    def __init__(self, slos: dict[str, float] | None = None, writer: RecordWriter | None = None) -> None:
+        self.stats = StatsByName(slos)
+        self.timeline = Timeline()
+        self.health: dict[str, NodeHealth] = {}
+        self.writer = writer
+        self.workers: dict[str, WorkerState] = {}
+        self._seen: set[str] = set()
+        self.records = 0
+        self.duplicates = 0
+
+    # local path -------------------------------------------------------------------------------
+    def add_record(self, rec: RequestRecord) -> None:
+        self.stats.add(rec)
+        self._keep(rec)
+
+    def add_health(self, wire: dict[str, Any]) -> None:
+        node = wire["node"]
+        h = self.health.get(node)
+        if h is None:
+            h = self.health[node] = NodeHealth(node)
+        h.merge_wire(wire)
+
+    # distributed path -------------------------------------------------------------------------
+    def receive(self, payload: dict[str, Any], now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        wid = payload["worker"]
+        ws = self.workers.get(wid)
+        if ws is None:
+            ws = self.workers[wid] = WorkerState(wid, now, now)
+        ws.last_report = now
+        ws.payloads += 1
+        ws.final = ws.final or bool(payload.get("final"))
+        self.stats.merge_wire(payload["stats"])
+        for d in payload["records"]:
+            rec = RequestRecord.from_dict(d)
+            if rec.request_id in self._seen:
+                self.duplicates += 1
+                continue
+            ws.records += 1
+            self._keep(rec)
+        if payload.get("health"):
+            self.add_health(payload["health"])
+
+    def mark_lost(self, worker: str, now: float | None = None) -> None:
+        ws = self.workers.get(worker)
+        if ws is not None and not ws.final and ws.lost_at is None:
+            ws.lost_at = time.time() if now is None else now
+
+    def lost_workers(self, stop_time: float | None = None) -> list[dict[str, Any]]:
+        """Workers that never sent their final payload, with the window whose data may be missing."""
+        out = []
+        for ws in self.workers.values():
+            if ws.final:
+                continue
+            end = ws.lost_at or stop_time or time.time()
+            out.append({
+                "worker": ws.worker,
+                "last_report": ws.last_report,
+                "lost_at": ws.lost_at,
+                "records_received": ws.records,
+                "window_at_risk_s": round(max(0.0, end - ws.last_report), 3),
+                "window_at_risk": [ws.last_report, end],
+            })
+        return out
+
+    def _keep(self, rec: RequestRecord) -> None:
+        if rec.request_id:
+            self._seen.add(rec.request_id)
+        self.records += 1
+        self.timeline.add(rec)
+        if self.writer is not None:
+            self.writer.write(rec)

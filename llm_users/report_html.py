@@ -1,0 +1,170 @@
+"""report.html: one self-contained page (inline SVG charts, inline CSS, no scripts, no URLs).
+
+Charts are drawn with matplotlib (the ``report`` extra) to SVG and embedded: static, crisp at
+any zoom, readable offline and in any browser, nothing fetched at view time.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import re
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from .metrics import LATENCY_METRICS, PERCENTILES, Distribution  # noqa: E402
+
+_CDF_POINTS = [p / 10 for p in range(0, 1000)] + [99.9, 99.95, 99.99, 100.0]
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:.85em}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}
+th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
+.bad{background:#fde2e2;padding:.6em;border:1px solid #e99}.ok{background:#e3f6e3;padding:.6em;border:1px solid #9c9}
+.charts{display:flex;flex-wrap:wrap;gap:1em}.chart svg{width:560px;height:auto}
+"""
+
+
+def _svg(fig: Any) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    plt.close(fig)
+    text = buf.getvalue()
+    text = text[text.index("<svg"):]
+    return re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
+
+
+def cdf_chart(dists: dict[str, Distribution], title: str) -> str | None:
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    drawn = False
+    for label, d in dists.items():
+        if not d.count:
+            continue
+        xs = [d.hist.get_value_at_percentile(p) / 1000 for p in _CDF_POINTS]
+        ax.plot(xs, [p / 100 for p in _CDF_POINTS], label=label, drawstyle="steps-post")
+        drawn = True
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set_xlabel("ms")
+    ax.set_ylabel("share of values ≤ x")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return _svg(fig)
+
+
+def time_chart(rows: list[dict[str, Any]], series: dict[str, str], ylabel: str, title: str) -> str | None:
+    if not rows:
+        return None
+    t0 = rows[0]["time"]
+    xs = [r["time"] - t0 for r in rows]
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    drawn = False
+    for key, label in series.items():
+        ys = [r.get(key) for r in rows]
+        if any(y is not None for y in ys):
+            ax.plot(xs, [float("nan") if y is None else y for y in ys], label=label)
+            drawn = True
+    if not drawn:
+        plt.close(fig)
+        return None
+    users = [r.get("users") for r in rows]
+    if any(u is not None for u in users):
+        ax2 = ax.twinx()
+        ax2.plot(xs, [float("nan") if u is None else u for u in users], color="grey", linestyle=":", label="users")
+        ax2.set_ylabel("active users")
+    ax.set_xlabel("seconds since start")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left")
+    return _svg(fig)
+
+
+def _table(summary: dict[str, Any]) -> str:
+    head = ["name", "requests", "failures"] + [f"{m.upper()} {k}" for m in ("ttft", "itl", "tpot", "e2e")
+                                                 for k in ("p50", "p99")] + ["out tok/s", "req/s"]
+    rows = list(summary["by_name"].items()) + [("Aggregated", summary["overall"])]
+    out = ["<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
+    for name, s in rows:
+        cells = [name, s["requests"], s["failures"]]
+        cells += [s[m][k] for m in ("ttft", "itl", "tpot", "e2e") for k in ("p50", "p99")]
+        cells += [s["output_tokens_per_s"], s["requests_per_s"]]
+        out.append("<tr>" + "".join(f"<td>{html.escape(_fmt(c))}</td>" for c in cells) + "</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.3f}" if v < 10 else f"{v:.1f}"
+    return str(v)
+
+
+def _percentile_table(summary: dict[str, Any]) -> str:
+    ov = summary["overall"]
+    keys = [*PERCENTILES, "mean", "min", "max"]
+    out = ["<table><tr><th>metric (ms)</th>" + "".join(f"<th>{k}</th>" for k in keys) + "</tr>"]
+    for m in LATENCY_METRICS:
+        out.append(f"<tr><td>{m.upper()}</td>" + "".join(f"<td>{_fmt(ov[m].get(k))}</td>" for k in keys) + "</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def render(summary: dict[str, Any], rows: list[dict[str, Any]], stats: Any = None) -> str:
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>locust-llm report</title>"
+             f"<style>{_CSS}</style></head><body><h1>locust-llm report</h1>"]
+    check = summary.get("self_check") or {}
+    cls = "bad" if check.get("saturated") else "ok"
+    parts.append(f"<p class='{cls}'><b>Client self-check:</b> {html.escape(check.get('message', 'n/a'))}</p>")
+    for n in check.get("nodes", []):
+        for r in n.get("reasons", []):
+            parts.append(f"<p class='bad'>{html.escape(n['node'])}: {html.escape(r)}</p>")
+    for lost in (summary.get("workers") or {}).get("lost", []):
+        parts.append(f"<p class='bad'>Worker {html.escape(lost['worker'])} was lost; up to "
+                     f"{lost['window_at_risk_s']:.1f} s of its data may be missing.</p>")
+    w = summary.get("window") or {}
+    parts.append(f"<p>Host {html.escape(str(summary.get('host')))}; measured window "
+                 f"{_fmt(w.get('measured_s'))} s; warm-up excluded "
+                 f"{summary['overall'].get('excluded_warmup', 0)} requests.</p>")
+    parts.append("<h2>Per request name</h2>" + _table(summary))
+    parts.append("<h2>Latency percentiles (all names)</h2>" + _percentile_table(summary))
+    slo = summary["overall"].get("slo")
+    if slo:
+        parts.append(f"<p>Goodput: {_fmt(slo['goodput_rps'])} req/s met every SLO "
+                     f"({html.escape(str(slo['limits_ms']))} ms).</p>")
+    charts = []
+    if stats is not None:
+        for metric, title in (("ttft", "TTFT distribution (CDF)"), ("itl", "ITL distribution (CDF)")):
+            dists = {name: s.dists[metric] for name, s in stats.by_name.items()}
+            charts.append(cdf_chart(dists, title))
+    charts.append(time_chart(rows, {"ttft_p50_ms": "TTFT p50", "ttft_p99_ms": "TTFT p99",
+                                    "itl_p50_ms": "ITL p50", "itl_p99_ms": "ITL p99"}, "ms",
+                             "Latency over time vs active users"))
+    charts.append(time_chart(rows, {"output_tokens_per_s": "output tokens/s"}, "tokens/s",
+                             "Throughput over time vs active users"))
+    extra = sorted({k for r in rows for k in r if k.startswith(("gpu_", "server_"))})
+    if extra:
+        charts.append(time_chart(rows, {k: k for k in extra}, "value", "Server and GPU series"))
+    parts.append("<h2>Charts</h2><div class='charts'>" +
+                 "".join(f"<div class='chart'>{c}</div>" for c in charts if c) + "</div>")
+    fails = summary["overall"].get("failures_by_category") or {}
+    parts.append("<h2>Failures</h2>" + ("<table><tr><th>category</th><th>count</th></tr>" + "".join(
+        f"<tr><td>{html.escape(k)}</td><td>{v}</td></tr>" for k, v in sorted(fails.items())) + "</table>"
+        if fails else "<p>None.</p>"))
+    parts.append("</body></html>")
+    return "".join(parts)
+
+
+def write_html(directory: str | Path, summary: dict[str, Any], rows: list[dict[str, Any]], stats: Any = None) -> Path:
+    path = Path(directory) / "report.html"
+    path.write_text(render(summary, rows, stats), encoding="utf-8")
+    return path

@@ -1,0 +1,204 @@
+"""One Locust process's part in a run: local, master or worker.
+
+- local: records go into a :class:`~llm_users.distributed.Collector` directly;
+- worker: records go into a :class:`~llm_users.distributed.Shipper`, shipped to the master;
+- master: payloads are merged into the Collector; the master writes the outputs.
+
+Every load-generating node runs a :class:`~llm_users.selfcheck.SelfMonitor`.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import gevent
+
+from .console import summary_table
+from .distributed import MESSAGE, SHIP_INTERVAL, Collector, Shipper
+from .errors import ConfigError
+from .metrics import RequestRecord
+from .report import SCHEMA, RecordWriter, redact_config, write_summary, write_timeseries
+from .selfcheck import SelfMonitor, verdict
+from .slo import parse_slos
+
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|h)?\s*$")
+_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_warmup(text: str | None) -> tuple[int, float]:
+    """'30s' -> (0 requests, 30 s); '3' -> 3 requests per user; None -> the default, 1 request."""
+    if text is None or str(text).strip() == "":
+        return 1, 0.0
+    t = str(text).strip()
+    if t.isdigit():
+        return int(t), 0.0
+    return 0, parse_seconds(t, "--llm-warmup")
+
+
+def parse_seconds(text: str | None, name: str) -> float:
+    if text is None or str(text).strip() == "":
+        return 0.0
+    m = _DURATION.match(str(text))
+    if not m:
+        raise ConfigError(f"{name}: cannot read {text!r}; use e.g. 30s, 2m, 500ms")
+    return float(m.group(1)) * _SECONDS[m.group(2) or "s"]
+
+
+class LLMRun:
+    def __init__(self, environment: Any, mode: str, node: str) -> None:
+        opts = environment.parsed_options
+        self.environment = environment
+        self.mode = mode
+        self.node = node
+        self.slos = parse_slos(getattr(opts, "llm_slo", None))
+        self.warmup_requests, self.warmup_s = parse_warmup(getattr(opts, "llm_warmup", None))
+        self.cooldown_s = parse_seconds(getattr(opts, "llm_cooldown", None), "--llm-cooldown")
+        run_time = getattr(opts, "run_time", None)
+        if self.cooldown_s and not run_time:
+            raise ConfigError("--llm-cooldown needs --run-time (-t), so the end of the run is known")
+        self.run_time: float | None = float(run_time) if run_time else None
+        self.report_dir: str | None = getattr(opts, "llm_report", None)
+        self.simulator: Any = None
+        self.writer = RecordWriter(self.report_dir) if self.report_dir and mode != "worker" else None
+        self.collector = Collector(self.slos, self.writer) if mode != "worker" else None
+        self.shipper = Shipper(node, self.slos) if mode == "worker" else None
+        self.monitor = SelfMonitor(node) if mode != "master" else None
+        self.test_start: float | None = None
+        self.test_stop: float | None = None
+        self._greenlets: list[Any] = []
+        self.last_summary: dict[str, Any] | None = None
+
+    # events ---------------------------------------------------------------------------------
+    def on_test_start(self, **_: Any) -> None:
+        self.test_start = time.time()
+        self.test_stop = None
+        if self.monitor is not None:
+            self.monitor.start()
+        if self.mode == "worker":
+            self._greenlets.append(gevent.spawn(self._ship_loop))
+        else:
+            self._greenlets.append(gevent.spawn(self._master_loop))
+
+    def on_record(self, record: RequestRecord, **_: Any) -> None:
+        self.classify(record)
+        if self.shipper is not None:
+            self.shipper.add(record)
+        elif self.collector is not None:
+            record.worker = self.node
+            self.collector.add_record(record)
+
+    def classify(self, rec: RequestRecord) -> None:
+        """Flag warm-up (time-based) and cool-down; per-user request warm-up is set by the user."""
+        if self.test_start is None:
+            return
+        if self.warmup_s and rec.start_time < self.test_start + self.warmup_s:
+            rec.warmup = True
+        if self.cooldown_s and self.run_time and rec.start_time > self.test_start + self.run_time - self.cooldown_s:
+            rec.cooldown = True
+
+    def on_message(self, environment: Any = None, msg: Any = None, **_: Any) -> None:
+        if self.collector is not None and msg is not None:
+            self.collector.receive(msg.data)
+
+    def on_test_stop(self, **_: Any) -> None:
+        self.test_stop = time.time()
+        for g in self._greenlets:
+            g.kill(block=False)
+        self._greenlets = []
+        if self.monitor is not None:
+            self.monitor.stop()
+        if self.mode == "worker":
+            self._ship(final=True)
+        else:
+            self.finish()
+
+    # loops ----------------------------------------------------------------------------------
+    def _ship(self, final: bool = False) -> None:
+        assert self.shipper is not None
+        health = self.monitor.to_wire() if self.monitor is not None else None
+        self.environment.runner.send_message(MESSAGE, self.shipper.payload(health, final=final))
+
+    def _ship_loop(self) -> None:
+        while True:
+            gevent.sleep(SHIP_INTERVAL)
+            self._ship()
+
+    def _master_loop(self) -> None:
+        runner = self.environment.runner
+        while True:
+            gevent.sleep(1.0)
+            now = time.time()
+            assert self.collector is not None
+            self.collector.timeline.users(now, runner.user_count)
+            self.collector.timeline.settle(now)
+            if self.monitor is not None:
+                self.collector.add_health(self.monitor.to_wire())
+            if self.mode == "master":
+                self._check_workers(runner, now)
+
+    def _check_workers(self, runner: Any, now: float) -> None:
+        assert self.collector is not None
+        for wid in list(self.collector.workers):
+            client = runner.clients.get(wid)
+            if client is None or client.state == "missing":
+                self.collector.mark_lost(wid, now)
+
+    # outputs --------------------------------------------------------------------------------
+    def summary(self) -> dict[str, Any]:
+        assert self.collector is not None
+        c = self.collector
+        s = c.stats.summary()
+        ttft50 = s["overall"]["ttft"]["p50"]
+        s["schema"] = SCHEMA
+        s["host"] = self.environment.host
+        s["simulator"] = self.simulator is not None
+        s["window"] = {
+            "test_start": self.test_start,
+            "test_stop": self.test_stop,
+            "measured_start": c.stats.total.first_start,
+            "measured_end": c.stats.total.last_end,
+            "measured_s": c.stats.total.duration_s,
+            "warmup": {"requests_per_user": self.warmup_requests, "seconds": self.warmup_s},
+            "cooldown_s": self.cooldown_s,
+        }
+        s["self_check"] = verdict(list(c.health.values()), ttft50)
+        s["workers"] = {
+            "reported": sorted(c.workers),
+            "lost": c.lost_workers(self.test_stop),
+            "duplicate_records_dropped": c.duplicates,
+        }
+        s["records"] = c.records
+        s["config"] = redact_config(self.environment.parsed_options)
+        return s
+
+    def finish(self) -> dict[str, Any]:
+        assert self.collector is not None
+        if self.monitor is not None:
+            self.collector.add_health(self.monitor.to_wire())
+        summary = self.summary()
+        self.last_summary = summary
+        print(summary_table(summary), flush=True)
+        if self.report_dir:
+            write_summary(self.report_dir, summary)
+            write_timeseries(self.report_dir, self.collector.timeline.rows())
+            try:
+                from .report_html import write_html
+
+                rows = self.collector.timeline.rows()
+                write_html(self.report_dir, summary, rows, self.collector.stats)
+            except ImportError as e:  # matplotlib is the optional 'report' extra
+                print(f"locust-llm: report.html skipped ({e}); pip install 'locust-llm[report]'", flush=True)
+            print(f"locust-llm: report written to {self.report_dir}/", flush=True)
+        return summary
+
+    def close(self) -> None:
+        for g in self._greenlets:
+            g.kill(block=False)
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+        if self.simulator is not None:
+            self.simulator.stop()
+            self.simulator = None

@@ -1,0 +1,119 @@
+"""The load generator watches itself: gevent hub loop lag and the process's CPU share.
+
+When the generator is saturated, every latency it measures includes its own delay: the
+numbers become upper bounds. :class:`SelfMonitor` samples continuously on each node; the
+verdict compares its lag p99 with the measured TTFT p50 (and flags sustained CPU > 90%).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import gevent
+
+from .metrics import Distribution
+
+LAG_SHARE = 0.05  # lag p99 above 5% of TTFT p50 means the numbers are upper bounds
+CPU_LIMIT = 0.90
+CPU_SUSTAINED_SHARE = 0.5  # "stays above": more than half of the sampled seconds
+
+
+class SelfMonitor:
+    """Samples loop lag every ``interval`` s and CPU share every second, in a greenlet."""
+
+    def __init__(self, node: str, interval: float = 0.01) -> None:
+        self.node = node
+        self.interval = interval
+        self.lag = Distribution()
+        self.cpu: list[tuple[float, float]] = []  # (unix second, share of one core)
+        self._greenlet: Any = None
+
+    def start(self) -> None:
+        if self._greenlet is None:
+            self._greenlet = gevent.spawn(self._run)
+
+    def stop(self) -> None:
+        if self._greenlet is not None:
+            self._greenlet.kill(block=False)
+            self._greenlet = None
+
+    def _run(self) -> None:
+        pc = time.perf_counter_ns
+        cpu0, wall0 = time.process_time(), time.monotonic()
+        while True:
+            t = pc()
+            gevent.sleep(self.interval)
+            self.lag.add(max(0, pc() - t - int(self.interval * 1e9)))
+            wall = time.monotonic()
+            if wall - wall0 >= 1.0:
+                cpu = time.process_time()
+                self.cpu.append((time.time(), (cpu - cpu0) / (wall - wall0)))
+                cpu0, wall0 = cpu, wall
+
+    def to_wire(self) -> dict[str, Any]:
+        """Delta since the last call (the lag histogram and CPU samples are then reset)."""
+        w = {"node": self.node, "lag": self.lag.to_wire(), "cpu": self.cpu}
+        self.lag = Distribution()
+        self.cpu = []
+        return w
+
+
+class NodeHealth:
+    """Merged self-check data of one node, on the master (or the local runner)."""
+
+    def __init__(self, node: str) -> None:
+        self.node = node
+        self.lag = Distribution()
+        self.cpu: list[tuple[float, float]] = []
+
+    def merge_wire(self, w: dict[str, Any]) -> None:
+        self.lag.merge_wire(w["lag"])
+        self.cpu.extend((float(t), float(c)) for t, c in w["cpu"])
+
+    def summary(self) -> dict[str, Any]:
+        shares = sorted(c for _, c in self.cpu)
+        busy = sum(1 for c in shares if c > CPU_LIMIT)
+        return {
+            "node": self.node,
+            "loop_lag_ms": {k: self.lag.summary_ms()[k] for k in ("p50", "p99", "max", "count")},
+            "cpu_share_p50": shares[len(shares) // 2] if shares else None,
+            "cpu_share_max": shares[-1] if shares else None,
+            "cpu_busy_seconds": busy,
+            "cpu_seconds_sampled": len(shares),
+        }
+
+
+def verdict(nodes: list[NodeHealth], ttft_p50_ms: float | None) -> dict[str, Any]:
+    """Decide whether each node's own delay could distort the figures."""
+    flagged = []
+    out_nodes = []
+    for n in nodes:
+        s = n.summary()
+        reasons = []
+        lag99 = s["loop_lag_ms"]["p99"]
+        if lag99 is not None and ttft_p50_ms and lag99 > LAG_SHARE * ttft_p50_ms:
+            reasons.append(f"loop lag p99 {lag99:.2f} ms > {LAG_SHARE:.0%} of TTFT p50 {ttft_p50_ms:.1f} ms")
+        if s["cpu_seconds_sampled"] and s["cpu_busy_seconds"] > CPU_SUSTAINED_SHARE * s["cpu_seconds_sampled"]:
+            reasons.append(f"CPU above {CPU_LIMIT:.0%} for {s['cpu_busy_seconds']} of "
+                           f"{s['cpu_seconds_sampled']} s")
+        s["saturated"] = bool(reasons)
+        s["reasons"] = reasons
+        out_nodes.append(s)
+        if reasons:
+            flagged.append(n.node)
+    if flagged:
+        message = ("client saturated on " + ", ".join(flagged) +
+                   ": its own delay is in the measurements; treat latencies as upper bounds")
+    else:
+        message = "client healthy: its own delay stayed small against the measured TTFT"
+    return {"saturated": bool(flagged), "nodes": out_nodes, "message": message,
+            "lag_share_limit": LAG_SHARE, "cpu_limit": CPU_LIMIT}
+
+
+def process_cpu_seconds(pid: int | None = None) -> float:
+    """utime + stime of a process, from /proc (used by benchmarks)."""
+    with open(f"/proc/{pid or os.getpid()}/stat") as f:
+        parts = f.read().rsplit(")", 1)[1].split()
+    return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")

@@ -1,0 +1,87 @@
+"""The simulator's settings: one frozen dataclass, filled from the command line or by hand.
+
+Times are milliseconds here (what a person types); the engine converts them to nanoseconds
+once. ``output_tokens=None`` means "as many as the request allows" (its max tokens, or the
+protocol's default when it gives none).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DISTRIBUTIONS = ("fixed", "normal", "lognormal")
+
+FAULT_KINDS = (
+    "http_429",
+    "http_500",
+    "http_503",
+    "reset",
+    "malformed",
+    "stall",
+    "truncate",
+    "midstream_error",
+)
+
+DEFAULT_MAX_TOKENS = 512
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    model: str = "sim-model"
+    seed: int = 0
+
+    ttft_ms: float = 50.0
+    ttft_dist: str = "fixed"
+    ttft_sd_ms: float = 0.0
+    itl_ms: float = 10.0
+    itl_dist: str = "fixed"
+    itl_sd_ms: float = 0.0
+
+    output_tokens: int | None = None
+    tokens_per_chunk: int = 1
+    gemini_tokens_per_chunk: int = 4
+
+    max_batch: int = 256
+    itl_slope_ms: float = 0.0
+    max_queue: int | None = None
+    cold_start_ms: float = 0.0
+
+    fault_rate: float = 0.0
+    fault_kinds: tuple[str, ...] = FAULT_KINDS
+    stall_ms: float = 1000.0
+    retry_after_s: int = 1
+
+    require_api_key: str | None = None
+
+    trace_file: str | None = None
+    trace_limit: int = 100_000
+
+    uvloop: bool = True
+    exit_with_parent: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("ttft_dist", "itl_dist"):
+            if getattr(self, name) not in DISTRIBUTIONS:
+                raise ValueError(f"{name} must be one of {', '.join(DISTRIBUTIONS)}")
+        for name in ("ttft_ms", "ttft_sd_ms", "itl_ms", "itl_sd_ms", "itl_slope_ms", "cold_start_ms", "stall_ms"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.output_tokens is not None and self.output_tokens < 1:
+            raise ValueError(f"output_tokens must be >= 1, got {self.output_tokens}")
+        if self.tokens_per_chunk < 1 or self.gemini_tokens_per_chunk < 1:
+            raise ValueError("tokens per chunk must be >= 1")
+        if self.max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, got {self.max_batch}")
+        if self.max_queue is not None and self.max_queue < 0:
+            raise ValueError(f"max_queue must be >= 0, got {self.max_queue}")
+        if not 0.0 <= self.fault_rate <= 1.0:
+            raise ValueError(f"fault_rate must be in [0, 1], got {self.fault_rate}")
+        unknown = [k for k in self.fault_kinds if k not in FAULT_KINDS]
+        if unknown:
+            raise ValueError(f"unknown fault kinds {unknown}: choose from {', '.join(FAULT_KINDS)}")
+        if self.fault_rate > 0 and not self.fault_kinds:
+            raise ValueError("fault_rate > 0 needs at least one fault kind")
+        if self.trace_limit < 0:
+            raise ValueError("trace_limit must be >= 0")

@@ -1,0 +1,190 @@
+"""Anthropic Messages: ``POST /v1/messages`` (streaming or not).
+
+Every frame has an ``event:`` line equal to its payload's ``type`` (the SDK drops frames
+without one). Order: ``message_start`` (usage.input_tokens, output_tokens 1),
+``content_block_start``, ``ping`` (all three right after the response head), then per chunk a
+``content_block_delta`` (``text_delta``), then ``content_block_stop``, ``message_delta``
+(``stop_reason`` ``max_tokens`` or ``end_turn``, cumulative ``usage.output_tokens``) and
+``message_stop``. No [DONE].
+
+When the request asks for thinking (``thinking: {"type": "enabled"|"adaptive", ...}``) the
+first quarter of the answer's tokens (at least one, at most ``budget_tokens``) arrive as
+``thinking_delta`` in block 0, closed by a ``signature_delta``; the text follows in block 1.
+The thinking words are the first tokens of the deterministic sequence, the text the rest.
+Accepts ``x-api-key`` or ``Authorization: Bearer`` and any ``anthropic-version``. Errors are
+``{"type":"error","error":{"type","message"}}``; a full queue is 529 ``overloaded_error``;
+mid-stream an ``event: error`` frame.
+"""
+
+from __future__ import annotations
+
+from time import perf_counter_ns
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from .base import Dialect, Job, Renderer, int_param, read_json
+from .lifecycle import new_job, serve
+from .state import SIM_KEY
+from .text import content_text, join_prompt
+
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    503: "api_error",
+    529: "overloaded_error",
+}
+
+
+class AnthropicDialect(Dialect):
+    name = "anthropic"
+
+    def error_body(self, status: int, message: str, kind: str | None = None) -> bytes:
+        return orjson.dumps({"type": "error", "error": {"type": kind or ERROR_TYPES.get(status, "api_error"),
+                                                        "message": message}})
+
+    def overloaded(self, *, stream: bool = False) -> web.Response:
+        return self.error(529, "Overloaded", "overloaded_error")
+
+    def unauthorized(self) -> web.Response:
+        return self.error(401, "invalid x-api-key", "authentication_error")
+
+
+DIALECT = AnthropicDialect()
+
+
+def _event(name: bytes, payload: bytes) -> bytes:
+    return b"event: %b\ndata: %b\n\n" % (name, payload)
+
+
+class AnthropicRenderer(Renderer):
+    def __init__(self, job: Job, *, thinking_budget: int | None) -> None:
+        super().__init__(job)
+        self.id = f"msg_sim{job.seq:016x}"
+        t = 0
+        if thinking_budget is not None and job.n >= 2:
+            t = min(max(1, job.n // 4), thinking_budget)
+        self.t = t  # thinking tokens
+        self.text_index = 1 if t else 0
+        self.text_delta = b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,' \
+                          b'"delta":{"type":"text_delta","text":"' % self.text_index
+        self.think_delta = b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,' \
+                           b'"delta":{"type":"thinking_delta","thinking":"'
+
+    def headers(self) -> dict[str, str]:
+        return {"request-id": f"req_sim{self.job.seq:016x}", "Cache-Control": "no-cache"}
+
+    def _start_block(self, index: int, thinking: bool) -> bytes:
+        block = b'{"type":"thinking","thinking":"","signature":""}' if thinking else b'{"type":"text","text":""}'
+        return _event(b"content_block_start",
+                      b'{"type":"content_block_start","index":%d,"content_block":%b}' % (index, block))
+
+    def head(self) -> bytes:
+        job = self.job
+        message = orjson.dumps({
+            "type": "message_start",
+            "message": {
+                "id": self.id, "type": "message", "role": "assistant", "model": job.model, "content": [],
+                "stop_reason": None, "stop_sequence": None,
+                "usage": {"input_tokens": job.input_tokens, "cache_creation_input_tokens": 0,
+                          "cache_read_input_tokens": 0, "output_tokens": 1},
+            },
+        })
+        return (_event(b"message_start", message) + self._start_block(0, bool(self.t))
+                + _event(b"ping", b'{"type":"ping"}'))
+
+    def stop_reason(self) -> str:
+        return "max_tokens" if self.job.finish == "length" else "end_turn"
+
+    def chunk(self, i: int, j: int, last: bool) -> bytes:
+        words = self.job.words
+        t = self.t
+        out = b""
+        if i < t:
+            e = min(j, t)
+            out = b'%b%b"}}\n\n' % (self.think_delta, b"".join(words[i:e]))
+            if e == t:
+                out += _event(b"content_block_delta",
+                              b'{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta",'
+                              b'"signature":"c2ltdWxhdGVk"}}')
+                out += _event(b"content_block_stop", b'{"type":"content_block_stop","index":0}')
+                out += self._start_block(1, False)
+            i = e
+        if i < j:
+            text = words[i] if j - i == 1 else b"".join(words[i:j])
+            out += b'%b%b"}}\n\n' % (self.text_delta, text)
+        if last:
+            job = self.job
+            out += _event(b"content_block_stop", b'{"type":"content_block_stop","index":%d}' % self.text_index)
+            out += _event(b"message_delta", b'{"type":"message_delta","delta":{"stop_reason":"%b",'
+                          b'"stop_sequence":null},"usage":{"input_tokens":%d,"output_tokens":%d}}'
+                          % (self.stop_reason().encode(), job.input_tokens, job.n))
+            out += _event(b"message_stop", b'{"type":"message_stop"}')
+        return out
+
+    def error_frame(self) -> bytes:
+        return _event(b"error", DIALECT.error_body(529, "Overloaded", "overloaded_error"))
+
+    def malformed(self) -> bytes:
+        return b'event: content_block_delta\ndata: {"type":"content_block_delta","index":\n\n'
+
+    def body(self) -> bytes:
+        job = self.job
+        content: list[dict[str, Any]] = []
+        if self.t:
+            content.append({"type": "thinking", "thinking": job.text(0, self.t).decode(),
+                            "signature": "c2ltdWxhdGVk"})
+        content.append({"type": "text", "text": job.text(self.t).decode()})
+        return orjson.dumps({
+            "id": self.id, "type": "message", "role": "assistant", "model": job.model, "content": content,
+            "stop_reason": self.stop_reason(), "stop_sequence": None,
+            "usage": {"input_tokens": job.input_tokens, "cache_creation_input_tokens": 0,
+                      "cache_read_input_tokens": 0, "output_tokens": job.n},
+        })
+
+
+def _thinking_budget(body: dict[str, Any], max_tokens: int) -> int | None:
+    thinking = body.get("thinking")
+    if not isinstance(thinking, dict) or thinking.get("type") not in ("enabled", "adaptive"):
+        return None
+    budget = thinking.get("budget_tokens")
+    return budget if isinstance(budget, int) and budget > 0 else max_tokens
+
+
+async def messages(request: web.Request) -> web.StreamResponse:
+    arrival = perf_counter_ns()
+    sim = request.app[SIM_KEY]
+    if not sim.authorized(request):
+        return DIALECT.unauthorized()
+    body = await read_json(request, DIALECT)
+    if isinstance(body, web.Response):
+        return body
+    msgs = body.get("messages")
+    if not isinstance(msgs, list) or not msgs:
+        return DIALECT.error(400, "messages: Field required")
+    if body.get("max_tokens") is None:
+        return DIALECT.error(400, "max_tokens: Field required")
+    try:
+        max_tokens = int_param(body.get("max_tokens"), "max_tokens")
+    except ValueError as e:
+        return DIALECT.error(400, str(e))
+    assert max_tokens is not None
+    model = body.get("model")
+    if not model:
+        return DIALECT.error(400, "model: Field required")
+    pieces = [content_text(body.get("system"))]
+    pieces += [content_text(m.get("content")) for m in msgs if isinstance(m, dict)]
+    job = new_job(sim, protocol="anthropic", route="/v1/messages", model=str(model), prompt=join_prompt(pieces),
+                  max_tokens=max_tokens, stream=bool(body.get("stream", False)), arrival_ns=arrival)
+    render = AnthropicRenderer(job, thinking_budget=_thinking_budget(body, max_tokens))
+    return await serve(sim, request, job, render, DIALECT)
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/v1/messages", messages)

@@ -1,0 +1,145 @@
+"""Google Gemini (Generative Language API): ``POST /{v1beta|v1}/models/{model}:streamGenerateContent``
+(``?alt=sse``) and ``:generateContent``.
+
+Frames are ``data: {...}`` WITH the space (google-genai requires it) and end in ``\\r\\n\\r\\n``.
+Each carries ``candidates[0].content.parts[0].text`` (role ``model``) and cumulative
+``usageMetadata {promptTokenCount, candidatesTokenCount, totalTokenCount}``; the last one also
+``finishReason`` (``MAX_TOKENS`` or ``STOP``). The body just ends: no sentinel. Several tokens
+per chunk by default (``--gemini-tokens-per-chunk``), as Gemini streams. The max is
+``generationConfig.maxOutputTokens``. Errors are ``{"error": {code, message, status}}``; a full
+queue is 503 UNAVAILABLE; mid-stream a ``data: {"error": ...}`` frame.
+"""
+
+from __future__ import annotations
+
+from time import perf_counter_ns
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from .base import Dialect, Job, Renderer, int_param, read_json
+from .lifecycle import new_job, serve
+from .state import SIM_KEY
+from .text import content_text, join_prompt
+
+STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+          429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}
+END = b"\r\n\r\n"
+
+
+class GeminiDialect(Dialect):
+    name = "gemini"
+
+    def error_body(self, status: int, message: str, kind: str | None = None) -> bytes:
+        return orjson.dumps({"error": {"code": status, "message": message,
+                                       "status": kind or STATUS.get(status, "UNKNOWN")}})
+
+    def fault(self, status: int, *, stream: bool = False, retry_after: int = 1) -> web.Response:
+        messages = {429: "Resource has been exhausted (e.g. check quota).", 500: "An internal error has occurred.",
+                    503: "The model is overloaded. Please try again later."}
+        return self.error(status, messages.get(status, "error"), retry_after=retry_after)
+
+    def overloaded(self, *, stream: bool = False) -> web.Response:
+        return self.error(503, "The model is overloaded. Please try again later.")
+
+    def unauthorized(self) -> web.Response:
+        return self.error(401, "API key not valid. Please pass a valid API key.")
+
+
+DIALECT = GeminiDialect()
+
+
+class GeminiRenderer(Renderer):
+    content_type = "text/event-stream"
+
+    def __init__(self, job: Job) -> None:
+        super().__init__(job)
+        self.response_id = f"sim{job.seq:012x}"
+        self.pre = b'data: {"candidates":[{"content":{"parts":[{"text":"'
+        self.tail = b',"modelVersion":%b,"responseId":"%b"}' % (orjson.dumps(job.model), self.response_id.encode())
+
+    def finish_reason(self) -> str:
+        return "MAX_TOKENS" if self.job.finish == "length" else "STOP"
+
+    def _usage(self, c: int) -> bytes:
+        p = self.job.input_tokens
+        return b'"usageMetadata":{"promptTokenCount":%d,"candidatesTokenCount":%d,"totalTokenCount":%d}' % (
+            p, c, p + c)
+
+    def chunk(self, i: int, j: int, last: bool) -> bytes:
+        words = self.job.words
+        text = words[i] if j - i == 1 else b"".join(words[i:j])
+        finish = b',"finishReason":"%b"' % self.finish_reason().encode() if last else b""
+        return b'%b%b"}],"role":"model"}%b,"index":0}],%b%b%b' % (
+            self.pre, text, finish, self._usage(j), self.tail, END)
+
+    def error_frame(self) -> bytes:
+        return b"data: " + DIALECT.error_body(500, "An internal error has occurred.") + END
+
+    def malformed(self) -> bytes:
+        return b'data: {"candidates":[{"content":' + END
+
+    def body(self) -> bytes:
+        job = self.job
+        p = job.input_tokens
+        return orjson.dumps({
+            "candidates": [{"content": {"parts": [{"text": job.text().decode()}], "role": "model"},
+                            "finishReason": self.finish_reason(), "index": 0}],
+            "usageMetadata": {"promptTokenCount": p, "candidatesTokenCount": job.n, "totalTokenCount": p + job.n},
+            "modelVersion": job.model, "responseId": self.response_id,
+        })
+
+
+def _get(d: dict[str, Any], camel: str, snake: str) -> Any:
+    v = d.get(camel)
+    return d.get(snake) if v is None else v
+
+
+def _prompt(body: dict[str, Any]) -> str:
+    pieces = []
+    system = _get(body, "systemInstruction", "system_instruction")
+    if isinstance(system, dict):
+        pieces.append(content_text(system.get("parts")))
+    elif isinstance(system, str):
+        pieces.append(system)
+    contents = body.get("contents")
+    if isinstance(contents, dict):
+        contents = [contents]
+    for c in contents or []:
+        if isinstance(c, dict):
+            pieces.append(content_text(c.get("parts")))
+        elif isinstance(c, str):
+            pieces.append(c)
+    return join_prompt(pieces)
+
+
+async def model_action(request: web.Request) -> web.StreamResponse:
+    arrival = perf_counter_ns()
+    sim = request.app[SIM_KEY]
+    if not sim.authorized(request):
+        return DIALECT.unauthorized()
+    target = request.match_info["target"]
+    model, _, action = target.rpartition(":")
+    if action not in ("streamGenerateContent", "generateContent") or not model:
+        return DIALECT.error(404, f"Method not found: {target}")
+    body = await read_json(request, DIALECT)
+    if isinstance(body, web.Response):
+        return body
+    if not body.get("contents"):
+        return DIALECT.error(400, "* GenerateContentRequest.contents: contents is not specified")
+    config = _get(body, "generationConfig", "generation_config") or {}
+    try:
+        max_tokens = int_param(_get(config, "maxOutputTokens", "max_output_tokens"), "maxOutputTokens")
+    except ValueError as e:
+        return DIALECT.error(400, str(e))
+    stream = action == "streamGenerateContent"
+    version = request.match_info["version"]
+    job = new_job(sim, protocol="gemini", route=f"/{version}/models:{action}", model=model.removeprefix("models/"),
+                  prompt=_prompt(body), max_tokens=max_tokens or 512, stream=stream, arrival_ns=arrival,
+                  k=sim.cfg.gemini_tokens_per_chunk)
+    return await serve(sim, request, job, GeminiRenderer(job), DIALECT)
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post(r"/{version:v1beta|v1|v1alpha}/models/{target}", model_action)

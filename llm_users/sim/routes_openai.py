@@ -1,0 +1,249 @@
+"""OpenAI-compatible routes, in vLLM's dialect: ``POST /v1/chat/completions``,
+``POST /v1/completions`` (streaming or not) and ``GET /v1/models``.
+
+The same route stands in for TGI's Messages API and Ollama's /v1. Length comes from
+``max_completion_tokens`` or ``max_tokens`` (chat default 512, completions default 16 like
+vLLM). Streams: the first chat chunk carries the role and empty content, the last token's
+chunk carries ``finish_reason`` (vLLM style, with ``stop_reason``), then with
+``stream_options.include_usage`` a ``"choices":[]`` usage chunk, then ``data: [DONE]``.
+``continuous_usage_stats`` adds usage to every chunk. Errors are vLLM's
+``{"error": {message, type, param, code=int status}}``.
+"""
+
+from __future__ import annotations
+
+import time
+from time import perf_counter_ns
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from .base import Dialect, Job, Renderer, int_param, read_json
+from .lifecycle import new_job, serve
+from .state import SIM_KEY
+from .text import content_text, join_prompt
+
+ERROR_TYPES = {
+    400: "BadRequestError",
+    401: "AuthenticationError",
+    404: "NotFoundError",
+    429: "RateLimitError",
+    500: "InternalServerError",
+    503: "ServiceUnavailableError",
+}
+
+
+class OpenAIDialect(Dialect):
+    name = "openai"
+
+    def error_body(self, status: int, message: str, kind: str | None = None) -> bytes:
+        return orjson.dumps(
+            {"error": {"message": message, "type": kind or ERROR_TYPES.get(status, "Error"), "param": None,
+                       "code": status}}
+        )
+
+    def overloaded(self, *, stream: bool = False) -> web.Response:
+        return self.error(503, "The server is overloaded: the request queue is full. Try again later.")
+
+    def unauthorized(self) -> web.Response:
+        return self.error(401, "Incorrect API key provided.")
+
+
+DIALECT = OpenAIDialect()
+DONE = b"data: [DONE]\n\n"
+
+
+def _usage(p: int, c: int) -> bytes:
+    return b'{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}' % (p, p + c, c)
+
+
+class _Base(Renderer):
+    object_name = b""
+
+    def __init__(self, job: Job, *, include_usage: bool, continuous: bool) -> None:
+        super().__init__(job)
+        self.include_usage = include_usage
+        self.continuous = continuous
+        self.id = ("chatcmpl-" if job.route.endswith("chat/completions") else "cmpl-") + f"sim{job.seq:012x}"
+        self.created = int(time.time())
+        self.model_json = orjson.dumps(job.model)
+        self.obj_head = b'{"id":"%b","object":"%b","created":%d,"model":%b,' % (
+            self.id.encode(), self.object_name, self.created, self.model_json)
+
+    def headers(self) -> dict[str, str]:
+        return {"X-Request-Id": self.job.request_id or self.id}
+
+    def _usage_frame(self) -> bytes:
+        if not self.include_usage:
+            return b""
+        return b'data: %b"choices":[],"usage":%b}\n\n' % (self.obj_head, _usage(self.job.input_tokens, self.job.n))
+
+    def _cont(self, j: int) -> bytes:
+        if not self.continuous:
+            return b"}\n\n"
+        return b',"usage":%b}\n\n' % _usage(self.job.input_tokens, j)
+
+    def error_frame(self) -> bytes:
+        err = DIALECT.error_body(500, "The simulator failed this request mid-stream (midstream_error fault)")
+        return b"data: " + err + b"\n\n" + DONE
+
+    def malformed(self) -> bytes:
+        return b'data: {"id":"%b","object":\n\n' % self.id.encode()
+
+    def finish_reason(self) -> str:
+        return self.job.finish
+
+    def usage_dict(self) -> dict[str, int]:
+        p, c = self.job.input_tokens, self.job.n
+        return {"prompt_tokens": p, "total_tokens": p + c, "completion_tokens": c}
+
+
+class ChatRenderer(_Base):
+    object_name = b"chat.completion.chunk"
+
+    def __init__(self, job: Job, *, include_usage: bool, continuous: bool) -> None:
+        super().__init__(job, include_usage=include_usage, continuous=continuous)
+        self.pre = b'data: %b"choices":[{"index":0,"delta":{' % self.obj_head
+        self.mid = b'"},"logprobs":null,"finish_reason":null}]'
+        self.role = b'%b"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]' % self.pre
+
+    def chunk(self, i: int, j: int, last: bool) -> bytes:
+        words = self.job.words
+        text = words[i] if j - i == 1 else b"".join(words[i:j])
+        if not last:
+            out = b'%b"content":"%b%b%b' % (self.pre, text, self.mid, self._cont(j))
+        else:
+            out = b'%b"content":"%b"},"logprobs":null,"finish_reason":"%b","stop_reason":null}]%b%b%b' % (
+                self.pre, text, self.job.finish.encode(), self._cont(j), self._usage_frame(), DONE)
+        if i == 0:
+            return self.role + self._cont(0) + out
+        return out
+
+    def body(self) -> bytes:
+        job = self.job
+        return orjson.dumps({
+            "id": self.id, "object": "chat.completion", "created": self.created, "model": job.model,
+            "choices": [{
+                "index": 0,
+                "message": {"role": "assistant", "content": job.text().decode(), "tool_calls": []},
+                "logprobs": None, "finish_reason": job.finish, "stop_reason": None,
+            }],
+            "usage": self.usage_dict(),
+        })
+
+
+class CompletionRenderer(_Base):
+    object_name = b"text_completion"
+
+    def __init__(self, job: Job, *, include_usage: bool, continuous: bool) -> None:
+        super().__init__(job, include_usage=include_usage, continuous=continuous)
+        self.pre = b'data: %b"choices":[{"index":0,"text":"' % self.obj_head
+
+    def chunk(self, i: int, j: int, last: bool) -> bytes:
+        words = self.job.words
+        text = words[i] if j - i == 1 else b"".join(words[i:j])
+        if not last:
+            return b'%b%b","logprobs":null,"finish_reason":null,"stop_reason":null}]%b' % (
+                self.pre, text, self._cont(j))
+        return b'%b%b","logprobs":null,"finish_reason":"%b","stop_reason":null}]%b%b%b' % (
+            self.pre, text, self.job.finish.encode(), self._cont(j), self._usage_frame(), DONE)
+
+    def body(self) -> bytes:
+        job = self.job
+        return orjson.dumps({
+            "id": self.id, "object": "text_completion", "created": self.created, "model": job.model,
+            "choices": [{"index": 0, "text": job.text().decode(), "logprobs": None, "finish_reason": job.finish,
+                         "stop_reason": None, "prompt_logprobs": None}],
+            "usage": self.usage_dict(),
+        })
+
+
+def _common(body: dict[str, Any], default_max: int, names: tuple[str, ...]) -> tuple[bool, bool, bool, int]:
+    stream = bool(body.get("stream") or False)
+    so = body.get("stream_options")
+    if so is not None and not stream:
+        raise ValueError("Stream options can only be defined when `stream=True`.")
+    include_usage = bool(stream and isinstance(so, dict) and so.get("include_usage"))
+    continuous = bool(include_usage and isinstance(so, dict) and so.get("continuous_usage_stats"))
+    max_tokens = None
+    for name in names:
+        max_tokens = int_param(body.get(name), name)
+        if max_tokens is not None:
+            break
+    for name in ("temperature", "top_p"):
+        v = body.get(name)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or v < 0):
+            raise ValueError(f"{name} must be a non-negative number, got {v!r}")
+    return stream, include_usage, continuous, max_tokens or default_max
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    arrival = perf_counter_ns()
+    sim = request.app[SIM_KEY]
+    if not sim.authorized(request):
+        return DIALECT.unauthorized()
+    body = await read_json(request, DIALECT)
+    if isinstance(body, web.Response):
+        return body
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return DIALECT.error(400, "messages: a non-empty list of messages is required")
+    try:
+        stream, include_usage, continuous, max_tokens = _common(
+            body, 512, ("max_completion_tokens", "max_tokens"))
+    except ValueError as e:
+        return DIALECT.error(400, str(e))
+    prompt = join_prompt([content_text(m.get("content")) for m in messages if isinstance(m, dict)])
+    job = new_job(sim, protocol="openai", route="/v1/chat/completions", model=body.get("model") or sim.cfg.model,
+                  prompt=prompt, max_tokens=max_tokens, stream=stream, arrival_ns=arrival)
+    render = ChatRenderer(job, include_usage=include_usage, continuous=continuous)
+    return await serve(sim, request, job, render, DIALECT)
+
+
+async def completions(request: web.Request) -> web.StreamResponse:
+    arrival = perf_counter_ns()
+    sim = request.app[SIM_KEY]
+    if not sim.authorized(request):
+        return DIALECT.unauthorized()
+    body = await read_json(request, DIALECT)
+    if isinstance(body, web.Response):
+        return body
+    raw = body.get("prompt")
+    input_tokens = None
+    if isinstance(raw, str):
+        prompt = raw
+    elif isinstance(raw, list) and raw and all(isinstance(t, int) for t in raw):
+        prompt = " ".join(map(str, raw))
+        input_tokens = len(raw)
+    elif isinstance(raw, list) and raw and all(isinstance(t, str) for t in raw):
+        prompt = "\n".join(raw)
+    else:
+        return DIALECT.error(400, "prompt: a string, a list of strings or a list of token ids is required")
+    try:
+        stream, include_usage, continuous, max_tokens = _common(body, 16, ("max_tokens",))
+    except ValueError as e:
+        return DIALECT.error(400, str(e))
+    job = new_job(sim, protocol="openai", route="/v1/completions", model=body.get("model") or sim.cfg.model,
+                  prompt=prompt, max_tokens=max_tokens, stream=stream, arrival_ns=arrival, input_tokens=input_tokens)
+    render = CompletionRenderer(job, include_usage=include_usage, continuous=continuous)
+    return await serve(sim, request, job, render, DIALECT)
+
+
+async def models(request: web.Request) -> web.Response:
+    sim = request.app[SIM_KEY]
+    if not sim.authorized(request):
+        return DIALECT.unauthorized()
+    created = int(time.time())
+    name = sim.cfg.model
+    return web.json_response({
+        "object": "list",
+        "data": [{"id": name, "object": "model", "created": created, "owned_by": "llm-sim", "root": name,
+                  "parent": None, "max_model_len": 32768, "permission": []}],
+    }, dumps=lambda o: orjson.dumps(o).decode())
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/completions", completions)
+    app.router.add_get("/v1/models", models)

@@ -1,0 +1,72 @@
+"""The simulator's shared state: one object per application, built from a :class:`SimConfig`.
+
+Holds the capacity engine, the statistics, the ground-truth trace, the token source and the
+latency distributions, hands out request sequence numbers, remembers which TCP connections
+already had their cold start, and checks API keys.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from aiohttp import web
+
+from .config import SimConfig
+from .engine import Engine
+from .stats import Stats
+from .text import TokenSource
+from .timing import Dist
+from .trace import TraceStore
+
+
+class SimState:
+    def __init__(self, cfg: SimConfig) -> None:
+        self.cfg = cfg
+        self.engine = Engine(cfg.max_batch, cfg.max_queue)
+        self.stats = Stats()
+        self.trace = TraceStore(cfg.trace_limit, cfg.trace_file)
+        self.tokens = TokenSource(cfg.seed)
+        self.ttft = Dist(cfg.ttft_dist, cfg.ttft_ms, cfg.ttft_sd_ms)
+        self.itl = Dist(cfg.itl_dist, cfg.itl_ms, cfg.itl_sd_ms)
+        self.slope_ns = int(round(cfg.itl_slope_ms * 1e6))
+        self.stall_ns = int(round(cfg.stall_ms * 1e6))
+        self.cold_ns = int(round(cfg.cold_start_ms * 1e6))
+        self._seq = 0
+        self._seen: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._seen_ids: set[int] = set()
+
+    def next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def cold_start(self, request: web.Request) -> bool:
+        """True for the first request on a TCP connection (only when --cold-start-ms is set)."""
+        if not self.cold_ns:
+            return False
+        transport = request.transport
+        if transport is None:
+            return False
+        try:
+            if transport in self._seen:
+                return False
+            self._seen.add(transport)
+        except TypeError:  # a transport type without weak references: fall back on its id
+            key = id(transport)
+            if key in self._seen_ids:
+                return False
+            self._seen_ids.add(key)
+        return True
+
+    def authorized(self, request: web.Request) -> bool:
+        key = self.cfg.require_api_key
+        if key is None:
+            return True
+        h = request.headers
+        auth = h.get("Authorization", "")
+        if auth[:7].lower() == "bearer " and auth[7:].strip() == key:
+            return True
+        return key in (h.get("x-api-key"), h.get("x-goog-api-key"), request.query.get("key"))
+
+
+SIM_KEY = web.AppKey("llm_sim_state", SimState)

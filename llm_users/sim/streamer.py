@@ -1,0 +1,191 @@
+"""The per-chunk clock: writes one stream's chunks at their target times.
+
+No task per stream and no sleep per chunk: a :class:`Streamer` is a small state machine whose
+``_tick`` runs as a plain event-loop timer callback, renders the next chunk from the
+renderer's prebuilt templates, stamps it and hands it straight to the socket (HTTP/1.1 chunked
+framing written by hand; the response head was already sent by aiohttp). Targets are
+absolute: the first chunk is due at ``admitted + ttft (+ cold start)`` and each next one at the
+previous *target* plus the gap, so timer lateness never accumulates into drift.
+
+A non-streaming request runs the same clock "silently" (nothing written per chunk), so its
+latency and its share of the batch are exactly those of the stream it would have been.
+
+When the stream ends the streamer frees its batch slot and resolves ``done`` with the outcome:
+``ok``, ``aborted`` (the client went away), ``reset``, ``truncated`` or ``error``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import socket
+import struct
+from time import perf_counter_ns
+from typing import Any
+
+from .base import Job, Renderer
+from .faults import Fault
+from .trace import Record
+
+EARLY_NS = 200_000  # a timer that fires earlier than this before its target is re-armed
+
+
+def chunked(data: bytes) -> bytes:
+    return b"%x\r\n%b\r\n" % (len(data), data)
+
+
+def reset_connection(transport: asyncio.BaseTransport | None) -> None:
+    """Close with a TCP RST (SO_LINGER 0), the way a crashed server or a proxy drops a stream."""
+    if transport is None:
+        return
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
+    transport.abort()  # type: ignore[attr-defined]
+
+
+class Streamer:
+    __slots__ = (
+        "sim", "job", "render", "transport", "rec", "loop", "done", "silent", "target", "i", "c", "n", "k",
+        "fault", "fault_at", "rng", "itl_ns", "last_t", "handle", "released", "late_fault", "stats",
+    )
+
+    def __init__(
+        self,
+        sim: Any,
+        job: Job,
+        render: Renderer,
+        transport: asyncio.Transport | None,
+        rec: Record | None,
+        fault: Fault | None,
+        rng: random.Random | None,
+        done: asyncio.Future[str],
+    ) -> None:
+        self.sim = sim
+        self.stats = sim.stats
+        self.job = job
+        self.render = render
+        self.transport = transport
+        self.rec = rec
+        self.loop = asyncio.get_running_loop()
+        self.done = done
+        self.silent = not job.stream
+        self.target = 0
+        self.i = 0  # tokens written
+        self.c = 0  # chunks written
+        self.n = job.n
+        self.k = job.k
+        self.fault = fault
+        self.fault_at = -1 if fault is None else fault.chunk_index(job.n_chunks)
+        self.rng = rng
+        self.itl_ns = sim.itl.mean_ns
+        self.last_t = 0
+        self.handle: asyncio.TimerHandle | None = None
+        self.released = False
+        self.late_fault: str | None = None  # a fault a non-streaming answer shows in its body
+
+    def start(self, first_target_ns: int) -> None:
+        self.target = first_target_ns
+        self._arm(perf_counter_ns())
+
+    def cancel(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+        self._release()
+
+    def _arm(self, now: int) -> None:
+        self.handle = self.loop.call_later((self.target - now) * 1e-9, self._tick)
+
+    def _release(self) -> None:
+        if not self.released:
+            self.released = True
+            self.sim.engine.release()
+
+    def _end(self, outcome: str) -> None:
+        self.handle = None
+        self._release()
+        if not self.done.done():
+            self.done.set_result(outcome)
+
+    def _gap(self) -> int:
+        gap = self.itl_ns if self.rng is None else self.sim.itl.sample_ns(self.rng)
+        slope = self.sim.slope_ns
+        if slope:
+            gap += slope * (self.sim.engine.running - 1)
+        return gap
+
+    def _tick(self) -> None:
+        now = perf_counter_ns()
+        if now < self.target - EARLY_NS:
+            self._arm(now)
+            return
+        if self.c == self.fault_at and self._strike(now):
+            return
+        transport = self.transport
+        silent = self.silent
+        if not silent and (transport is None or transport.is_closing()):
+            self._end("aborted")
+            return
+        i = self.i
+        j = i + self.k
+        if j > self.n:
+            j = self.n
+        last = j == self.n
+        data = None if silent else self.render.chunk(i, j, last)
+        t = perf_counter_ns()
+        if data is not None:
+            transport.write(b"%x\r\n%b\r\n" % (len(data), data))  # type: ignore[union-attr]
+        rec = self.rec
+        if rec is not None and not silent:
+            rec.times.append(t)
+            rec.tokens.append(j - i)
+        stats = self.stats
+        stats.chunks += 1
+        stats.generation_tokens += j - i
+        if self.c:
+            stats.itl.observe((t - self.last_t) * 1e-9)
+        else:
+            self.job.first_ns = t
+        self.last_t = t
+        self.i = j
+        self.c += 1
+        if last:
+            self._end("ok")
+            return
+        self.target += self._gap()
+        self._arm(t)
+
+    def _strike(self, now: int) -> bool:
+        """Apply the fault due at this chunk. True when this tick is over (stream ended or
+        re-armed), False to go on writing the chunk."""
+        kind = self.fault.kind  # type: ignore[union-attr]
+        self.fault_at = -1
+        if kind == "stall":
+            self.target += self.sim.stall_ns
+            self._arm(now)
+            return True
+        if kind == "reset":
+            reset_connection(self.transport)
+            self._end("reset")
+            return True
+        if self.silent:
+            self.late_fault = kind  # shown in the body at the end
+            return False
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            self._end("aborted")
+            return True
+        if kind == "malformed":
+            transport.write(chunked(self.render.malformed()))
+            return False
+        if kind == "truncate":
+            self._end("truncated")
+            return True
+        if kind == "midstream_error":
+            transport.write(chunked(self.render.error_frame()))
+            self._end("error")
+            return True
+        return False

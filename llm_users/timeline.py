@@ -1,0 +1,108 @@
+"""Per-second time series of a run, built incrementally from records. No I/O.
+
+A second stays open while late records can still arrive (workers report every few seconds);
+once it is older than ``settle_s`` it is closed into a fixed row and its raw values dropped,
+so memory stays bounded however long the run.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from dataclasses import dataclass, field
+from typing import Any
+
+from .metrics import RequestRecord
+
+COLUMNS = [
+    "time", "users", "requests_started", "requests_finished", "failures", "output_tokens_per_s",
+    "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms",
+]
+
+
+@dataclass(slots=True)
+class _Second:
+    started: int = 0
+    finished: int = 0
+    failures: int = 0
+    tokens: int = 0
+    ttft: array = field(default_factory=lambda: array("q"))
+    itl: array = field(default_factory=lambda: array("q"))
+
+
+def _pct_ms(values: array, p: float) -> float | None:
+    if not values:
+        return None
+    s = sorted(values)
+    k = max(0, min(len(s) - 1, math.ceil(p / 100 * len(s)) - 1))
+    return s[k] / 1e6
+
+
+class Timeline:
+    """Rows keyed by whole Unix second. TTFT counts in the second its first token arrived,
+    ITL gaps and tokens in the second the request finished."""
+
+    def __init__(self, settle_s: float = 15.0) -> None:
+        self.settle_s = settle_s
+        self._open: dict[int, _Second] = {}
+        self._rows: dict[int, dict[str, Any]] = {}
+        self._users: dict[int, int] = {}
+        self.extra: dict[int, dict[str, float]] = {}  # other series (GPU, server) by second
+
+    def _sec(self, t: int) -> _Second:
+        s = self._open.get(t)
+        if s is None:
+            s = self._open[t] = _Second()
+        return s
+
+    def add(self, rec: RequestRecord) -> None:
+        if rec.warmup:
+            return
+        self._sec(int(rec.start_time)).started += 1
+        end = self._sec(int(rec.end_time))
+        end.finished += 1
+        if not rec.ok:
+            end.failures += 1
+            return
+        end.tokens += rec.output_tokens or 0
+        if rec.ttft_ns is not None:
+            self._sec(int(rec.start_time + rec.ttft_ns / 1e9)).ttft.append(rec.ttft_ns)
+        end.itl.extend(rec.itl_ns)
+
+    def users(self, t: float, count: int) -> None:
+        self._users[int(t)] = count
+
+    def add_extra(self, t: float, values: dict[str, float]) -> None:
+        self.extra.setdefault(int(t), {}).update(values)
+
+    def settle(self, now: float) -> None:
+        """Close every second older than ``settle_s``."""
+        for t in [t for t in self._open if t < now - self.settle_s]:
+            self._close(t)
+
+    def _close(self, t: int) -> None:
+        s = self._open.pop(t)
+        self._rows[t] = {
+            "requests_started": s.started, "requests_finished": s.finished, "failures": s.failures,
+            "output_tokens_per_s": s.tokens,
+            "ttft_p50_ms": _pct_ms(s.ttft, 50), "ttft_p99_ms": _pct_ms(s.ttft, 99),
+            "itl_p50_ms": _pct_ms(s.itl, 50), "itl_p99_ms": _pct_ms(s.itl, 99),
+        }
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Every second from the first to the last seen, gaps filled with zeros."""
+        for t in list(self._open):
+            self._close(t)
+        keys = set(self._rows) | set(self._users) | set(self.extra)
+        if not keys:
+            return []
+        out = []
+        empty = {c: 0 for c in COLUMNS[2:6]}
+        for t in range(min(keys), max(keys) + 1):
+            row: dict[str, Any] = {"time": t, "users": self._users.get(t)}
+            row.update(self._rows.get(t, empty))
+            for c in COLUMNS[6:]:
+                row.setdefault(c, None)
+            row.update(self.extra.get(t, {}))
+            out.append(row)
+        return out
