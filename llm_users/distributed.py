@@ -2,10 +2,15 @@
 
 Workers buffer their records and a statistics delta (HDR histograms in wire form) and send
 them as the Locust custom message ``llm_data`` every :data:`SHIP_INTERVAL` seconds and once
-more, marked final, when they stop. ZeroMQ keeps one worker's messages in order, and a worker
-stops (sending its final payload) before it reports ``client_stopped``, so the master has
-every record before its own ``test_stop``. A worker that dies loses at most its last
-interval; :class:`Collector` notes which worker, when, and how much data may be missing.
+more, marked final, when they stop.
+
+Stopping: Locust's headless master fires ``test_stop`` and only then tells workers to quit,
+waiting half a second for their last stats, so whatever the workers finish after that is lost
+(Locust's own table loses it too). So when the master starts stopping (``test_stopping``) it
+first sends ``llm_stop``: each worker stops its users (honouring ``--stop-timeout``) and ships
+its final payload; the master waits for every live worker's final payload, then lets Locust
+carry on. A worker that dies loses at most its last interval; :class:`Collector` notes which
+worker, when, and how much data may be missing.
 
 Local runs use the same :class:`Collector` without messages: records go straight in.
 """
@@ -22,6 +27,7 @@ from .selfcheck import NodeHealth
 from .timeline import Timeline
 
 MESSAGE = "llm_data"
+STOP_MESSAGE = "llm_stop"
 SHIP_INTERVAL = 2.0
 
 
@@ -113,6 +119,10 @@ class Collector:
             self._keep(rec)
         if payload.get("health"):
             self.add_health(payload["health"])
+
+    def pending(self, live_workers: list[str]) -> list[str]:
+        """Live workers whose final payload has not arrived yet."""
+        return [w for w in live_workers if not (w in self.workers and self.workers[w].final)]
 
     def mark_lost(self, worker: str, now: float | None = None) -> None:
         ws = self.workers.get(worker)

@@ -18,7 +18,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from . import events as llm_events
 from . import options as llm_options
-from .distributed import MESSAGE
+from .distributed import MESSAGE, STOP_MESSAGE
 from .errors import ConfigError
 from .run import LLMRun
 
@@ -60,8 +60,8 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
     except ConfigError as e:
         _fail(str(e))
     environment.llm_run = run
-    if not environment.host and not all(getattr(u, "host", None) for u in user_classes):
-        if mode != "local":
+    if mode != "worker" and not environment.host and not all(getattr(u, "host", None) for u in user_classes):
+        if mode == "master":  # workers get the host from the master when the test starts
             _fail("distributed mode needs a server: give --host (the auto-started simulator is for "
                   "single-process runs; start one with `llm-sim --host 0.0.0.0 --port 8000`)")
         _start_simulator(environment, run)
@@ -70,6 +70,9 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
         ev.llm_response.add_listener(run.on_record)
     if mode == "master":
         runner.register_message(MESSAGE, run.on_message)
+        ev.test_stopping.add_listener(run.on_test_stopping)
+    if mode == "worker":
+        runner.register_message(STOP_MESSAGE, run.on_stop_request)
     ev.test_start.add_listener(run.on_test_start)
     ev.test_stop.add_listener(run.on_test_stop)
     ev.quitting.add_listener(lambda **kw: run.close())

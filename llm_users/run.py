@@ -16,7 +16,7 @@ from typing import Any
 import gevent
 
 from .console import summary_table
-from .distributed import MESSAGE, SHIP_INTERVAL, Collector, Shipper
+from .distributed import MESSAGE, SHIP_INTERVAL, STOP_MESSAGE, Collector, Shipper
 from .errors import ConfigError
 from .metrics import RequestRecord
 from .report import SCHEMA, RecordWriter, redact_config, write_summary, write_timeseries
@@ -101,6 +101,24 @@ class LLMRun:
     def on_message(self, environment: Any = None, msg: Any = None, **_: Any) -> None:
         if self.collector is not None and msg is not None:
             self.collector.receive(msg.data)
+
+    def on_stop_request(self, environment: Any = None, msg: Any = None, **_: Any) -> None:
+        """Worker: the master asks us to stop now (see distributed.py); our test_stop ships."""
+        gevent.spawn(self.environment.runner.stop)
+
+    def on_test_stopping(self, **_: Any) -> None:
+        """Master: have every worker stop and ship its final payload before Locust stops."""
+        runner = self.environment.runner
+        assert self.collector is not None
+        runner.send_message(STOP_MESSAGE, None)
+        limit = time.monotonic() + (self.environment.stop_timeout or 0) + 15
+        while time.monotonic() < limit:
+            live = [c.id for c in runner.clients.all if c.state != "missing"]
+            if not self.collector.pending(live):
+                return
+            gevent.sleep(0.05)
+        print("locust-llm: some workers did not send their final data in time: "
+              + ", ".join(self.collector.pending([c.id for c in runner.clients.all])), flush=True)
 
     def on_test_stop(self, **_: Any) -> None:
         self.test_stop = time.time()

@@ -34,6 +34,7 @@ def new_job(
         protocol=protocol, route=route, model=model, prompt=prompt,
         input_tokens=count_input_tokens(prompt) if input_tokens is None else input_tokens,
         max_tokens=max_tokens, stream=stream, k=k or sim.cfg.tokens_per_chunk, arrival_ns=arrival_ns,
+        seq=sim.next_seq(),
     )
     n = max_tokens if sim.cfg.output_tokens is None else min(sim.cfg.output_tokens, max_tokens)
     job.plan(sim.cfg.output_tokens, sim.tokens.indices(prompt, n))
@@ -43,7 +44,6 @@ def new_job(
 async def serve(sim: SimState, request: web.Request, job: Job, render: Renderer, dialect: Dialect) -> web.StreamResponse:
     stats = sim.stats
     rs = stats.route(job.route)
-    job.seq = sim.next_seq()
     rid = request.headers.get("X-Request-Id")
     rec = None
     if rid is not None:

@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from .state import SIM_KEY, SimState
+from .state import SimState
 from .stats import Hist
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

@@ -32,6 +32,7 @@ class SimState:
         self.slope_ns = int(round(cfg.itl_slope_ms * 1e6))
         self.stall_ns = int(round(cfg.stall_ms * 1e6))
         self.cold_ns = int(round(cfg.cold_start_ms * 1e6))
+        self.timer_lead_ns = 0  # set at startup from the running loop (see streamer.timer_lead_ns)
         self._seq = 0
         self._seen: weakref.WeakSet[Any] = weakref.WeakSet()
         self._seen_ids: set[int] = set()

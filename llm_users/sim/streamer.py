@@ -27,7 +27,17 @@ from .base import Job, Renderer
 from .faults import Fault
 from .trace import Record
 
-EARLY_NS = 200_000  # a timer that fires earlier than this before its target is re-armed
+EARLY_NS = 500_000  # a timer that fires earlier than this before its target is re-armed
+
+
+def timer_lead_ns(loop: asyncio.AbstractEventLoop) -> int:
+    """How early to arm a timer so its firing error is centred on the target.
+
+    asyncio's selector loop rounds the poll timeout UP to whole milliseconds, so its timers
+    fire 0..1 ms late: arming 0.5 ms early makes that -0.5..+0.5 ms. Other loops (uvloop rounds
+    to the nearest millisecond) are armed on time.
+    """
+    return 500_000 if type(loop).__module__.startswith("asyncio") else 0
 
 
 def chunked(data: bytes) -> bytes:
@@ -50,7 +60,7 @@ def reset_connection(transport: asyncio.BaseTransport | None) -> None:
 class Streamer:
     __slots__ = (
         "sim", "job", "render", "transport", "rec", "loop", "done", "silent", "target", "i", "c", "n", "k",
-        "fault", "fault_at", "rng", "itl_ns", "last_t", "handle", "released", "late_fault", "stats",
+        "fault", "fault_at", "rng", "itl_ns", "last_t", "handle", "released", "late_fault", "stats", "lead",
     )
 
     def __init__(
@@ -71,6 +81,7 @@ class Streamer:
         self.transport = transport
         self.rec = rec
         self.loop = asyncio.get_running_loop()
+        self.lead = sim.timer_lead_ns
         self.done = done
         self.silent = not job.stream
         self.target = 0
@@ -97,7 +108,7 @@ class Streamer:
         self._release()
 
     def _arm(self, now: int) -> None:
-        self.handle = self.loop.call_later((self.target - now) * 1e-9, self._tick)
+        self.handle = self.loop.call_later((self.target - self.lead - now) * 1e-9, self._tick)
 
     def _release(self) -> None:
         if not self.released:

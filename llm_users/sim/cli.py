@@ -1,0 +1,204 @@
+"""``llm-sim``: run the simulator from the command line.
+
+When the socket is listening it prints exactly one line to stdout,
+``llm-sim: serving on http://HOST:PORT``, and flushes (``--port 0`` picks a free port; the line
+says which). SIGTERM or SIGINT stop it. uvloop is used when installed (``--no-uvloop`` to
+refuse it); otherwise the standard asyncio loop, silently.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gc
+import logging
+import signal
+import socket
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .config import DEFAULT_MAX_TOKENS, DISTRIBUTIONS, FAULT_KINDS, SimConfig
+
+DESCRIPTION = """\
+Embedded LLM inference server simulator: one process speaks the OpenAI/vLLM, TGI, Ollama,
+Anthropic and Gemini streaming protocols on one port, with seeded timing, a batch-capacity
+model, ground truth per request (GET /_sim/trace) and fault injection."""
+
+EPILOG = """\
+routes: POST /v1/chat/completions /v1/completions (GET /v1/models); POST /generate_stream
+/generate / (GET /info); POST /api/chat /api/generate (GET /api/tags /api/version);
+POST /v1/messages; POST /v1beta|v1/models/MODEL:streamGenerateContent|:generateContent;
+GET /metrics /health /_sim/stats /_sim/config; GET|DELETE /_sim/trace[?request_id=X].
+Per-request header X-Sim-Fault: KIND[;after=N] forces a fault; X-Request-Id turns on ground
+truth for that request. See docs/simulator.md."""
+
+
+def _nonneg(kind: Callable[[str], Any]) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        value = kind(text)
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
+def _kinds(text: str) -> tuple[str, ...]:
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    bad = [k for k in kinds if k not in FAULT_KINDS]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown fault kind(s) {', '.join(bad)}; choose from {', '.join(FAULT_KINDS)}")
+    return kinds
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="llm-sim", description=DESCRIPTION, epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    g = p.add_argument_group("server")
+    g.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    g.add_argument("--port", type=_nonneg(int), default=8000, help="port to bind; 0 picks a free one (default 8000)")
+    g.add_argument("--model", default="sim-model", help="model name listed by /v1/models, /api/tags, /info and "
+                   "used as the metrics label (default sim-model); answers echo the request's model")
+    g.add_argument("--seed", type=int, default=0, help="seed of the text, timing and fault draws (default 0)")
+    g.add_argument("--no-uvloop", dest="uvloop", action="store_false", help="use asyncio's loop even if uvloop "
+                   "is installed")
+    g.add_argument("--exit-with-parent", action="store_true", help="exit when the parent process goes away "
+                   "(the launcher sets it)")
+    g.add_argument("--log-level", default="WARNING", help="stderr log level (default WARNING)")
+
+    g = p.add_argument_group("timing (milliseconds)")
+    g.add_argument("--ttft-ms", type=_nonneg(float), default=50.0, help="time to first token after admission "
+                   "(default 50)")
+    g.add_argument("--ttft-dist", choices=DISTRIBUTIONS, default="fixed", help="TTFT distribution (default fixed)")
+    g.add_argument("--ttft-sd-ms", type=_nonneg(float), default=0.0, help="TTFT standard deviation (default 0)")
+    g.add_argument("--itl-ms", type=_nonneg(float), default=10.0, help="gap between consecutive chunks, what a "
+                   "client measures as ITL (default 10)")
+    g.add_argument("--itl-dist", choices=DISTRIBUTIONS, default="fixed", help="chunk-gap distribution "
+                   "(default fixed)")
+    g.add_argument("--itl-sd-ms", type=_nonneg(float), default=0.0, help="chunk-gap standard deviation (default 0)")
+    g.add_argument("--cold-start-ms", type=_nonneg(float), default=0.0, help="extra TTFT for the first request "
+                   "on each new TCP connection (default 0)")
+
+    g = p.add_argument_group("output")
+    g.add_argument("--output-tokens", type=_positive_int, default=None, help="tokens per answer, as if "
+                   "ignore_eos: min(N, the request's max tokens); fewer than the max ends with a stop/EOS. "
+                   f"Default: the request's max (or {DEFAULT_MAX_TOKENS}; vLLM /v1/completions 16)")
+    g.add_argument("--tokens-per-chunk", type=_positive_int, default=1, help="tokens in each chunk (default 1)")
+    g.add_argument("--gemini-tokens-per-chunk", type=_positive_int, default=4, help="tokens per chunk on the "
+                   "Gemini routes (default 4, as Gemini streams)")
+
+    g = p.add_argument_group("capacity")
+    g.add_argument("--max-batch", type=_positive_int, default=256, help="streams decoding at once; more wait in "
+                   "a FIFO queue and the wait adds to TTFT (default 256)")
+    g.add_argument("--itl-slope-ms", type=_nonneg(float), default=0.0, help="chunk gap grows by this per other "
+                   "running stream: itl + slope*(running-1) (default 0)")
+    g.add_argument("--max-queue", type=_nonneg(int), default=None, help="queue length beyond which requests are "
+                   "refused like the real server when overloaded (vLLM 503, TGI 429, Anthropic 529, Gemini 503, "
+                   "Ollama 503); default unlimited")
+
+    g = p.add_argument_group("faults")
+    g.add_argument("--fault-rate", type=float, default=0.0, help="probability that a request gets a fault "
+                   "(seeded; default 0)")
+    g.add_argument("--fault-kinds", type=_kinds, default=FAULT_KINDS, help="comma list drawn from: "
+                   + ",".join(FAULT_KINDS) + " (default all)")
+    g.add_argument("--stall-ms", type=_nonneg(float), default=1000.0, help="pause of the stall fault (default 1000)")
+    g.add_argument("--retry-after-s", type=_nonneg(int), default=1, help="Retry-After on 429 answers (default 1)")
+    g.add_argument("--require-api-key", default=None, metavar="KEY", help="answer 401 unless the request "
+                   "carries KEY (Bearer, x-api-key, x-goog-api-key or ?key=); default accept anything")
+
+    g = p.add_argument_group("ground truth")
+    g.add_argument("--trace-file", default=None, metavar="FILE", help="append one JSON line per finished "
+                   "request that carried X-Request-Id")
+    g.add_argument("--trace-limit", type=_nonneg(int), default=100_000, help="finished records kept in memory "
+                   "for /_sim/trace (default 100000)")
+    return p
+
+
+def config_from_args(argv: Sequence[str] | None = None) -> tuple[SimConfig, argparse.Namespace]:
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    fields = {k: v for k, v in vars(ns).items() if k != "log_level"}
+    try:
+        cfg = SimConfig(**fields)
+    except ValueError as e:
+        parser.error(str(e))
+    return cfg, ns
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+async def serve(cfg: SimConfig, ready: Callable[[str], None] | None = None) -> None:
+    """Run until SIGTERM/SIGINT. ``ready(url)`` is called once the socket listens."""
+    from aiohttp import web
+
+    from .app import build_app
+
+    app = build_app(cfg)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    family = socket.AF_INET6 if ":" in cfg.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((cfg.host, cfg.port))
+    site = web.SockSite(runner, sock, backlog=4096)
+    await site.start()
+    url = _url(cfg.host, sock.getsockname()[1])
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    gc.collect()
+    gc.freeze()  # startup objects out of the collector's way: shorter pauses on the chunk clock
+    if ready is not None:
+        ready(url)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+def _loop_factory(want_uvloop: bool) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    if not want_uvloop:
+        return None
+    try:
+        import uvloop  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return uvloop.new_event_loop  # type: ignore[no-any-return]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    cfg, ns = config_from_args(argv)
+    logging.basicConfig(level=getattr(logging, str(ns.log_level).upper(), logging.WARNING), stream=sys.stderr,
+                        format="llm-sim %(levelname)s %(name)s: %(message)s")
+
+    def ready(url: str) -> None:
+        sys.stdout.write(f"llm-sim: serving on {url}\n")
+        sys.stdout.flush()
+
+    try:
+        with asyncio.Runner(loop_factory=_loop_factory(cfg.uvloop)) as runner:
+            runner.run(serve(cfg, ready))
+    except OSError as e:
+        print(f"llm-sim: cannot serve on {cfg.host}:{cfg.port}: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

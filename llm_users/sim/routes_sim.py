@@ -1,0 +1,63 @@
+"""The simulator's own endpoints: ground truth, statistics, health.
+
+- ``GET /_sim/trace``: every finished record kept (JSON list); ``?request_id=X``: that one
+  record (the latest with that id; an unfinished one shows ``"outcome": "active"``), 404 if
+  unknown.
+- ``DELETE /_sim/trace``: forget the finished records.
+- ``GET /_sim/stats``: counters (see :meth:`~.stats.Stats.as_dict`).
+- ``GET /_sim/config``: the settings in force.
+- ``GET /health``: 200, like vLLM and TGI.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import orjson
+from aiohttp import web
+
+from .state import SIM_KEY
+
+
+def _json(obj: object, status: int = 200) -> web.Response:
+    return web.Response(body=orjson.dumps(obj), status=status, content_type="application/json")
+
+
+async def get_trace(request: web.Request) -> web.Response:
+    trace = request.app[SIM_KEY].trace
+    rid = request.query.get("request_id")
+    if rid is None:
+        return _json(trace.all())
+    rec = trace.get(rid)
+    if rec is None:
+        return _json({"error": f"no trace record for request_id {rid!r}"}, status=404)
+    return _json(rec)
+
+
+async def delete_trace(request: web.Request) -> web.Response:
+    request.app[SIM_KEY].trace.clear()
+    return _json({"cleared": True})
+
+
+async def stats(request: web.Request) -> web.Response:
+    sim = request.app[SIM_KEY]
+    return _json(sim.stats.as_dict(sim.engine.running, sim.engine.waiting))
+
+
+async def config(request: web.Request) -> web.Response:
+    cfg = dataclasses.asdict(request.app[SIM_KEY].cfg)
+    if cfg.get("require_api_key"):
+        cfg["require_api_key"] = "***"
+    return _json(cfg)
+
+
+async def health(request: web.Request) -> web.Response:
+    return web.Response(status=200)
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/_sim/trace", get_trace)
+    app.router.add_delete("/_sim/trace", delete_trace)
+    app.router.add_get("/_sim/stats", stats)
+    app.router.add_get("/_sim/config", config)
+    app.router.add_get("/health", health)
