@@ -93,26 +93,65 @@ def new_histogram() -> HdrHistogram:
 
 
 class Distribution:
-    """One latency metric: an HDR histogram in microseconds plus exact count/sum/min/max in ns."""
+    """One latency metric: an HDR histogram in microseconds plus exact count/sum/min/max in ns.
 
-    __slots__ = ("hist", "count", "sum_ns", "min_ns", "max_ns")
+    Adding is on the hot path (every ITL gap), and ``HdrHistogram.record_value`` costs about
+    5 µs in Python, so values are first counted per microsecond in a dict (a fraction of a
+    microsecond) and recorded into the histogram in bulk whenever it is read.
+    """
+
+    __slots__ = ("_hist", "_pending", "count", "sum_ns", "min_ns", "max_ns")
 
     def __init__(self) -> None:
-        self.hist = new_histogram()
+        self._hist = new_histogram()
+        self._pending: dict[int, int] = {}
         self.count = 0
         self.sum_ns = 0.0
         self.min_ns: float | None = None
         self.max_ns: float | None = None
 
+    @property
+    def hist(self) -> HdrHistogram:
+        """The histogram with every value added so far."""
+        if self._pending:
+            h = self._hist
+            for us, n in self._pending.items():
+                h.record_value(us, n)
+            self._pending = {}
+        return self._hist
+
     def add(self, ns: float) -> None:
-        us = int(round(ns / 1000))
-        self.hist.record_value(min(max(us, 0), _HIGHEST_US))
+        us = min(max(int(ns + 500) // 1000, 0), _HIGHEST_US)
+        p = self._pending
+        p[us] = p.get(us, 0) + 1
         self.count += 1
         self.sum_ns += ns
         if self.min_ns is None or ns < self.min_ns:
             self.min_ns = ns
         if self.max_ns is None or ns > self.max_ns:
             self.max_ns = ns
+
+    def add_many(self, values: list[int]) -> None:
+        """Add a list of integer ns values (a request's ITL gaps) at C speed where possible."""
+        if not values:
+            return
+        p = self._pending
+        get = p.get
+        for ns in values:
+            us = (ns + 500) // 1000
+            p[us] = get(us, 0) + 1
+        if max(values) // 1000 > _HIGHEST_US or min(values) < 0:  # rare: clamp the odd value
+            for us in [u for u in p if u > _HIGHEST_US or u < 0]:
+                n = p.pop(us)
+                c = min(max(us, 0), _HIGHEST_US)
+                p[c] = p.get(c, 0) + n
+        self.count += len(values)
+        self.sum_ns += sum(values)
+        lo, hi = min(values), max(values)
+        if self.min_ns is None or lo < self.min_ns:
+            self.min_ns = lo
+        if self.max_ns is None or hi > self.max_ns:
+            self.max_ns = hi
 
     def percentile_ms(self, p: float) -> float | None:
         if not self.count:
@@ -210,9 +249,7 @@ class Stats:
             d["ttfb"].add(rec.ttfb_ns)
         if rec.ttft_ns is not None:
             d["ttft"].add(rec.ttft_ns)
-        itl = d["itl"]
-        for gap in rec.itl_ns:
-            itl.add(gap)
+        d["itl"].add_many(rec.itl_ns)
         tpot = rec.tpot_ns
         if tpot is not None:
             d["tpot"].add(tpot)

@@ -1,0 +1,137 @@
+"""The streaming client against a real simulator over loopback: timing, keep-alive, and every
+failure mode becoming a categorized error (never a crash)."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from llm_users.errors import LLMRequestError
+from llm_users.metrics import RequestRecord
+from llm_users.protocols import openai as oa
+from llm_users.protocols.sampling import Sampling
+from llm_users.stream import StreamClient, Timeouts, new_request_id
+
+MESSAGES = [{"role": "user", "content": "Tell me about streams."}]
+
+
+@pytest.fixture(scope="module")
+def sim():
+    from llm_users.sim.launcher import start_simulator
+
+    with start_simulator(["--ttft-ms", "60", "--itl-ms", "5", "--output-tokens", "20", "--seed", "7",
+                          "--stall-ms", "1500"]) as s:
+        yield s
+
+
+def send(client: StreamClient, fault: str | None = None, **kw) -> RequestRecord:
+    req = oa.build_request(model="m", messages=MESSAGES, sampling=Sampling(max_tokens=64), dialect="vllm", **kw)
+    rec = RequestRecord(new_request_id(), req.name, "vllm", "m")
+    req.headers["X-Request-Id"] = rec.request_id
+    if fault:
+        req.headers["X-Sim-Fault"] = fault
+    client.stream(req, oa.OpenAIStreamParser(), rec)
+    return rec
+
+
+def test_success_timing_and_usage(sim) -> None:
+    c = StreamClient(sim.url)
+    rec = send(c)
+    assert rec.output_tokens == 20 and rec.tokens_source == "usage"
+    assert rec.chunks == 20 and len(rec.itl_ns) == 19
+    assert 60e6 - 1e6 < rec.ttft_ns < 60e6 + 8e6
+    assert sorted(rec.itl_ns)[9] == pytest.approx(5e6, abs=1.5e6)
+    assert rec.ttfb_ns <= rec.ttft_ns <= rec.e2e_ns
+    assert rec.finish_reason == "stop"  # 20 < max_tokens: the sim ends with a stop
+
+
+def test_keep_alive_reuses_the_connection(sim) -> None:
+    c = StreamClient(sim.url)
+    first = send(c)
+    second = send(c)
+    assert first.connect_ns is not None
+    assert second.connect_ns is None  # no new connection
+
+
+@pytest.mark.parametrize(
+    ("fault", "category", "text"),
+    [
+        ("truncate", "stream_truncated", "terminator"),
+        ("malformed", "malformed_stream", "not JSON"),
+        ("midstream_error", "server_error", ""),
+        ("http_429", "http_429", "HTTP 429"),
+        ("http_500", "http_500", "HTTP 500"),
+        ("reset", "connection_reset", ""),
+    ],
+)
+def test_faults_become_categorized_errors(sim, fault: str, category: str, text: str) -> None:
+    c = StreamClient(sim.url)
+    with pytest.raises(LLMRequestError) as info:
+        send(c, fault=fault)
+    err = info.value
+    assert err.category == category, str(err)
+    assert text in str(err)
+    if category.startswith("http_"):
+        assert err.status == int(category[5:])
+    # the client is still usable afterwards
+    assert send(c).output_tokens == 20
+
+
+def test_retry_after_is_kept(sim) -> None:
+    with pytest.raises(LLMRequestError) as info:
+        send(StreamClient(sim.url), fault="http_429")
+    assert info.value.retry_after is not None  # type: ignore[attr-defined]
+
+
+def test_stall_past_the_read_timeout(sim) -> None:
+    c = StreamClient(sim.url, timeouts=Timeouts(read=0.5))
+    with pytest.raises(LLMRequestError) as info:
+        send(c, fault="stall;after=3")
+    assert info.value.category == "read_timeout"
+
+
+def test_first_byte_timeout() -> None:
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)  # accepts, never answers
+    port = srv.getsockname()[1]
+    try:
+        c = StreamClient(f"http://127.0.0.1:{port}", timeouts=Timeouts(first_byte=0.3))
+        with pytest.raises(LLMRequestError) as info:
+            send(c)
+        assert info.value.category == "first_byte_timeout"
+    finally:
+        srv.close()
+
+
+def test_connection_refused() -> None:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    with pytest.raises(LLMRequestError) as info:
+        send(StreamClient(f"http://127.0.0.1:{port}"))
+    assert info.value.category == "connect_error"
+    assert "refused" in str(info.value).lower()
+
+
+def test_total_timeout(sim) -> None:
+    c = StreamClient(sim.url, timeouts=Timeouts(total=0.1))
+    with pytest.raises(LLMRequestError) as info:
+        send(c)
+    assert info.value.category == "total_timeout"
+
+
+def test_bad_host_url() -> None:
+    with pytest.raises(ValueError, match="http"):
+        StreamClient("ftp://example")
+
+
+def test_https_verifies_certificates_by_default() -> None:
+    import ssl
+
+    c = StreamClient("https://127.0.0.1:1")
+    assert c._ssl_context.verify_mode == ssl.CERT_REQUIRED and c._ssl_context.check_hostname
+    insecure = StreamClient("https://127.0.0.1:1", verify_tls=False)
+    assert insecure._ssl_context.verify_mode == ssl.CERT_NONE
