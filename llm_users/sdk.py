@@ -9,7 +9,9 @@ so every attempt is one request. The SDKs are the optional extra ``locust-llm[sd
 from __future__ import annotations
 
 import importlib
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, ConnectError, HTTPStatusError, LLMRequestError, TimeoutError_
@@ -23,6 +25,35 @@ SDK_MODULES = {"openai": "openai", "vllm": "openai", "claude": "anthropic", "gem
                "ollama": "ollama"}
 
 
+def import_sdk(name: str) -> Any:
+    """Import an SDK package even when a locustfile of the same name shadows it.
+
+    Locust imports ``locustfiles/openai.py`` as the module ``openai`` with its folder first on
+    sys.path, so a plain ``import openai`` would find the locustfile. The real package must own
+    ``sys.modules[name]`` (its own modules import from it); Locust keeps its reference to the
+    locustfile module, so nothing is lost by replacing the entry.
+    """
+    top = name.split(".")[0]
+    mod = sys.modules.get(top)
+    if mod is not None and _is_shadow(mod):
+        del sys.modules[top]
+        mod = None
+    if mod is None:
+        shadow_dirs = [p for p in sys.path if (Path(p or ".") / f"{top}.py").is_file()]
+        saved = list(sys.path)
+        sys.path[:] = [p for p in sys.path if p not in shadow_dirs]
+        try:
+            return importlib.import_module(name)
+        finally:
+            sys.path[:] = saved
+    return importlib.import_module(name)
+
+
+def _is_shadow(mod: Any) -> bool:
+    f = getattr(mod, "__file__", None) or ""
+    return f.endswith(".py") and not f.endswith("__init__.py")
+
+
 def check_sdk_available(user_cls: Any) -> None:
     """Raise ConfigError with what to install when the SDK for ``user_cls`` is missing."""
     module = SDK_MODULES.get(user_cls.backend)
@@ -30,7 +61,7 @@ def check_sdk_available(user_cls: Any) -> None:
         raise ConfigError(f"--llm-client sdk is not available for {user_cls.backend} "
                           f"(it is for {', '.join(sorted(SDK_MODULES))})")
     try:
-        importlib.import_module(module)
+        import_sdk(module)
     except ImportError:
         raise ConfigError(f"--llm-client sdk needs the {module} package: pip install 'locust-llm[sdk]'") from None
 
@@ -101,25 +132,23 @@ def _make_client(user: Any) -> Any:
     backend = user.backend
     if backend in ("openai", "vllm"):
         import httpx
-        import openai
 
+        openai = import_sdk("openai")
         base = host if host.endswith("/v1") else host + "/v1"
         timeout = httpx.Timeout(t.total, connect=t.connect, read=t.read)
         return openai.OpenAI(base_url=base, api_key=key, max_retries=0, timeout=timeout)
     if backend == "claude":
-        import anthropic
-
+        anthropic = import_sdk("anthropic")
         return anthropic.Anthropic(base_url=host, api_key=key, max_retries=0, timeout=t.total)
     if backend == "gemini":
-        from google import genai
-        from google.genai import types
+        genai = import_sdk("google.genai")
+        types = import_sdk("google.genai.types")
 
         opts = types.HttpOptions(base_url=host, api_version=user.api_version,
                                  timeout=int((t.total or 600) * 1000))
         return genai.Client(api_key=key, http_options=opts)
     if backend == "ollama":
-        import ollama
-
+        ollama = import_sdk("ollama")
         return ollama.Client(host=host, timeout=t.total)
     raise ConfigError(f"no SDK mode for {backend}")
 
@@ -190,7 +219,7 @@ def _claude(user: Any, client: Any, messages: Messages, stamp: _Stamp) -> None:
 
 
 def _gemini(user: Any, client: Any, messages: Messages, stamp: _Stamp) -> None:
-    from google.genai import types
+    types = import_sdk("google.genai.types")
 
     s = user.settings.sampling
     system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
