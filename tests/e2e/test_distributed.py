@@ -1,0 +1,149 @@
+"""Issue 4: exact merged statistics across real master/worker processes, lost workers, warm-up,
+goodput, and the client self-check."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from llm_users.metrics import Distribution
+from tests.helpers import LOCUST, ROOT, get_json, locust_request_count, read_records, read_summary, run_locust
+
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def start(args: list[str], log: Path) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")}
+    return subprocess.Popen([LOCUST, "-f", str(ROOT / "locustfiles" / "vllm.py"), "--loglevel", "INFO", *args],
+                            cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+
+
+def assert_exact_merge(report: Path) -> list[dict]:
+    """Merged percentiles in summary.json == percentiles of the union of records."""
+    records = read_records(report)
+    measured = [r for r in records if r["status"] == "ok" and not r["warmup"]]
+    ttft, itl = Distribution(), Distribution()
+    for r in measured:
+        ttft.add(r["ttft_ns"])
+        itl.add_many(r["itl_ns"])
+    s = read_summary(report)["overall"]
+    for key in ("p50", "p90", "p99", "p99.9"):
+        assert s["ttft"][key] == ttft.summary_ms()[key], key
+        assert s["itl"][key] == itl.summary_ms()[key], key
+    assert s["ttft"]["count"] == len(measured)
+    assert s["itl"]["count"] == sum(len(r["itl_ns"]) for r in measured)
+    assert s["ttft"]["min"] == pytest.approx(min(r["ttft_ns"] for r in measured) / 1e6)
+    ids = [r["request_id"] for r in records]
+    assert len(ids) == len(set(ids)), "duplicate records"
+    assert len({r["worker"] for r in records}) == 2
+    return records
+
+
+def test_master_and_two_workers_merge_exactly(sim_factory, tmp_path) -> None:
+    sim = sim_factory("--ttft-ms", "40", "--itl-ms", "4", "--ttft-dist", "lognormal", "--ttft-sd-ms", "10",
+                      "--itl-dist", "normal", "--itl-sd-ms", "1", "--output-tokens", "30", "--seed", "2")
+    port = free_port()
+    report = tmp_path / "r"
+    master = start(["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+                    "--expect-workers", "2", "--headless", "--only-summary", "-u", "8", "-r", "8", "-t", "6s",
+                    "--stop-timeout", "10", "--host", sim.url, "--llm-report", str(report),
+                    "--csv", str(tmp_path / "locust")], tmp_path / "master.log")
+    workers = [start(["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)], tmp_path / f"w{i}.log")
+               for i in range(2)]
+    assert master.wait(90) == 0, (tmp_path / "master.log").read_text()[-3000:]
+    for w in workers:
+        w.wait(30)
+    records = assert_exact_merge(report)
+    served = get_json(sim.url + "/_sim/stats")["served"]
+    assert len(records) == served == locust_request_count(tmp_path / "locust")
+    assert "LLM summary" in (tmp_path / "master.log").read_text()
+
+
+def test_processes_2_merges_exactly(sim_factory, tmp_path) -> None:
+    sim = sim_factory("--ttft-ms", "40", "--itl-ms", "4", "--itl-dist", "normal", "--itl-sd-ms", "1",
+                      "--output-tokens", "30", "--seed", "4")
+    report = tmp_path / "r"
+    proc = run_locust("vllm.py", "--processes", "2", "--host", sim.url, "-u", "8", "-r", "8", "-t", "6s",
+                      "--stop-timeout", "10", report=report, csv_prefix=tmp_path / "locust")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = assert_exact_merge(report)
+    served = get_json(sim.url + "/_sim/stats")["served"]
+    assert len(records) == served == locust_request_count(tmp_path / "locust")
+
+
+def test_worker_killed_mid_run_is_named_in_the_report(sim_factory, tmp_path) -> None:
+    sim = sim_factory("--ttft-ms", "30", "--itl-ms", "5", "--output-tokens", "20", "--seed", "6")
+    port = free_port()
+    report = tmp_path / "r"
+    master = start(["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+                    "--expect-workers", "2", "--headless", "--only-summary", "-u", "6", "-r", "6", "-t", "12s",
+                    "--stop-timeout", "5", "--host", sim.url, "--llm-report", str(report)], tmp_path / "master.log")
+    workers = [start(["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)], tmp_path / f"w{i}.log")
+               for i in range(2)]
+    time.sleep(7)
+    victim = workers[0]
+    victim.send_signal(signal.SIGKILL)
+    victim_id = None
+    assert master.wait(90) == 0, (tmp_path / "master.log").read_text()[-3000:]
+    workers[1].wait(30)
+    summary = read_summary(report)
+    lost = summary["workers"]["lost"]
+    assert len(lost) == 1
+    victim_id = lost[0]["worker"]
+    assert victim_id in summary["workers"]["reported"]
+    assert 0 < lost[0]["window_at_risk_s"] <= 10
+    records = read_records(report)
+    ids = [r["request_id"] for r in records]
+    assert len(ids) == len(set(ids))
+    assert any(r["worker"] == victim_id for r in records)  # its earlier reports arrived
+    html = (report / "report.html").read_text()
+    assert victim_id in html and "was lost" in html
+    assert f"worker {victim_id} was lost" in (tmp_path / "master.log").read_text()
+
+
+def test_default_warmup_excludes_cold_starts(sim_factory, tmp_path) -> None:
+    sim = sim_factory("--ttft-ms", "30", "--itl-ms", "3", "--output-tokens", "10", "--cold-start-ms", "400",
+                      "--seed", "8")
+    report = tmp_path / "r"
+    proc = run_locust("vllm.py", "--host", sim.url, "-u", "5", "-r", "5", "-t", "4s", "--stop-timeout", "10",
+                      report=report)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    records = read_records(report)
+    cold = [r for r in records if r["ttft_ns"] > 300e6]
+    assert len(cold) == 5 and all(r["warmup"] for r in cold)
+    s = read_summary(report)["overall"]
+    assert s["excluded_warmup"] == 5
+    assert s["ttft"]["max"] < 100
+    assert "warm-up excluded: 5 requests" in proc.stdout
+
+
+def test_goodput_matches_a_hand_computation(sim_factory, tmp_path) -> None:
+    sim = sim_factory("--ttft-ms", "40", "--ttft-dist", "lognormal", "--ttft-sd-ms", "25", "--itl-ms", "3",
+                      "--output-tokens", "15", "--seed", "9")
+    report = tmp_path / "r"
+    proc = run_locust("vllm.py", "--host", sim.url, "-u", "6", "-r", "6", "-t", "5s", "--stop-timeout", "10",
+                      "--llm-slo", "ttft=45ms,e2e=120ms", report=report)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    measured = [r for r in read_records(report) if not r["warmup"]]
+    good = [r for r in measured if r["status"] == "ok" and r["ttft_ns"] <= 45e6 and r["e2e_ns"] <= 120e6]
+    window = (max(r["start_time"] + r["e2e_ns"] / 1e9 for r in measured) - min(r["start_time"] for r in measured))
+    slo = read_summary(report)["overall"]["slo"]
+    assert 0 < len(good) < len(measured)  # the SLO splits the run
+    assert slo["good_requests"] == len(good)
+    assert slo["goodput_rps"] == pytest.approx(len(good) / window, rel=1e-6)
+    ttft_ok = sum(1 for r in measured if r["ttft_ns"] <= 45e6)
+    assert slo["share_meeting"]["ttft"] == pytest.approx(ttft_ok / len(measured))
