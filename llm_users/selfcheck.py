@@ -21,7 +21,13 @@ CPU_SUSTAINED_SHARE = 0.5  # "stays above": more than half of the sampled second
 
 
 class SelfMonitor:
-    """Samples loop lag every ``interval`` s and CPU share every second, in a greenlet."""
+    """Samples loop lag every ``interval`` s and CPU share every second, in a greenlet.
+
+    Lag is how long a callback queued on the hub waits before it runs (``gevent.sleep(0)``):
+    the time a ready event, such as a chunk that just arrived, waits for the loop to get to
+    it. Timing a ``sleep(interval)`` instead would add libev/epoll's millisecond timer
+    rounding, which is not delay any socket event sees.
+    """
 
     def __init__(self, node: str, interval: float = 0.01) -> None:
         self.node = node
@@ -43,9 +49,10 @@ class SelfMonitor:
         pc = time.perf_counter_ns
         cpu0, wall0 = time.process_time(), time.monotonic()
         while True:
-            t = pc()
             gevent.sleep(self.interval)
-            self.lag.add(max(0, pc() - t - int(self.interval * 1e9)))
+            t = pc()
+            gevent.sleep(0)
+            self.lag.add(pc() - t)
             wall = time.monotonic()
             if wall - wall0 >= 1.0:
                 cpu = time.process_time()

@@ -1,0 +1,38 @@
+"""Issue 4: the client self-check flags a saturated load generator and stays quiet on a calm run."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import read_summary, run_locust
+
+pytestmark = pytest.mark.slow
+
+
+def test_calm_run_is_not_flagged(sim_factory, tmp_path) -> None:
+    sim = sim_factory("--ttft-ms", "100", "--itl-ms", "20", "--output-tokens", "20", "--seed", "1")
+    report = tmp_path / "r"
+    proc = run_locust("vllm.py", "--host", sim.url, "-u", "4", "-r", "4", "-t", "5s", "--stop-timeout", "10",
+                      report=report)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    check = read_summary(report)["self_check"]
+    assert check["saturated"] is False, check
+    node = check["nodes"][0]
+    assert node["node"] == "local" and node["loop_lag_ms"]["count"] > 100
+    assert node["loop_lag_ms"]["p99"] < 5
+    assert "client healthy" in proc.stdout
+
+
+def test_overloaded_client_is_flagged(sim_factory, tmp_path) -> None:
+    # 300 streams at a 1 ms chunk gap ask for ~300k chunks/s: far past one client process
+    sim = sim_factory("--ttft-ms", "20", "--itl-ms", "1", "--output-tokens", "200", "--seed", "1")
+    report = tmp_path / "r"
+    proc = run_locust("vllm.py", "--host", sim.url, "-u", "300", "-r", "300", "-t", "6s", "--stop-timeout", "30",
+                      report=report, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    check = read_summary(report)["self_check"]
+    assert check["saturated"] is True, check
+    assert check["nodes"][0]["reasons"]
+    assert "WARNING: client saturated on local" in proc.stdout
+    html = (report / "report.html").read_text()
+    assert "client saturated on local" in html
