@@ -79,6 +79,7 @@ def time_chart(rows: list[dict[str, Any]], series: dict[str, str], ylabel: str, 
         ax2 = ax.twinx()
         ax2.plot(xs, [float("nan") if u is None else u for u in users], color="grey", linestyle=":", label="users")
         ax2.set_ylabel("active users")
+        ax2.set_ylim(bottom=0, top=max(u or 0 for u in users) * 1.15 + 1)
     ax.set_xlabel("seconds since start")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
@@ -139,8 +140,10 @@ def render(summary: dict[str, Any], rows: list[dict[str, Any]], stats: Any = Non
     parts.append("<h2>Latency percentiles (all names)</h2>" + _percentile_table(summary))
     slo = summary["overall"].get("slo")
     if slo:
-        parts.append(f"<p>Goodput: {_fmt(slo['goodput_rps'])} req/s met every SLO "
-                     f"({html.escape(str(slo['limits_ms']))} ms).</p>")
+        limits = ", ".join(f"{k.upper()} ≤ {v:g} ms" for k, v in slo["limits_ms"].items())
+        share = slo["share_meeting_all"]
+        parts.append(f"<p><b>Goodput:</b> {_fmt(slo['goodput_rps'])} req/s met every SLO ({html.escape(limits)}); "
+                     f"{'-' if share is None else f'{share:.1%}'} of measured requests.</p>")
     charts = []
     if stats is not None:
         for metric, title in (("ttft", "TTFT distribution (CDF)"), ("itl", "ITL distribution (CDF)")):
