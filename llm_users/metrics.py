@@ -154,9 +154,12 @@ class Distribution:
             self.max_ns = hi
 
     def percentile_ms(self, p: float) -> float | None:
+        """The histogram's value at ``p`` (its bucket's highest equivalent value), kept
+        within the exact min and max so a bucket's width never shows past the real extremes."""
         if not self.count:
             return None
-        return self.hist.get_value_at_percentile(p) / 1000.0
+        us = self.hist.get_value_at_percentile(p)
+        return min(max(us * 1000, self.min_ns or 0), self.max_ns or 0) / 1e6
 
     def summary_ms(self) -> dict[str, float | int | None]:
         out: dict[str, float | int | None] = {"count": self.count}

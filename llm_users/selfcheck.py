@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 import gevent
+from gevent import monkey
 
 from .metrics import Distribution
 
@@ -21,12 +22,13 @@ CPU_SUSTAINED_SHARE = 0.5  # "stays above": more than half of the sampled second
 
 
 class SelfMonitor:
-    """Samples loop lag every ``interval`` s and CPU share every second, in a greenlet.
+    """Samples loop lag every ``interval`` s and CPU share every second.
 
-    Lag is how long a callback queued on the hub waits before it runs (``gevent.sleep(0)``):
-    the time a ready event, such as a chunk that just arrived, waits for the loop to get to
-    it. Timing a ``sleep(interval)`` instead would add libev/epoll's millisecond timer
-    rounding, which is not delay any socket event sees.
+    Lag is how long a callback handed to the hub waits before the loop runs it: the delay a
+    ready event (a chunk that just arrived) waits for the loop to get to it. A plain OS thread
+    (not a greenlet) hands in the callbacks, so a loop blocked by busy code is caught in the
+    act; timing a ``gevent.sleep`` instead would add libev/epoll's millisecond timer rounding
+    and miss any block that falls inside the sleep.
     """
 
     def __init__(self, node: str, interval: float = 0.01) -> None:
@@ -35,29 +37,46 @@ class SelfMonitor:
         self.lag = Distribution()
         self.cpu: list[tuple[float, float]] = []  # (unix second, share of one core)
         self._greenlet: Any = None
+        self._running = False
 
     def start(self) -> None:
-        if self._greenlet is None:
-            self._greenlet = gevent.spawn(self._run)
+        if self._running:
+            return
+        self._running = True
+        loop = gevent.get_hub().loop
+        start_thread = monkey.get_original("_thread", "start_new_thread")
+        start_thread(self._probe, (loop,))
+        self._greenlet = gevent.spawn(self._cpu_loop)
 
     def stop(self) -> None:
+        self._running = False
         if self._greenlet is not None:
             self._greenlet.kill(block=False)
             self._greenlet = None
 
-    def _run(self) -> None:
+    def _probe(self, loop: Any) -> None:
+        """Runs in its own OS thread: every interval, time a callback through the loop."""
+        sleep = monkey.get_original("time", "sleep")
         pc = time.perf_counter_ns
+        while self._running:
+            sleep(self.interval)
+            try:
+                loop.run_callback_threadsafe(self._record, pc())
+            except Exception:  # the loop is gone (process exiting)
+                return
+
+    def _record(self, t0: int) -> None:
+        if self._running:
+            self.lag.add(time.perf_counter_ns() - t0)
+
+    def _cpu_loop(self) -> None:
         cpu0, wall0 = time.process_time(), time.monotonic()
         while True:
-            gevent.sleep(self.interval)
-            t = pc()
-            gevent.sleep(0)
-            self.lag.add(pc() - t)
+            gevent.sleep(1.0)
             wall = time.monotonic()
-            if wall - wall0 >= 1.0:
-                cpu = time.process_time()
-                self.cpu.append((time.time(), (cpu - cpu0) / (wall - wall0)))
-                cpu0, wall0 = cpu, wall
+            cpu = time.process_time()
+            self.cpu.append((time.time(), (cpu - cpu0) / (wall - wall0)))
+            cpu0, wall0 = cpu, wall
 
     def to_wire(self) -> dict[str, Any]:
         """Delta since the last call (the lag histogram and CPU samples are then reset)."""

@@ -1,0 +1,113 @@
+"""metrics.py: records, exact distributions, lossless merge through the wire form."""
+
+from __future__ import annotations
+
+import random
+
+import msgpack
+import pytest
+
+from llm_users.metrics import Distribution, RequestRecord, Stats, StatsByName
+
+
+def rec(i: int, **kw) -> RequestRecord:
+    base = dict(request_id=f"r{i}", name="/v1/chat/completions", backend="vllm", model="m", start_time=100.0 + i,
+                ttfb_ns=1_000_000, ttft_ns=50_000_000 + i * 1000, e2e_ns=150_000_000, itl_ns=[10_000_000] * 10,
+                output_tokens=11, input_tokens=7, tokens_source="usage")
+    base.update(kw)
+    return RequestRecord(**base)
+
+
+def test_tpot_definition() -> None:
+    r = rec(0, ttft_ns=50_000_000, e2e_ns=150_000_000, output_tokens=11)
+    assert r.tpot_ns == pytest.approx(10_000_000)  # (150 - 50) / (11 - 1) ms
+    assert rec(0, output_tokens=1).tpot_ns is None
+    assert rec(0, ttft_ns=None).tpot_ns is None
+
+
+def test_sub_millisecond_values_survive() -> None:
+    d = Distribution()
+    for ns in (123_456, 250_000, 999_999):
+        d.add(ns)
+    s = d.summary_ms()
+    assert s["min"] == pytest.approx(0.123456)
+    assert s["p50"] == pytest.approx(0.250, abs=0.001)
+    assert s["max"] == pytest.approx(0.999999)
+
+
+def test_percentiles_are_exact_to_resolution() -> None:
+    rng = random.Random(1)
+    values = [rng.lognormvariate(17, 0.5) for _ in range(20_000)]  # ~24 ms median, in ns
+    d = Distribution()
+    for v in values:
+        d.add(v)
+    s = sorted(values)
+    for key, p in (("p50", 50), ("p90", 90), ("p99", 99)):
+        exact = s[int(p / 100 * len(s)) - 1] / 1e6
+        assert d.summary_ms()[key] == pytest.approx(exact, rel=2e-3)  # 3 significant digits
+    assert d.summary_ms()["mean"] == pytest.approx(sum(values) / len(values) / 1e6)
+
+
+def test_merge_through_wire_equals_union() -> None:
+    rng = random.Random(2)
+    parts = [[int(rng.expovariate(1 / 8e6)) for _ in range(3000)] for _ in range(4)]
+    union = Distribution()
+    for p in parts:
+        union.add_many(p)
+    merged = Distribution()
+    for p in parts:
+        d = Distribution()
+        d.add_many(p)
+        wire = msgpack.unpackb(msgpack.packb(d.to_wire()))  # as Locust ships it
+        merged.merge_wire(wire)
+    assert merged.summary_ms() == union.summary_ms()
+
+
+def test_add_many_clamps_out_of_range() -> None:
+    d = Distribution()
+    d.add_many([-5, 10, 10**16])
+    assert d.count == 3 and d.summary_ms()["p50"] is not None
+
+
+def test_stats_excludes_warmup_and_counts_failures() -> None:
+    s = StatsByName()
+    s.add(rec(0, warmup=True))
+    s.add(rec(1))
+    s.add(rec(2, status="error", error_category="http_429"))
+    s.add(rec(3, cooldown=True))
+    out = s.summary()["overall"]
+    assert out["requests"] == 2 and out["failures"] == 1 and out["successes"] == 1
+    assert out["excluded_warmup"] == 1 and out["excluded_cooldown"] == 1
+    assert out["failures_by_category"] == {"http_429": 1}
+    assert out["ttft"]["count"] == 1 and out["itl"]["count"] == 10
+    assert out["output_tokens"] == 11
+
+
+def test_stats_by_name_wire_roundtrip() -> None:
+    a, b = StatsByName(), StatsByName()
+    for i in range(50):
+        (a if i % 2 else b).add(rec(i, name=f"/n{i % 3}"))
+    merged = StatsByName()
+    merged.merge_wire(a.to_wire())
+    merged.merge_wire(b.to_wire())
+    direct = StatsByName()
+    for i in range(50):
+        direct.add(rec(i, name=f"/n{i % 3}"))
+    assert merged.summary() == direct.summary()
+
+
+def test_throughput_over_measured_window() -> None:
+    s = Stats()
+    s.add(rec(0, start_time=10.0, e2e_ns=1_000_000_000, output_tokens=100))
+    s.add(rec(1, start_time=11.0, e2e_ns=1_000_000_000, output_tokens=100))
+    out = s.summary()
+    assert out["duration_s"] == pytest.approx(2.0)
+    assert out["output_tokens_per_s"] == pytest.approx(100.0)
+    assert out["requests_per_s"] == pytest.approx(1.0)
+
+
+def test_record_dict_roundtrip() -> None:
+    r = rec(5, server={"eval_count": 3})
+    d = r.to_dict()
+    assert d["tpot_ns"] == r.tpot_ns
+    assert RequestRecord.from_dict(d) == r

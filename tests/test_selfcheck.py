@@ -1,0 +1,54 @@
+"""selfcheck.py: the verdict and the monitor's samples."""
+
+from __future__ import annotations
+
+import gevent
+
+from llm_users.selfcheck import NodeHealth, SelfMonitor, process_cpu_seconds, verdict
+
+
+def health(node: str, lag_ms: float, cpu: list[float]) -> NodeHealth:
+    h = NodeHealth(node)
+    for _ in range(200):
+        h.lag.add(lag_ms * 1e6)
+    h.cpu = [(float(i), c) for i, c in enumerate(cpu)]
+    return h
+
+
+def test_verdict_flags_lag_against_ttft() -> None:
+    calm = health("w1", 0.05, [0.2] * 10)
+    busy = health("w2", 12.0, [0.5] * 10)
+    v = verdict([calm, busy], ttft_p50_ms=100.0)
+    assert v["saturated"] and "w2" in v["message"] and "w1" not in v["message"]
+    assert v["nodes"][1]["reasons"][0].startswith("loop lag p99")
+    assert not verdict([calm], ttft_p50_ms=100.0)["saturated"]
+
+
+def test_verdict_flags_sustained_cpu() -> None:
+    v = verdict([health("w", 0.01, [0.95] * 8 + [0.5] * 2)], ttft_p50_ms=100.0)
+    assert v["saturated"] and "CPU above 90%" in v["nodes"][0]["reasons"][0]
+    assert not verdict([health("w", 0.01, [0.95] * 2 + [0.5] * 8)], ttft_p50_ms=100.0)["saturated"]
+
+
+def test_monitor_samples_and_sees_a_blocked_loop() -> None:
+    import time
+
+    m = SelfMonitor("local", interval=0.005)
+    m.start()
+    gevent.sleep(0.2)
+
+    def hog() -> None:
+        end = time.perf_counter() + 0.05
+        while time.perf_counter() < end:  # busy: blocks the whole loop, as a saturated client does
+            pass
+
+    gevent.spawn(hog).join()
+    gevent.sleep(0.05)
+    m.stop()
+    w = m.to_wire()
+    h = NodeHealth("local")
+    h.merge_wire(w)
+    s = h.summary()
+    assert s["loop_lag_ms"]["count"] >= 10
+    assert s["loop_lag_ms"]["max"] >= 30  # the 50 ms block was seen
+    assert process_cpu_seconds() > 0
