@@ -23,10 +23,9 @@ from typing import Any, Literal
 
 import orjson
 
-from ..errors import ProtocolError
 from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, error_message
 from .sampling import Sampling
-from .sse import SSEDecoder
+from .sse import SSEJSONParser
 
 AuthStyle = Literal["x-api-key", "bearer"]
 
@@ -87,37 +86,16 @@ def build_request(
     return HTTPRequest("POST", path, headers, orjson.dumps(body), name=path, secret_headers=secret)
 
 
-class AnthropicStreamParser:
+class AnthropicStreamParser(SSEJSONParser):
     """Parses a Messages API SSE stream. Complete once ``message_stop`` arrives."""
 
-    __slots__ = ("_sse", "complete", "_input", "_server")
+    __slots__ = ("_input", "_server")
+    protocol = "Anthropic"
 
     def __init__(self) -> None:
-        self._sse = SSEDecoder()
-        self.complete = False
+        super().__init__()
         self._input: int | None = None
         self._server: dict[str, Any] | None = None
-
-    def feed(self, data: bytes) -> list[Event]:
-        return self._frames(self._sse.feed(data))
-
-    def close(self) -> list[Event]:
-        return self._frames(self._sse.close())
-
-    def _frames(self, frames: list[tuple[bytes | None, bytes]]) -> list[Event]:
-        events: list[Event] = []
-        for name, payload in frames:
-            try:
-                obj = orjson.loads(payload)
-            except orjson.JSONDecodeError:
-                raise ProtocolError(f"data payload is not JSON: {payload[:120]!r}") from None
-            if not isinstance(obj, dict):
-                raise ProtocolError(f"data payload is not an object: {payload[:120]!r}")
-            try:
-                self._chunk(obj, name, events)
-            except (AttributeError, TypeError, ValueError, KeyError):
-                raise ProtocolError(f"unexpected Anthropic payload shape: {payload[:120]!r}") from None
-        return events
 
     def _chunk(self, obj: dict[str, Any], name: bytes | None, events: list[Event]) -> None:
         kind = obj.get("type") or (name.decode("utf-8", "replace") if name else None)

@@ -20,10 +20,9 @@ from typing import Any
 
 import orjson
 
-from ..errors import ProtocolError
 from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, error_message
 from .sampling import Sampling
-from .sse import SSEDecoder
+from .sse import SSEJSONParser
 
 DEFAULT_API_VERSION = "v1beta"
 
@@ -75,41 +74,17 @@ def build_request(
     )
 
 
-class GeminiStreamParser:
+class GeminiStreamParser(SSEJSONParser):
     """Parses a ``streamGenerateContent?alt=sse`` stream.
 
     Complete once a candidate's ``finishReason`` (or a prompt ``blockReason``) arrives; a stream
     that ends without one was truncated.
     """
 
-    __slots__ = ("_sse", "complete")
+    __slots__ = ()
+    protocol = "Gemini"
 
-    def __init__(self) -> None:
-        self._sse = SSEDecoder()
-        self.complete = False
-
-    def feed(self, data: bytes) -> list[Event]:
-        return self._frames(self._sse.feed(data))
-
-    def close(self) -> list[Event]:
-        return self._frames(self._sse.close())
-
-    def _frames(self, frames: list[tuple[bytes | None, bytes]]) -> list[Event]:
-        events: list[Event] = []
-        for _name, payload in frames:
-            try:
-                obj = orjson.loads(payload)
-            except orjson.JSONDecodeError:
-                raise ProtocolError(f"data payload is not JSON: {payload[:120]!r}") from None
-            if not isinstance(obj, dict):
-                raise ProtocolError(f"data payload is not an object: {payload[:120]!r}")
-            try:
-                self._chunk(obj, events)
-            except (AttributeError, TypeError, ValueError, IndexError, KeyError):
-                raise ProtocolError(f"unexpected Gemini payload shape: {payload[:120]!r}") from None
-        return events
-
-    def _chunk(self, obj: dict[str, Any], events: list[Event]) -> None:
+    def _chunk(self, obj: dict[str, Any], name: bytes | None, events: list[Event]) -> None:
         err = obj.get("error")
         if err is not None:
             status = err.get("code") if isinstance(err, dict) else None

@@ -19,6 +19,7 @@ from ..errors import ProtocolError
 from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, error_message
 from .openai import messages_to_prompt
 from .sampling import Sampling
+from .sse import json_object
 
 Endpoint = Literal["chat", "generate"]
 
@@ -121,12 +122,7 @@ class OllamaStreamParser:
             line = line[:-1]
         if not line or line.isspace():
             return
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            raise ProtocolError(f"NDJSON line is not JSON: {line[:120]!r}") from None
-        if not isinstance(obj, dict):
-            raise ProtocolError(f"NDJSON line is not an object: {line[:120]!r}")
+        obj = json_object(line, "NDJSON line")
         try:
             self._chunk(obj, events)
         except (AttributeError, TypeError, ValueError):

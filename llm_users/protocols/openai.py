@@ -18,10 +18,9 @@ from typing import Any, Literal
 
 import orjson
 
-from ..errors import ProtocolError
 from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, error_message
 from .sampling import Sampling
-from .sse import SSEDecoder
+from .sse import SSEJSONParser
 
 Dialect = Literal["openai", "vllm", "compat"]
 Endpoint = Literal["chat", "completions"]
@@ -83,44 +82,26 @@ def messages_to_prompt(messages: list[dict[str, Any]]) -> str:
     return "\n\n".join(f"{m.get('role', 'user')}: {m.get('content', '')}" for m in messages)
 
 
-class OpenAIStreamParser:
+class OpenAIStreamParser(SSEJSONParser):
     """Parses an OpenAI-compatible SSE stream (chat chunks or legacy completion chunks).
 
     Complete once ``data: [DONE]`` or a ``finish_reason`` was seen.
     """
 
-    __slots__ = ("_sse", "complete", "saw_done")
+    __slots__ = ("saw_done",)
+    protocol = "OpenAI"
 
     def __init__(self) -> None:
-        self._sse = SSEDecoder()
-        self.complete = False
+        super().__init__()
         self.saw_done = False
 
-    def feed(self, data: bytes) -> list[Event]:
-        return self._frames(self._sse.feed(data))
+    def _sentinel(self, payload: bytes) -> bool:
+        if payload == b"[DONE]":
+            self.complete = self.saw_done = True
+            return True
+        return False
 
-    def close(self) -> list[Event]:
-        return self._frames(self._sse.close())
-
-    def _frames(self, frames: list[tuple[bytes | None, bytes]]) -> list[Event]:
-        events: list[Event] = []
-        for _name, payload in frames:
-            if payload == b"[DONE]":
-                self.complete = self.saw_done = True
-                continue
-            try:
-                obj = orjson.loads(payload)
-            except orjson.JSONDecodeError:
-                raise ProtocolError(f"data payload is not JSON: {payload[:120]!r}") from None
-            if not isinstance(obj, dict):
-                raise ProtocolError(f"data payload is not an object: {payload[:120]!r}")
-            try:
-                self._chunk(obj, events)
-            except (AttributeError, TypeError):
-                raise ProtocolError(f"unexpected payload shape: {payload[:120]!r}") from None
-        return events
-
-    def _chunk(self, obj: dict[str, Any], events: list[Event]) -> None:
+    def _chunk(self, obj: dict[str, Any], name: bytes | None, events: list[Event]) -> None:
         err = obj.get("error")
         if err is not None:
             status = None

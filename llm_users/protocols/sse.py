@@ -8,6 +8,15 @@ not dispatched. Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from ..errors import ProtocolError
+
+if TYPE_CHECKING:
+    from .base import Event
+
 Frame = tuple[bytes | None, bytes]
 
 
@@ -64,3 +73,54 @@ class SSEDecoder:
         elif name == b"event":
             self._event = value
         # "id", "retry" and unknown fields are ignored.
+
+
+def json_object(payload: bytes, what: str = "data payload") -> dict[str, Any]:
+    """Decode one JSON object (orjson) or raise ProtocolError quoting the bytes."""
+    try:
+        obj = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        raise ProtocolError(f"{what} is not JSON: {payload[:120]!r}") from None
+    if not isinstance(obj, dict):
+        raise ProtocolError(f"{what} is not an object: {payload[:120]!r}")
+    return obj
+
+
+class SSEJSONParser:
+    """Base of the SSE protocol parsers: SSE frames -> one JSON object each -> ``_chunk``.
+
+    Subclasses set ``protocol`` (for messages), implement ``_chunk(obj, event_name, events)``
+    and may override ``_sentinel`` for a non-JSON terminator such as ``[DONE]``. A payload whose
+    JSON has an unexpected shape (a list where an object belongs...) is a ProtocolError too.
+    """
+
+    __slots__ = ("_sse", "complete")
+    protocol = "SSE"
+
+    def __init__(self) -> None:
+        self._sse = SSEDecoder()
+        self.complete = False
+
+    def feed(self, data: bytes) -> list[Event]:
+        return self._frames(self._sse.feed(data))
+
+    def close(self) -> list[Event]:
+        return self._frames(self._sse.close())
+
+    def _frames(self, frames: list[Frame]) -> list[Event]:
+        events: list[Event] = []
+        for name, payload in frames:
+            if self._sentinel(payload):
+                continue
+            obj = json_object(payload)
+            try:
+                self._chunk(obj, name, events)
+            except (AttributeError, TypeError, ValueError, IndexError, KeyError):
+                raise ProtocolError(f"unexpected {self.protocol} payload shape: {payload[:120]!r}") from None
+        return events
+
+    def _sentinel(self, payload: bytes) -> bool:
+        return False
+
+    def _chunk(self, obj: dict[str, Any], name: bytes | None, events: list[Event]) -> None:
+        raise NotImplementedError

@@ -18,11 +18,10 @@ from typing import Any, Literal
 
 import orjson
 
-from ..errors import ProtocolError
 from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, error_message
 from .openai import messages_to_prompt
 from .sampling import Sampling
-from .sse import SSEDecoder
+from .sse import SSEJSONParser
 
 Path = Literal["/generate_stream", "/"]
 
@@ -69,40 +68,16 @@ def build_request(
     return HTTPRequest("POST", full, headers, orjson.dumps(body), name=full, secret_headers=secret)
 
 
-class TGIStreamParser:
+class TGIStreamParser(SSEJSONParser):
     """Parses a TGI ``/generate_stream`` SSE stream.
 
     Complete once the final frame (non-null ``generated_text`` or ``details``) arrives.
     """
 
-    __slots__ = ("_sse", "complete")
+    __slots__ = ()
+    protocol = "TGI"
 
-    def __init__(self) -> None:
-        self._sse = SSEDecoder()
-        self.complete = False
-
-    def feed(self, data: bytes) -> list[Event]:
-        return self._frames(self._sse.feed(data))
-
-    def close(self) -> list[Event]:
-        return self._frames(self._sse.close())
-
-    def _frames(self, frames: list[tuple[bytes | None, bytes]]) -> list[Event]:
-        events: list[Event] = []
-        for _name, payload in frames:
-            try:
-                obj = orjson.loads(payload)
-            except orjson.JSONDecodeError:
-                raise ProtocolError(f"data payload is not JSON: {payload[:120]!r}") from None
-            if not isinstance(obj, dict):
-                raise ProtocolError(f"data payload is not an object: {payload[:120]!r}")
-            try:
-                self._chunk(obj, events)
-            except (AttributeError, TypeError, ValueError):
-                raise ProtocolError(f"unexpected TGI payload shape: {payload[:120]!r}") from None
-        return events
-
-    def _chunk(self, obj: dict[str, Any], events: list[Event]) -> None:
+    def _chunk(self, obj: dict[str, Any], name: bytes | None, events: list[Event]) -> None:
         err = obj.get("error")
         if err is not None:
             kind = obj.get("error_type")
