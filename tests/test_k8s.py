@@ -1,0 +1,410 @@
+"""docker/: the Dockerfile, compose.yaml and the kustomize manifests, checked offline.
+
+The kustomizations are rendered by a small renderer below (resources, components, namespace,
+images, replicas and strategic-merge patches: the features the manifests use; anything else
+fails the test) and every document is validated against the Kubernetes OpenAPI schemas that
+``kubernetes-validate`` ships, in strict mode (unknown fields fail). Where ``kubectl`` is
+installed, its built-in kustomize must render the same documents.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCKER = ROOT / "docker"
+K8S = DOCKER / "k8s"
+KUBERNETES_VERSION = "1.33.0"
+OVERLAYS = sorted(p.parent for p in (K8S / "overlays").glob("*/kustomization.yaml"))
+IMAGE_NAME = "locust-llm"
+VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+# Names of variables that hold a secret (LOCUST_LLM_API_KEY_ENV holds a variable's *name*).
+KEY_NAME = re.compile(r"(API_?KEY$|(^|_)TOKEN$|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
+KEY_VALUE = re.compile(
+    r"(sk-[A-Za-z0-9_-]{8,}|sk-ant-|hf_[A-Za-z0-9]{8,}|AIza[0-9A-Za-z_-]{8,}|"
+    r"Bearer\s+\S+|^[A-Za-z0-9+/_-]{32,}={0,2}$)"
+)
+WORKLOADS = {"Deployment", "DaemonSet", "StatefulSet", "Job"}
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PersistentVolume", "StorageClass"}
+
+
+# --- a small kustomize ---------------------------------------------------------------------
+
+
+def load_docs(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def merge(base: Any, patch: Any) -> Any:
+    """Strategic merge as the manifests use it: maps merge, lists of named maps merge by name,
+    other lists are replaced."""
+    if isinstance(base, dict) and isinstance(patch, dict):
+        out = dict(base)
+        for k, v in patch.items():
+            out[k] = merge(base[k], v) if k in base else copy.deepcopy(v)
+        return out
+    if (
+        isinstance(base, list)
+        and isinstance(patch, list)
+        and all(isinstance(x, dict) and "name" in x for x in base + patch)
+    ):
+        out = [copy.deepcopy(x) for x in base]
+        for p in patch:
+            i = next((i for i, x in enumerate(out) if x["name"] == p["name"]), None)
+            if i is None:
+                out.append(copy.deepcopy(p))
+            else:
+                out[i] = merge(out[i], p)
+        return out
+    return copy.deepcopy(patch)
+
+
+def key(doc: dict[str, Any]) -> tuple[str, str]:
+    return doc["kind"], doc["metadata"]["name"]
+
+
+def containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = doc.get("spec", {}).get("template", {}).get("spec", {})
+    return spec.get("initContainers", []) + spec.get("containers", [])
+
+
+SUPPORTED = {"apiVersion", "kind", "resources", "components", "namespace", "images", "replicas", "patches"}
+
+
+def render(directory: Path, docs: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Build a kustomization (or apply a Component to ``docs``)."""
+    k = yaml.safe_load((directory / "kustomization.yaml").read_text())
+    assert set(k) <= SUPPORTED, f"{directory}: the test's renderer does not handle {set(k) - SUPPORTED}"
+    assert (k["kind"] == "Component") == (docs is not None), (
+        f"{directory}: Component used as a Kustomization or back"
+    )
+    out = list(docs or [])
+    for res in k.get("resources", []):
+        p = (directory / res).resolve()
+        out += render(p) if p.is_dir() else load_docs(p)
+    for comp in k.get("components", []):
+        out = render((directory / comp).resolve(), out)
+    for patch in k.get("patches", []):
+        assert set(patch) == {"path"}, f"{directory}: only file patches are handled: {patch}"
+        for p in load_docs(directory / patch["path"]):
+            matches = [i for i, d in enumerate(out) if key(d) == key(p)]
+            assert len(matches) == 1, f"{directory}/{patch['path']}: patch target {key(p)} not found once"
+            out[matches[0]] = merge(out[matches[0]], p)
+    for doc in out:
+        if "namespace" in k and doc["kind"] not in CLUSTER_SCOPED:
+            doc["metadata"]["namespace"] = k["namespace"]
+    for img in k.get("images", []):
+        for doc in out:
+            for c in containers(doc):
+                name, _, tag = c["image"].partition(":")
+                if name == img["name"]:
+                    c["image"] = f"{img.get('newName', name)}:{img.get('newTag', tag)}"
+    for rep in k.get("replicas", []):
+        targets = [d for d in out if d["metadata"]["name"] == rep["name"] and "replicas" in d.get("spec", {})]
+        assert targets, f"{directory}: replicas for {rep['name']}: no such workload"
+        for d in targets:
+            d["spec"]["replicas"] = rep["count"]
+    return out
+
+
+BUILDS = {p.relative_to(K8S).as_posix(): p for p in [K8S / "base", *OVERLAYS]}
+
+
+@pytest.fixture(scope="module", params=sorted(BUILDS))
+def build(request: pytest.FixtureRequest) -> tuple[str, list[dict[str, Any]]]:
+    return request.param, render(BUILDS[request.param])
+
+
+def by_kind(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
+
+
+def pod_spec(doc: dict[str, Any]) -> dict[str, Any]:
+    return doc["spec"]["template"]["spec"]
+
+
+# --- Kubernetes manifests ------------------------------------------------------------------
+
+
+def test_the_layout_is_there() -> None:
+    assert K8S / "overlays" / "example" in OVERLAYS
+    assert (K8S / "gpu" / "kustomization.yaml").is_file()
+    # every YAML file under k8s/ is used by some kustomization
+    used: set[Path] = set()
+    for kf in K8S.rglob("kustomization.yaml"):
+        k = yaml.safe_load(kf.read_text())
+        used.add(kf)
+        used |= {(kf.parent / r).resolve() for r in k.get("resources", [])}
+        used |= {(kf.parent / p["path"]).resolve() for p in k.get("patches", [])}
+    assert {p.resolve() for p in K8S.rglob("*.yaml")} <= {p.resolve() for p in used}
+
+
+def test_every_document_is_valid_kubernetes(build: tuple[str, list[dict[str, Any]]]) -> None:
+    name, docs = build
+    assert docs
+    for doc in docs:
+        try:
+            kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+        except kubernetes_validate.ValidationError as e:
+            pytest.fail(f"{name}: {doc['kind']}/{doc['metadata']['name']}: {e.message} at {list(e.path)}")
+    assert len({key(d) for d in docs}) == len(docs), f"{name}: duplicate kind/name"
+
+
+def test_the_gpu_component_is_valid_on_base() -> None:
+    docs = render(K8S / "gpu", render(K8S / "base"))
+    ds = by_kind(docs, "DaemonSet")["llm-gpu-sidecar"]
+    for doc in docs:
+        kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+    spec = pod_spec(ds)
+    (c,) = spec["containers"]
+    assert c["command"] == ["llm-gpu-sidecar"] and c["args"][:2] == ["--port", "9835"]
+    assert c["ports"][0]["containerPort"] == 9835
+    assert any(k.startswith("nvidia.com/gpu") for k in spec["nodeSelector"])
+    assert any(t["key"] == "nvidia.com/gpu" for t in spec["tolerations"])
+    # it reads NVML without taking a GPU away from the server it watches
+    assert "nvidia.com/gpu" not in str(c.get("resources", {}))
+
+
+def test_one_image_for_every_container(build: tuple[str, list[dict[str, Any]]]) -> None:
+    name, docs = build
+    images = {c["image"] for d in docs for c in containers(d)}
+    assert len(images) == 1, f"{name}: {images}"
+    (image,) = images
+    assert image.rpartition("/")[2] == f"{IMAGE_NAME}:{VERSION}", "image name:tag = project name:version"
+
+
+def test_services_select_workload_pods_and_ports(build: tuple[str, list[dict[str, Any]]]) -> None:
+    name, docs = build
+    workloads = [d for d in docs if d["kind"] in WORKLOADS]
+    for wl in workloads:  # a workload's selector matches its own pods
+        labels = wl["spec"]["template"]["metadata"]["labels"]
+        assert wl["spec"]["selector"]["matchLabels"].items() <= labels.items(), wl["metadata"]["name"]
+    for svc_name, svc in by_kind(docs, "Service").items():
+        selector = svc["spec"]["selector"]
+        pods = [
+            wl for wl in workloads if selector.items() <= wl["spec"]["template"]["metadata"]["labels"].items()
+        ]
+        assert len(pods) == 1, f"{name}: Service {svc_name} selects {len(pods)} workloads"
+        declared = {
+            (p.get("name"), p["containerPort"]) for c in containers(pods[0]) for p in c.get("ports", [])
+        }
+        for port in svc["spec"]["ports"]:
+            target = port.get("targetPort", port["port"])
+            assert any(target in pair for pair in declared), (
+                f"{name}: {svc_name} targetPort {target} not declared"
+            )
+
+
+def test_master_service_and_workers(build: tuple[str, list[dict[str, Any]]]) -> None:
+    name, docs = build
+    services, deployments = by_kind(docs, "Service"), by_kind(docs, "Deployment")
+    assert {p["port"] for p in services["locust-master"]["spec"]["ports"]} == {5557, 8089, 9646}
+    master, worker = deployments["locust-master"], deployments["locust-worker"]
+    assert master["spec"]["replicas"] == 1
+    (mc,) = pod_spec(master)["containers"]
+    assert mc["command"] == ["locust"] and "--master" in mc["args"]
+    (wc,) = pod_spec(worker)["containers"]
+    args = wc["args"]
+    assert wc["command"] == ["locust"] and "--worker" in args
+    assert args[args.index("--master-host") + 1] == "locust-master"
+    assert args[args.index("--master-port") + 1] == "5557"
+    # Service links would inject LOCUST_MASTER_* variables that Locust reads as options
+    for d in docs:
+        if d["kind"] in WORKLOADS:
+            assert pod_spec(d).get("enableServiceLinks") is False, d["metadata"]["name"]
+    # the master keeps its report on a volume, and exports Prometheus metrics on 9646
+    env = {e["name"]: e.get("value") for e in mc["env"]}
+    assert env["LOCUST_LLM_PROMETHEUS_PORT"] == "9646"
+    mounts = {m["mountPath"]: m["name"] for m in mc["volumeMounts"]}
+    report_dir = env["LOCUST_LLM_REPORT"]
+    assert report_dir in mounts
+    assert mounts[report_dir] in {v["name"] for v in pod_spec(master)["volumes"]}
+    # probes where there is something to probe; requests and limits everywhere
+    assert mc["readinessProbe"]["httpGet"]["port"] == "web" and "livenessProbe" in mc
+    for d in docs:
+        for c in containers(d):
+            assert {"requests", "limits"} <= set(c["resources"]), f"{name}: {d['metadata']['name']}"
+            assert pod_spec(d)["securityContext"]["runAsNonRoot"] is True
+            assert c["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+def test_the_simulator_and_the_target(build: tuple[str, list[dict[str, Any]]]) -> None:
+    name, docs = build
+    sim = by_kind(docs, "Deployment")["llm-sim"]
+    (c,) = pod_spec(sim)["containers"]
+    assert [*c["command"], *c["args"]] == ["llm-sim", "--host", "0.0.0.0", "--port", "8000"]
+    assert c["readinessProbe"]["httpGet"]["path"] == "/health"
+    config = by_kind(docs, "ConfigMap")["locust-llm"]["data"]
+    assert config["LOCUST_HOST"] == "http://llm-sim:8000"
+    assert config["LOCUST_LOCUSTFILE"].startswith("/app/")
+    assert (ROOT / config["LOCUST_LOCUSTFILE"].removeprefix("/app/")).is_file()
+    for d in docs:  # every pod that reads the ConfigMap reads the one that exists
+        for c in containers(d):
+            for src in c.get("envFrom", []):
+                assert src["configMapRef"]["name"] in by_kind(docs, "ConfigMap")
+
+
+def test_the_example_overlay_runs_by_itself() -> None:
+    docs = render(K8S / "overlays" / "example")
+    namespaces = by_kind(docs, "Namespace")
+    assert list(namespaces) == ["locust-llm"]
+    assert all(d["metadata"].get("namespace") == "locust-llm" for d in docs if d["kind"] != "Namespace")
+    deployments = by_kind(docs, "Deployment")
+    args = pod_spec(deployments["locust-master"])["containers"][0]["args"]
+    assert "--autostart" in args or "--headless" in args
+    assert int(args[args.index("--expect-workers") + 1]) == deployments["locust-worker"]["spec"]["replicas"]
+    assert {"-u", "-r", "-t"} <= set(args)
+    config = by_kind(docs, "ConfigMap")["locust-llm"]["data"]
+    assert config["LOCUST_LLM_MODEL"]
+    assert "DaemonSet" in {d["kind"] for d in docs}, "the GPU sidecar component"
+
+
+def env_values(docs: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+    return [(e["name"], e.get("value")) for d in docs for c in containers(d) for e in c.get("env", [])] + [
+        (k, v) for d in docs if d["kind"] == "ConfigMap" for k, v in d.get("data", {}).items()
+    ]
+
+
+def test_no_literal_secrets(build: tuple[str, list[dict[str, Any]]]) -> None:
+    name, docs = build
+    assert not by_kind(docs, "Secret"), "Secrets are created by the user, never shipped"
+    for var, value in env_values(docs):
+        assert not (KEY_NAME.search(var) and value is not None), (
+            f"{name}: {var} is a literal; use secretKeyRef"
+        )
+        assert value is None or not KEY_VALUE.search(str(value)), f"{name}: {var} looks like a key"
+    keyed = [e for d in docs for c in containers(d) for e in c.get("env", []) if KEY_NAME.search(e["name"])]
+    assert keyed, "API keys come in through secretKeyRef"
+    for e in keyed:
+        assert e["valueFrom"]["secretKeyRef"]["name"]
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with kustomize) not installed")
+def test_kubectl_kustomize_renders_the_same(build: tuple[str, list[dict[str, Any]]]) -> None:
+    name, docs = build
+    out = subprocess.run(
+        ["kubectl", "kustomize", str(BUILDS[name])], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    theirs = [d for d in yaml.safe_load_all(out.stdout) if d]
+    assert sorted(theirs, key=key) == sorted(docs, key=key)
+
+
+# --- compose -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    return yaml.safe_load((DOCKER / "compose.yaml").read_text())
+
+
+def test_compose_builds_one_image_from_the_dockerfile(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    ours = {n: s for n, s in services.items() if s.get("image", "").startswith(IMAGE_NAME + ":")}
+    assert {"llm-sim", "locust-master", "locust-worker"} <= set(ours)
+    for n, s in ours.items():
+        assert s["image"] == f"{IMAGE_NAME}:{VERSION}", n
+        context = (DOCKER / s["build"]["context"]).resolve()
+        assert context == ROOT, n
+        assert (context / s["build"]["dockerfile"]).resolve() == DOCKER / "Dockerfile", n
+
+
+def test_compose_roles(compose: dict[str, Any]) -> None:
+    s = compose["services"]
+    assert s["llm-sim"]["command"] == ["llm-sim", "--host", "0.0.0.0", "--port", "8000"]
+    master, worker = s["locust-master"], s["locust-worker"]
+    assert master["command"][:2] == ["locust", "--master"]
+    assert "LOCUST_EXPECT_WORKERS" in master["environment"]
+    assert master["environment"]["LOCUST_LLM_PROMETHEUS_PORT"] == "9646"
+    args = worker["command"]
+    assert args[:2] == ["locust", "--worker"]
+    assert args[args.index("--master-host") + 1] == "locust-master"
+    assert args[args.index("--master-port") + 1] == "5557"
+    assert "replicas" in worker["deploy"]
+    assert master["environment"]["LOCUST_HOST"].endswith("http://llm-sim:8000}")
+    assert {"prometheus", "grafana"} <= set(s)
+    for n, svc in s.items():  # bind mounts point at files of the repository
+        for v in svc.get("volumes", []):
+            src = v.split(":")[0]
+            if src.startswith("."):
+                assert (DOCKER / src).exists(), f"{n}: {src} does not exist"
+
+
+def test_compose_has_no_literal_secrets(compose: dict[str, Any]) -> None:
+    for n, svc in compose["services"].items():
+        env = svc.get("environment", {})
+        assert isinstance(env, dict), n
+        for var, value in env.items():
+            value = "" if value is None else str(value)
+            passthrough = re.fullmatch(r"\$\{\w+(:?-[^}]*)?\}", value)
+            assert not (KEY_NAME.search(var) and value and not passthrough), f"{n}: {var} is a literal"
+            assert not KEY_VALUE.search(value), f"{n}: {var} looks like a key"
+
+
+# --- Dockerfile ----------------------------------------------------------------------------
+
+
+def dockerfile() -> list[tuple[str, str]]:
+    text = re.sub(r"\\\n", " ", (DOCKER / "Dockerfile").read_text())
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    return [(ln.split(None, 1)[0].upper(), ln.split(None, 1)[1] if " " in ln else "") for ln in lines]
+
+
+def dockerignored(path: str, patterns: list[str]) -> bool:
+    """Docker's rule: the last pattern that matches the path or a parent of it decides."""
+
+    def rx(p: str) -> re.Pattern[str]:
+        out = re.escape(p.strip("/")).replace(r"\*\*", "\0").replace(r"\*", "[^/]*").replace(r"\?", "[^/]")
+        return re.compile(out.replace("\0/", "(.*/)?").replace("\0", ".*") + "$")
+
+    parts = path.strip("/").split("/")
+    candidates = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    ignored = False
+    for p in patterns:
+        negate = p.startswith("!")
+        if any(rx(p.lstrip("!")).match(c) for c in candidates):
+            ignored = not negate
+    return ignored
+
+
+def test_dockerfile() -> None:
+    instructions = dockerfile()
+    assert instructions[0] == ("FROM", "python:3.11-slim")
+    copies = [args.split() for op, args in instructions if op == "COPY"]
+    assert copies
+    ignore = DOCKER.parent / ".dockerignore"
+    patterns = [ln.strip() for ln in ignore.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    dest_of: dict[str, str] = {}
+    for args in copies:
+        assert not any(a.startswith("--from") for a in args)
+        *sources, dest = args
+        for src in sources:
+            assert (ROOT / src).exists(), f"COPY {src}: not in the repository"
+            assert not dockerignored(src, patterns), f"COPY {src}: excluded by .dockerignore"
+            dest_of[src.rstrip("/")] = dest.rstrip("/")
+    for excluded in (".venv", "tests", ".git", "llm-report", "llm_users/__pycache__"):
+        assert dockerignored(excluded, patterns), f"{excluded} should not be in the build context"
+    # prompts/ beside llm_users/, as llm_users/prompts.py looks for it
+    assert dest_of["prompts"] != "" and Path(dest_of["prompts"]).parent == Path(dest_of["llm_users"]).parent
+    assert ("WORKDIR", "/app") in instructions
+    run = " ".join(a for op, a in instructions if op == "RUN")
+    extras = re.search(r"ARG EXTRAS=(\S+)", "\n".join(f"{op} {a}" for op, a in instructions))
+    assert extras and {"sdk", "report", "gpu"} <= set(extras.group(1).split(","))
+    assert 'pip install -e ".[${EXTRAS}]"' in run and "pip install --no-deps -e ." in run
+    users = [a for op, a in instructions if op == "USER"]
+    assert users and users[-1].split(":")[0].isdigit() and int(users[-1].split(":")[0]) >= 1000
+    env = " ".join(a for op, a in instructions if op in ("ENV", "ARG"))
+    assert "LOCUST_LOCUSTFILE=/app/locustfiles/vllm.py" in env
+    assert not KEY_NAME.search(env) and not KEY_VALUE.search(env), "no secrets in the image"
+    assert any(op == "CMD" for op, _ in instructions)
