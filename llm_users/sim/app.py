@@ -17,15 +17,15 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from . import routes_anthropic, routes_gemini, routes_ollama, routes_openai, routes_sim, routes_tgi
+from .clock import Clock
 from .config import SimConfig
 from .metrics import REGISTRY_KEY, build_registry, metrics
 from .state import SIM_KEY, SimState
-from .streamer import timer_lead_ns
 
 
 async def _background(app: web.Application) -> AsyncIterator[None]:
     sim = app[SIM_KEY]
-    sim.timer_lead_ns = timer_lead_ns(asyncio.get_running_loop())
+    sim.clock = Clock(asyncio.get_running_loop())
     sim.trace.open()
     parent = os.getppid()
 

@@ -77,8 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--log-level", default="WARNING", help="stderr log level (default WARNING)")
 
     g = p.add_argument_group("timing (milliseconds)")
-    g.add_argument("--ttft-ms", type=_nonneg(float), default=50.0, help="time to first token after admission "
-                   "(default 50)")
+    g.add_argument("--ttft-ms", type=_nonneg(float), default=50.0, help="time to first token: the first chunk is "
+                   "due at arrival + queue wait + this (default 50)")
     g.add_argument("--ttft-dist", choices=DISTRIBUTIONS, default="fixed", help="TTFT distribution (default fixed)")
     g.add_argument("--ttft-sd-ms", type=_nonneg(float), default=0.0, help="TTFT standard deviation (default 0)")
     g.add_argument("--itl-ms", type=_nonneg(float), default=10.0, help="gap between consecutive chunks, what a "

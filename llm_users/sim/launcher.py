@@ -118,12 +118,15 @@ def start_simulator(
             break
     m = READY.match(lines[0].decode(errors="replace")) if lines else None
     if m is None:
+        if got.is_set():  # stdout closed (or an unexpected line): give the child a moment to exit
+            try:
+                proc.wait(2.0)
+            except subprocess.TimeoutExpired:
+                pass
         died = proc.poll() is not None
         if not died:
             proc.kill()
             proc.wait()
-        else:
-            got.wait(1.0)
         reason = f"exited with status {proc.returncode}" if died else f"was not ready after {timeout:g} s"
         first = lines[0].decode(errors="replace").strip() if lines and lines[0] else ""
         detail = _read_all(stderr).strip()

@@ -132,8 +132,10 @@ async def _serve(
 
     now = perf_counter_ns()
     job.admitted_ns = now
+    # Not queued: the clock starts at arrival (our own parsing is not the model's prefill).
+    start = now if waiter is not None else job.arrival_ns
     stats.prompt_tokens += job.input_tokens
-    stats.queue.observe((now - job.arrival_ns) * 1e-9)
+    stats.queue.observe((start - job.arrival_ns) * 1e-9)
     if rec is not None:
         rec.admitted_ns = now
     if job.stream and (transport is None or transport.is_closing()):
@@ -144,7 +146,7 @@ async def _serve(
     rng = None if timing_fixed else request_rng(cfg.seed, job.seq, "timing")
     ttft = sim.ttft.mean_ns if rng is None else sim.ttft.sample_ns(rng)
     cold = sim.cold_ns if sim.cold_start(request) else 0
-    target = now + ttft + cold
+    target = start + ttft + cold
     job.cold_ms = cold * 1e-6
     if rec is not None:
         rec.ttft_target_ns = target
@@ -178,8 +180,7 @@ async def _serve(
             body = body[: max(1, len(body) // 3)] + b"\x00 not json"
         elif late == "truncate":
             body = body[: len(body) // 2]
-        body_resp = web.Response(status=200, body=body, content_type=render.content_type.split(";")[0],
-                                 headers=render.headers())
+        body_resp = web.Response(status=200, body=body, content_type="application/json", headers=render.headers())
     t = perf_counter_ns()
     if rec is not None:
         rec.times.append(t)

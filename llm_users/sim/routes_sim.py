@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 import orjson
@@ -41,7 +42,9 @@ async def delete_trace(request: web.Request) -> web.Response:
 
 async def stats(request: web.Request) -> web.Response:
     sim = request.app[SIM_KEY]
-    return _json(sim.stats.as_dict(sim.engine.running, sim.engine.waiting))
+    out = sim.stats.as_dict(sim.engine.running, sim.engine.waiting)
+    out["event_loop"] = type(asyncio.get_running_loop()).__module__.split(".")[0]  # "asyncio" or "uvloop"
+    return _json(out)
 
 
 async def config(request: web.Request) -> web.Response:

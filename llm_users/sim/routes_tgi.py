@@ -78,10 +78,11 @@ def token_frames() -> tuple[bytes, ...]:
 class TGIRenderer(Renderer):
     content_type = "text/event-stream"
 
-    def __init__(self, job: Job, *, details: bool, seed: int | None) -> None:
+    def __init__(self, job: Job, *, details: bool, seed: int | None, as_list: bool = False) -> None:
         super().__init__(job)
         self.details = details
         self.seed = seed
+        self.as_list = as_list  # POST / answers [GenerateResponse], like the Inference API
         self.eos = job.finish == "stop"
         frames = token_frames()
         self.frames = [frames[i] for i in job.indices]
@@ -119,14 +120,37 @@ class TGIRenderer(Renderer):
         return b'data:{"index":0,"token":\n\n'
 
     def body(self) -> bytes:
+        job = self.job
         out: dict[str, Any] = {"generated_text": self._text().decode()}
         if self.details:
-            out["details"] = {"finish_reason": self._finish_reason(), "generated_tokens": self.job.n,
-                              "seed": self.seed, "prefill": [], "tokens": []}
-        return orjson.dumps(out)
+            tokens = [orjson.Fragment(f) for f in self.frames]
+            if self.eos:
+                tokens[-1] = orjson.Fragment(EOS)
+            out["details"] = {"finish_reason": self._finish_reason(), "generated_tokens": job.n, "seed": self.seed,
+                              "prefill": [], "tokens": tokens}
+        return orjson.dumps([out] if self.as_list else out)
 
     def headers(self) -> dict[str, str]:
-        return {"X-Compute-Type": "sim", "X-Accel-Buffering": "no"}
+        job = self.job
+        h = {"x-compute-type": "sim", "x-compute-characters": str(len(job.prompt))}
+        if job.stream:
+            h["X-Accel-Buffering"] = "no"
+            return h
+        # Non-streaming answers carry TGI's timing headers (milliseconds), computed at the end.
+        now = perf_counter_ns()
+        admitted = job.admitted_ns or job.arrival_ns
+        inference = now - admitted
+        h.update({
+            "x-compute-time": repr(round((now - job.arrival_ns) / 1e9, 6)),
+            "x-total-time": str((now - job.arrival_ns) // 1_000_000),
+            "x-validation-time": "0",
+            "x-queue-time": str((admitted - job.arrival_ns) // 1_000_000),
+            "x-inference-time": str(inference // 1_000_000),
+            "x-time-per-token": str(inference // max(1, job.n) // 1_000_000),
+            "x-prompt-tokens": str(job.input_tokens),
+            "x-generated-tokens": str(job.n),
+        })
+        return h
 
 
 def _validate(params: dict[str, Any]) -> tuple[int, bool, int | None]:
@@ -145,6 +169,7 @@ def _validate(params: dict[str, Any]) -> tuple[int, bool, int | None]:
 
 
 async def _generate(request: web.Request, *, stream: bool | None, route: str) -> web.StreamResponse:
+    compat = stream is None
     arrival = perf_counter_ns()
     sim = request.app[SIM_KEY]
     if not sim.authorized(request):
@@ -167,7 +192,7 @@ async def _generate(request: web.Request, *, stream: bool | None, route: str) ->
         return DIALECT.error(422, str(e), "validation", stream=stream)
     job = new_job(sim, protocol="tgi", route=route, model=sim.cfg.model, prompt=inputs, max_tokens=max_new,
                   stream=stream, arrival_ns=arrival)
-    render = TGIRenderer(job, details=details, seed=seed)
+    render = TGIRenderer(job, details=details, seed=seed, as_list=compat and not stream)
     return await serve(sim, request, job, render, DIALECT)
 
 

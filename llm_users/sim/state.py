@@ -12,6 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
+from .clock import Clock
 from .config import SimConfig
 from .engine import Engine
 from .stats import Stats
@@ -32,10 +33,9 @@ class SimState:
         self.slope_ns = int(round(cfg.itl_slope_ms * 1e6))
         self.stall_ns = int(round(cfg.stall_ms * 1e6))
         self.cold_ns = int(round(cfg.cold_start_ms * 1e6))
-        self.timer_lead_ns = 0  # set at startup from the running loop (see streamer.timer_lead_ns)
+        self.clock: Clock = None  # type: ignore[assignment]  # made at startup, on the running loop
         self._seq = 0
         self._seen: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._seen_ids: set[int] = set()
 
     def next_seq(self) -> int:
         self._seq += 1
@@ -48,15 +48,9 @@ class SimState:
         transport = request.transport
         if transport is None:
             return False
-        try:
-            if transport in self._seen:
-                return False
-            self._seen.add(transport)
-        except TypeError:  # a transport type without weak references: fall back on its id
-            key = id(transport)
-            if key in self._seen_ids:
-                return False
-            self._seen_ids.add(key)
+        if transport in self._seen:  # asyncio's and uvloop's transports take weak references
+            return False
+        self._seen.add(transport)
         return True
 
     def authorized(self, request: web.Request) -> bool:

@@ -1,11 +1,11 @@
-"""The per-chunk clock: writes one stream's chunks at their target times.
+"""One stream's chunk state machine: writes its chunks at their target times.
 
 No task per stream and no sleep per chunk: a :class:`Streamer` is a small state machine whose
-``_tick`` runs as a plain event-loop timer callback, renders the next chunk from the
-renderer's prebuilt templates, stamps it and hands it straight to the socket (HTTP/1.1 chunked
-framing written by hand; the response head was already sent by aiohttp). Targets are
-absolute: the first chunk is due at ``admitted + ttft (+ cold start)`` and each next one at the
-previous *target* plus the gap, so timer lateness never accumulates into drift.
+``_tick`` the shared :class:`~.clock.Clock` calls when a chunk is due. It renders the chunk
+from the renderer's prebuilt templates, stamps it and hands it straight to the socket
+(HTTP/1.1 chunked framing written by hand; aiohttp already sent the response head). Targets
+are absolute: the first chunk is due at ``arrival + queue wait + ttft (+ cold start)`` and each
+next one at the previous *target* plus the gap, so timer lateness never accumulates into drift.
 
 A non-streaming request runs the same clock "silently" (nothing written per chunk), so its
 latency and its share of the batch are exactly those of the stream it would have been.
@@ -17,27 +17,21 @@ When the stream ends the streamer frees its batch slot and resolves ``done`` wit
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import socket
 import struct
 from time import perf_counter_ns
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .base import Job, Renderer
 from .faults import Fault
 from .trace import Record
 
-EARLY_NS = 500_000  # a timer that fires earlier than this before its target is re-armed
+if TYPE_CHECKING:
+    from .state import SimState
 
-
-def timer_lead_ns(loop: asyncio.AbstractEventLoop) -> int:
-    """How early to arm a timer so its firing error is centred on the target.
-
-    asyncio's selector loop rounds the poll timeout UP to whole milliseconds, so its timers
-    fire 0..1 ms late: arming 0.5 ms early makes that -0.5..+0.5 ms. Other loops (uvloop rounds
-    to the nearest millisecond) are armed on time.
-    """
-    return 500_000 if type(loop).__module__.startswith("asyncio") else 0
+log = logging.getLogger(__name__)
 
 
 def chunked(data: bytes) -> bytes:
@@ -59,13 +53,14 @@ def reset_connection(transport: asyncio.BaseTransport | None) -> None:
 
 class Streamer:
     __slots__ = (
-        "sim", "job", "render", "transport", "rec", "loop", "done", "silent", "target", "i", "c", "n", "k",
-        "fault", "fault_at", "rng", "itl_ns", "last_t", "handle", "released", "late_fault", "stats", "lead",
+        "sim", "job", "render", "transport", "rec", "done", "silent", "target", "i", "c", "n", "k",
+        "fault", "fault_at", "rng", "itl_ns", "last_t", "released", "late_fault", "stats", "clock", "cancelled",
+        "_cb",
     )
 
     def __init__(
         self,
-        sim: Any,
+        sim: SimState,
         job: Job,
         render: Renderer,
         transport: asyncio.Transport | None,
@@ -80,8 +75,7 @@ class Streamer:
         self.render = render
         self.transport = transport
         self.rec = rec
-        self.loop = asyncio.get_running_loop()
-        self.lead = sim.timer_lead_ns
+        self.clock = sim.clock
         self.done = done
         self.silent = not job.stream
         self.target = 0
@@ -94,21 +88,18 @@ class Streamer:
         self.rng = rng
         self.itl_ns = sim.itl.mean_ns
         self.last_t = 0
-        self.handle: asyncio.TimerHandle | None = None
+        self.cancelled = False
+        self._cb = self._tick
         self.released = False
         self.late_fault: str | None = None  # a fault a non-streaming answer shows in its body
 
     def start(self, first_target_ns: int) -> None:
         self.target = first_target_ns
-        self._arm(perf_counter_ns())
+        self.clock.schedule(first_target_ns, self._cb)
 
     def cancel(self) -> None:
-        if self.handle is not None:
-            self.handle.cancel()
+        self.cancelled = True
         self._release()
-
-    def _arm(self, now: int) -> None:
-        self.handle = self.loop.call_later((self.target - self.lead - now) * 1e-9, self._tick)
 
     def _release(self) -> None:
         if not self.released:
@@ -116,67 +107,67 @@ class Streamer:
             self.sim.engine.release()
 
     def _end(self, outcome: str) -> None:
-        self.handle = None
         self._release()
         if not self.done.done():
             self.done.set_result(outcome)
 
-    def _gap(self) -> int:
-        gap = self.itl_ns if self.rng is None else self.sim.itl.sample_ns(self.rng)
-        slope = self.sim.slope_ns
-        if slope:
-            gap += slope * (self.sim.engine.running - 1)
-        return gap
-
     def _tick(self) -> None:
-        now = perf_counter_ns()
-        if now < self.target - EARLY_NS:
-            self._arm(now)
+        if self.cancelled:
             return
-        if self.c == self.fault_at and self._strike(now):
-            return
-        transport = self.transport
-        silent = self.silent
-        if not silent and (transport is None or transport.is_closing()):
-            self._end("aborted")
-            return
-        i = self.i
-        j = i + self.k
-        if j > self.n:
-            j = self.n
-        last = j == self.n
-        data = None if silent else self.render.chunk(i, j, last)
-        t = perf_counter_ns()
-        if data is not None:
-            transport.write(b"%x\r\n%b\r\n" % (len(data), data))  # type: ignore[union-attr]
-        rec = self.rec
-        if rec is not None and not silent:
-            rec.times.append(t)
-            rec.tokens.append(j - i)
-        stats = self.stats
-        stats.chunks += 1
-        stats.generation_tokens += j - i
-        if self.c:
-            stats.itl.observe((t - self.last_t) * 1e-9)
-        else:
-            self.job.first_ns = t
-        self.last_t = t
-        self.i = j
-        self.c += 1
-        if last:
-            self._end("ok")
-            return
-        self.target += self._gap()
-        self._arm(t)
+        try:
+            if self.c == self.fault_at and self._strike():
+                return
+            transport = self.transport
+            silent = self.silent
+            if not silent and (transport is None or transport.is_closing()):
+                self._end("aborted")
+                return
+            i = self.i
+            j = i + self.k
+            n = self.n
+            if j > n:
+                j = n
+            last = j == n
+            data = None if silent else self.render.chunk(i, j, last)
+            t = perf_counter_ns()
+            if data is not None:
+                transport.write(b"%x\r\n%b\r\n" % (len(data), data))  # type: ignore[union-attr]
+                rec = self.rec
+                if rec is not None:
+                    rec.times.append(t)
+                    rec.tokens.append(j - i)
+            stats = self.stats
+            stats.chunks += 1
+            stats.generation_tokens += j - i
+            if self.c:
+                stats.itl.observe((t - self.last_t) * 1e-9)
+            else:
+                self.job.first_ns = t
+            self.last_t = t
+            self.i = j
+            self.c += 1
+            if last:
+                self._end("ok")
+                return
+            sim = self.sim
+            gap = self.itl_ns if self.rng is None else sim.itl.sample_ns(self.rng)
+            if sim.slope_ns:
+                gap += sim.slope_ns * (sim.engine.running - 1)
+            self.target += gap
+            self.clock.schedule(self.target, self._cb)
+        except Exception:
+            log.exception("llm-sim: a %s stream failed; resetting its connection", self.job.route)
+            reset_connection(self.transport)
+            self._end("reset")
 
-    def _strike(self, now: int) -> bool:
+    def _strike(self) -> bool:
         """Apply the fault due at this chunk. True when this tick is over (stream ended or
         re-armed), False to go on writing the chunk."""
         kind = self.fault.kind  # type: ignore[union-attr]
         self.fault_at = -1
         if kind == "stall":
             self.target += self.sim.stall_ns
-            self._arm(now)
+            self.clock.schedule(self.target, self._cb)
             return True
         if kind == "reset":
             reset_connection(self.transport)

@@ -1,0 +1,241 @@
+"""Server-level behaviour: /metrics, overload answers, API keys, cold start on keep-alive
+connections, validation, and the small GET routes."""
+
+from __future__ import annotations
+
+import http.client
+import threading
+import time
+from urllib.parse import urlsplit
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from llm_users.sim.launcher import start_simulator
+from tests.sim import simhttp
+
+MS = 1_000_000
+CHAT = {"model": "m", "messages": [{"role": "user", "content": "hello"}], "stream": True, "max_tokens": 5}
+
+VLLM_NAMES = ["vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+              "vllm:prompt_tokens", "vllm:generation_tokens", "vllm:time_to_first_token_seconds",
+              "vllm:inter_token_latency_seconds", "vllm:e2e_request_latency_seconds"]
+TGI_NAMES = ["tgi_queue_size", "tgi_batch_current_size", "tgi_request_generated_tokens",
+             "tgi_request_queue_duration", "tgi_request_mean_time_per_token_duration"]
+
+
+def test_metrics_parse(sim, rid):
+    simhttp.request(sim.url, "/v1/chat/completions", CHAT, {"X-Request-Id": rid})
+    simhttp.trace(sim.url, rid)
+    r = simhttp.request(sim.url, "/metrics", method="GET")
+    assert r.status == 200 and r.headers["content-type"].startswith("text/plain")
+    families = {f.name: f for f in text_string_to_metric_families(r.body.decode())}
+    for name in VLLM_NAMES + TGI_NAMES:
+        assert name in families, name
+    assert families["vllm:num_requests_running"].samples[0].labels == {"model_name": "sim-model"}
+    assert families["vllm:time_to_first_token_seconds"].type == "histogram"
+    assert families["tgi_request_generated_tokens"].type == "histogram"
+    gen = next(s for s in families["vllm:generation_tokens"].samples if s.name == "vllm:generation_tokens_total")
+    assert gen.value >= 5
+    ttft_count = next(s for s in families["vllm:time_to_first_token_seconds"].samples if s.name.endswith("_count"))
+    assert ttft_count.value >= 1
+    kv = families["vllm:kv_cache_usage_perc"].samples[0].value
+    assert 0.0 <= kv <= 1.0
+
+
+@pytest.fixture(scope="module")
+def busy():
+    """One slot, no queue: a second concurrent request is refused. Cold start 30 ms, key required."""
+    with start_simulator(["--max-batch", "1", "--max-queue", "0", "--ttft-ms", "20", "--itl-ms", "5",
+                          "--output-tokens", "4", "--cold-start-ms", "30", "--require-api-key", "sekrit",
+                          "--stall-ms", "300"]) as s:
+        yield s
+
+
+def _hold(url: str, seconds: float) -> threading.Thread:
+    """Occupy the only slot with a slow request (stall fault) in the background."""
+    def run() -> None:
+        simhttp.request(url, "/v1/chat/completions", CHAT,
+                        {"Authorization": "Bearer sekrit", "X-Sim-Fault": "stall;after=1"})
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    time.sleep(seconds)
+    return t
+
+
+@pytest.mark.parametrize(("path", "body", "status", "check"), [
+    ("/v1/chat/completions", CHAT, 503, lambda j: j["error"]["code"] == 503),
+    ("/v1/messages", {"model": "c", "max_tokens": 5, "stream": True, "messages": [{"role": "user", "content": "x"}]},
+     529, lambda j: j["type"] == "error" and j["error"]["type"] == "overloaded_error"),
+    ("/v1beta/models/g:streamGenerateContent?alt=sse", {"contents": [{"parts": [{"text": "x"}]}]}, 503,
+     lambda j: j["error"]["status"] == "UNAVAILABLE"),
+    ("/api/chat", {"model": "o", "messages": [{"role": "user", "content": "x"}]}, 503,
+     lambda j: "server busy" in j["error"]),
+    ("/generate", {"inputs": "x"}, 429, lambda j: j["error_type"] == "overloaded"),
+])
+def test_overload_answers(busy, path, body, status, check):
+    t = _hold(busy.url, 0.1)
+    r = simhttp.request(busy.url, path, body, {"x-api-key": "sekrit"})
+    assert r.status == status, r.body
+    assert check(r.json()), r.body
+    t.join(5)
+    stats = simhttp.get_json(busy.url, "/_sim/stats")
+    assert stats["rejected"] >= 1
+
+
+def test_overload_tgi_stream_is_an_event_on_200(busy):
+    t = _hold(busy.url, 0.1)
+    r = simhttp.request(busy.url, "/generate_stream", {"inputs": "x"}, {"x-api-key": "sekrit"})
+    assert r.status == 200
+    assert r.body.startswith(b'data:{"error":"Model is overloaded","error_type":"overloaded"}')
+    t.join(5)
+
+
+@pytest.mark.parametrize(("path", "body", "headers", "check"), [
+    ("/v1/chat/completions", CHAT, {}, lambda j: j["error"]["code"] == 401),
+    ("/v1/messages", {"model": "c", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]}, {},
+     lambda j: j["error"]["type"] == "authentication_error"),
+    ("/v1beta/models/g:generateContent", {"contents": [{"parts": [{"text": "x"}]}]},
+     {"x-goog-api-key": "wrong"}, lambda j: j["error"]["code"] == 401),
+    ("/api/generate", {"model": "o", "prompt": "x"}, {"Authorization": "Bearer nope"}, lambda j: j["error"]),
+    ("/generate", {"inputs": "x"}, {}, lambda j: j["error_type"] == "authorization"),
+])
+def test_api_key_required(busy, path, body, headers, check):
+    r = simhttp.request(busy.url, path, body, headers)
+    assert r.status == 401 and check(r.json()), r.body
+
+
+@pytest.mark.parametrize("headers", [{"Authorization": "Bearer sekrit"}, {"x-api-key": "sekrit"},
+                                     {"x-goog-api-key": "sekrit"}])
+def test_api_key_accepted(busy, headers):
+    r = simhttp.request(busy.url, "/v1/chat/completions", {**CHAT, "stream": False}, headers)
+    assert r.status == 200, r.body
+
+
+def test_api_key_query(busy):
+    r = simhttp.request(busy.url, "/v1beta/models/g:generateContent?key=sekrit", {"contents": [{"parts": [{"text": "x"}]}]})
+    assert r.status == 200, r.body
+
+
+def test_cold_start_only_on_a_new_connection(busy):
+    u = urlsplit(busy.url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=5)
+    recs = []
+    for i in range(2):
+        rid = f"cold-{i}-{time.monotonic_ns()}"
+        conn.request("POST", "/v1/chat/completions", body=simhttp.json.dumps(CHAT),
+                     headers={"X-Request-Id": rid, "Authorization": "Bearer sekrit", "Content-Type": "application/json"})
+        resp = conn.getresponse()
+        assert resp.status == 200
+        resp.read()
+        recs.append(simhttp.trace(busy.url, rid))
+    conn.close()
+    assert [r["cold_start"] for r in recs] == [True, False]
+    ttfts = [(r["chunks"][0][0] - r["arrival_ns"]) / MS for r in recs]
+    assert abs(ttfts[0] - 50) <= 3 and abs(ttfts[1] - 20) <= 3, ttfts
+
+
+def test_validation(sim):
+    r = simhttp.request(sim.url, "/v1/chat/completions", {**CHAT, "stream": False, "stream_options": {"include_usage": True}})
+    assert r.status == 400 and r.json()["error"]["code"] == 400 and "stream" in r.json()["error"]["message"]
+    r = simhttp.request(sim.url, "/v1/chat/completions", b"{not json")
+    assert r.status == 400
+    r = simhttp.request(sim.url, "/v1/messages", {"model": "c", "messages": [{"role": "user", "content": "x"}]})
+    assert r.status == 400 and r.json()["error"]["type"] == "invalid_request_error"
+    for params, word in [({"temperature": 0}, "temperature"), ({"top_p": 1.0}, "top_p"), ({"top_p": 0}, "top_p")]:
+        r = simhttp.request(sim.url, "/generate", {"inputs": "x", "parameters": params})
+        assert r.status == 422 and r.json()["error_type"] == "validation" and word in r.json()["error"]
+        r = simhttp.request(sim.url, "/generate_stream", {"inputs": "x", "parameters": params})
+        assert r.status == 200 and r.body.startswith(b'data:{"error":') and b'"error_type":"validation"' in r.body
+    r = simhttp.request(sim.url, "/generate_stream", {"inputs": "x", "parameters": {"do_sample": False, "max_new_tokens": 2}})
+    assert r.status == 200 and r.body.count(b"data:{") == 2 and b"data: " not in r.body
+
+
+def test_small_routes(sim):
+    assert simhttp.get_json(sim.url, "/info")["model_id"] == "sim-model"
+    assert simhttp.get_json(sim.url, "/api/version")["version"]
+    assert simhttp.get_json(sim.url, "/_sim/config")["seed"] == 1234
+    assert simhttp.request(sim.url, "/health", method="GET").status == 200
+    assert simhttp.request(sim.url, "/v1beta/models/g:countTokens", {"contents": []}).status == 404
+
+
+def test_content_types(sim):
+    cases = [
+        ("/v1/chat/completions", CHAT, "text/event-stream"),
+        ("/api/chat", {"model": "o", "messages": [{"role": "user", "content": "x"}], "options": {"num_predict": 2}},
+         "application/x-ndjson"),
+        ("/v1beta/models/g:streamGenerateContent?alt=sse",
+         {"contents": [{"parts": [{"text": "x"}]}], "generationConfig": {"maxOutputTokens": 2}}, "text/event-stream"),
+    ]
+    for path, body, ctype in cases:
+        r = simhttp.request(sim.url, path, body)
+        assert r.status == 200 and r.headers["content-type"].startswith(ctype)
+        assert r.headers["transfer-encoding"] == "chunked"
+    r = simhttp.request(sim.url, "/api/chat", cases[1][1])
+    lines = r.body.split(b"\n")
+    assert lines[-1] == b"" and all(lines[:-1])  # every line \n-ended, no blank lines
+    r = simhttp.request(sim.url, cases[2][0], cases[2][1])
+    assert r.body.endswith(b"}\r\n\r\n") and r.body.startswith(b"data: {")
+
+
+def test_delete_trace(sim, rid):
+    simhttp.request(sim.url, "/v1/chat/completions", CHAT, {"X-Request-Id": rid})
+    simhttp.trace(sim.url, rid)
+    assert simhttp.request(sim.url, "/_sim/trace", method="DELETE").status == 200
+    assert simhttp.request(sim.url, f"/_sim/trace?request_id={rid}", method="GET").status == 404
+
+
+def test_client_going_away_is_counted_as_aborted(sim, rid):
+    import socket
+
+    u = urlsplit(sim.url)
+    body = simhttp.json.dumps({**CHAT, "max_tokens": 100}).encode()
+    with socket.create_connection((u.hostname, u.port), timeout=5) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"X-Request-Id: " + rid.encode() + b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        got = b""
+        while got.count(b"data: ") < 3:
+            got += sock.recv(65536)
+    rec = simhttp.trace(sim.url, rid)
+    assert rec["outcome"] == "aborted" and not rec["completed"]
+    assert 2 <= rec["output_tokens"] < 20  # the role chunk and two tokens had arrived
+    stats = simhttp.get_json(sim.url, "/_sim/stats")
+    assert stats["aborted"] >= 1 and stats["event_loop"] in ("asyncio", "uvloop")
+
+
+@pytest.fixture(scope="module")
+def chunky():
+    with start_simulator(["--tokens-per-chunk", "3", "--ttft-ms", "5", "--itl-ms", "2", "--output-tokens", "10",
+                          "--seed", "5"]) as s:
+        yield s
+
+
+def test_tokens_per_chunk(chunky):
+    from llm_users.sim.text import expected_tokens
+
+    words = expected_tokens(5, "hello", 10)
+    r = simhttp.request(chunky.url, "/v1/chat/completions", {**CHAT, "max_tokens": 50}, {"X-Request-Id": "k1"})
+    contents = []
+    for line in r.body.split(b"\n"):
+        if line.startswith(b"data: {"):
+            obj = simhttp.json.loads(line[6:])
+            contents += [c["delta"].get("content") for c in obj["choices"] if c["delta"].get("content")]
+    assert contents == ["".join(words[0:3]), "".join(words[3:6]), "".join(words[6:9]), words[9]]
+    assert [k for _, k in simhttp.trace(chunky.url, "k1")["chunks"]] == [3, 3, 3, 1]
+    # TGI: still one frame per token, K frames per write.
+    r = simhttp.request(chunky.url, "/generate_stream", {"inputs": "hello", "parameters": {"max_new_tokens": 10}},
+                        {"X-Request-Id": "k2"})
+    assert r.body.count(b"data:{") == 10
+    assert [k for _, k in simhttp.trace(chunky.url, "k2")["chunks"]] == [3, 3, 3, 1]
+
+
+def test_tgi_non_streaming_shapes(sim):
+    body = {"inputs": "hello", "parameters": {"max_new_tokens": 3, "details": True}}
+    r = simhttp.request(sim.url, "/generate", body)
+    out = r.json()
+    assert r.status == 200 and out["details"]["generated_tokens"] == 3 and len(out["details"]["tokens"]) == 3
+    assert out["generated_text"] == "".join(t["text"] for t in out["details"]["tokens"])
+    assert r.headers["x-generated-tokens"] == "3" and int(r.headers["x-total-time"]) >= 100
+    assert {"x-queue-time", "x-inference-time", "x-time-per-token", "x-prompt-tokens"} <= set(r.headers)
+    r = simhttp.request(sim.url, "/", body)  # the compat route answers a list, like the Inference API
+    assert isinstance(r.json(), list) and r.json()[0]["generated_text"] == out["generated_text"]
