@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import subprocess
@@ -35,8 +34,8 @@ def run_locust(
            "--loglevel", "WARNING", *args]
     if report is not None:
         cmd += ["--llm-report", str(report)]
-    if csv_prefix is not None:
-        cmd += ["--csv", str(csv_prefix)]
+    if csv_prefix is not None:  # Locust's final stats, written at exit (its CSV is periodic)
+        cmd += ["--json-file", str(csv_prefix)]
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")}
     full_env.update(env or {})
     return subprocess.run(cmd, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout)
@@ -51,10 +50,10 @@ def read_summary(report: Path) -> dict[str, Any]:
     return json.loads((report / "summary.json").read_text())
 
 
-def locust_request_count(csv_prefix: Path) -> int:
-    with Path(f"{csv_prefix}_stats.csv").open() as f:
-        rows = list(csv.DictReader(f))
-    return int(next(r for r in rows if r["Name"] == "Aggregated")["Request Count"])
+def locust_request_count(prefix: Path) -> int:
+    """Locust's own request count, from the stats it saved with --json-file at exit."""
+    entries = json.loads(Path(f"{prefix}.json").read_text())
+    return sum(int(e["num_requests"]) for e in entries)
 
 
 def median(values: list[float]) -> float:

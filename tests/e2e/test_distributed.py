@@ -61,7 +61,7 @@ def test_master_and_two_workers_merge_exactly(sim_factory, tmp_path) -> None:
     master = start(["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
                     "--expect-workers", "2", "--headless", "--only-summary", "-u", "8", "-r", "8", "-t", "6s",
                     "--stop-timeout", "10", "--host", sim.url, "--llm-report", str(report),
-                    "--csv", str(tmp_path / "locust")], tmp_path / "master.log")
+                    "--json-file", str(tmp_path / "locust")], tmp_path / "master.log")
     workers = [start(["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)], tmp_path / f"w{i}.log")
                for i in range(2)]
     assert master.wait(90) == 0, (tmp_path / "master.log").read_text()[-3000:]
