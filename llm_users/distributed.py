@@ -86,6 +86,7 @@ class Collector:
         self._seen: set[str] = set()
         self.records = 0
         self.duplicates = 0
+        self.labels: dict[str, tuple[str, str]] = {}  # request name -> (backend, model), first seen
 
     # local path -------------------------------------------------------------------------------
     def add_record(self, rec: RequestRecord) -> None:
@@ -147,6 +148,8 @@ class Collector:
         return out
 
     def _keep(self, rec: RequestRecord) -> None:
+        if rec.name not in self.labels:
+            self.labels[rec.name] = (rec.backend, rec.model)
         if rec.request_id:
             self._seen.add(rec.request_id)
         self.records += 1

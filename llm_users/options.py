@@ -44,6 +44,13 @@ def add_arguments(parser: Any) -> None:
     opt("--llm-cooldown", "exclude requests that start in the last part of the run, e.g. 10s (needs -t)")
     opt("--llm-slo", "SLOs for goodput, any of ttft=500ms,tpot=50ms,e2e=30s")
     opt("--llm-sim-args", "extra llm-sim arguments for the auto-started simulator (no --host given)")
+    opt("--llm-prometheus-port", "Prometheus /metrics port of the master or local runner (default 9646; 0 = off)",
+        type=int)
+    opt("--llm-prometheus-host", "address the Prometheus exporter listens on (default 0.0.0.0)")
+    opt("--llm-prometheus-linger", "seconds the exporter keeps serving after the test stops (default 0)", type=float)
+    opt("--llm-gpu-sidecar", "GPU sidecar URLs to pull during the run, comma-separated (host:port or URL)")
+    opt("--llm-server-metrics", "the LLM server's own /metrics URL to pull during the run (vLLM, TGI)")
+    opt("--llm-scrape-interval", "seconds between pulls of the sidecars and server metrics (default 2)", type=float)
 
 
 def parse_bool(value: Any, name: str) -> bool:

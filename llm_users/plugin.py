@@ -57,9 +57,17 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
     try:
         _check_settings(environment, user_classes)
         run = LLMRun(environment, mode, node)
+        if mode != "worker":  # Prometheus endpoint and /metrics scraping (exporters/live.py)
+            from exporters.live import attach
+
+            attach(environment, run)
     except ConfigError as e:
         _fail(str(e))
     environment.llm_run = run
+    if getattr(environment, "web_ui", None) is not None and mode != "worker":
+        from .webui import install as install_tab
+
+        install_tab(environment.web_ui, run)
     if mode != "worker" and not environment.host and not all(getattr(u, "host", None) for u in user_classes):
         if mode == "master":  # workers get the host from the master when the test starts
             _fail("distributed mode needs a server: give --host (the auto-started simulator is for "

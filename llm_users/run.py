@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 import gevent
@@ -69,6 +70,7 @@ class LLMRun:
         self.test_stop: float | None = None
         self._greenlets: list[Any] = []
         self.last_summary: dict[str, Any] | None = None
+        self.summary_hooks: list[Callable[[dict[str, Any]], None]] = []  # add sections to the summary
 
     # events ---------------------------------------------------------------------------------
     def on_test_start(self, **_: Any) -> None:
@@ -188,6 +190,8 @@ class LLMRun:
             "duplicate_records_dropped": c.duplicates,
         }
         s["records"] = c.records
+        for hook in self.summary_hooks:
+            hook(s)
         s["config"] = redact_config(self.environment.parsed_options)
         return s
 

@@ -25,7 +25,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from fake_nvml import (
+from prometheus_client import CollectorRegistry, generate_latest
+
+from exporters import nvml as sidecar
+from exporters.nvml import GPUCollector
+from tests.exporters.fake_nvml import (
     CONSTANTS,
     NVML_ERROR_FUNCTION_NOT_FOUND,
     NVML_ERROR_GPU_IS_LOST,
@@ -37,10 +41,6 @@ from fake_nvml import (
     FakeNVML,
     fixed_fake,
 )
-from prometheus_client import CollectorRegistry, generate_latest
-
-from exporters import nvml as sidecar
-from exporters.nvml import GPUCollector
 
 REPO = Path(__file__).resolve().parents[2]
 EXPECTED = REPO / "tests/fixtures/nvml/expected.prom"

@@ -1,0 +1,107 @@
+"""Wiring of the exporter and the scraper into a run (the master or the local runner).
+
+:func:`attach` is called once from :mod:`llm_users.plugin` at Locust's ``init``: it starts the
+Prometheus endpoint at once (so it serves in headless runs and between web-UI tests), starts
+scraping at ``test_start``, takes a last scrape at ``test_stop`` (before the run writes its
+report: these listeners are added first) and, at ``quitting``, keeps the endpoint up for
+``--llm-prometheus-linger`` seconds so Prometheus gets the final numbers, then stops it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import gevent
+
+from llm_users.errors import ConfigError
+
+from .prometheus import Exporter, LLMCollector, build_registry
+from .scrape import Scraper
+
+log = logging.getLogger("exporters.live")
+DEFAULT_PORT = 9646
+DEFAULT_INTERVAL = 2.0
+
+
+def _number(opts: Any, name: str, default: float, kind: type = float) -> Any:
+    value = getattr(opts, name, None)
+    if value is None or value == "":
+        return default
+    try:
+        number = kind(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"--{name.replace('_', '-')} must be a number, got {value!r}") from None
+    if number < 0:
+        raise ConfigError(f"--{name.replace('_', '-')} must not be negative, got {value!r}")
+    return number
+
+
+class Live:
+    """The exporter and scraper of one run; built from the run's options."""
+
+    def __init__(self, environment: Any, run: Any) -> None:
+        opts = environment.parsed_options
+        self.environment = environment
+        self.run = run
+        # No parsed options: Locust used as a library, not the command line; open no port unasked.
+        self.port = _number(opts, "llm_prometheus_port", DEFAULT_PORT if opts is not None else 0, int)
+        self.host = getattr(opts, "llm_prometheus_host", None) or "0.0.0.0"
+        self.linger = _number(opts, "llm_prometheus_linger", 0.0)
+        interval = _number(opts, "llm_scrape_interval", DEFAULT_INTERVAL)
+        if interval <= 0:
+            raise ConfigError("--llm-scrape-interval must be more than 0 seconds")
+        sidecars = [u for u in (getattr(opts, "llm_gpu_sidecar", None) or "").split(",") if u.strip()]
+        server = (getattr(opts, "llm_server_metrics", None) or "").strip() or None
+        self.scraper = (Scraper(sidecars, server, interval, run.collector.timeline.add_extra)
+                        if sidecars or server else None)
+        self.exporter: Exporter | None = None
+
+    def users(self) -> int:
+        runner = self.environment.runner
+        return int(runner.user_count) if runner is not None else 0
+
+    def start_exporter(self) -> None:
+        if not self.port:
+            return
+        collector = LLMCollector(self.run.collector, self.run.collector.labels, self.users,
+                                 self.scraper.errors if self.scraper is not None else None)
+        exporter = Exporter(build_registry(collector), self.host, self.port)
+        if exporter.start():
+            self.exporter = exporter
+
+    # events ---------------------------------------------------------------------------------
+    def on_test_start(self, **_: Any) -> None:
+        if self.scraper is not None:
+            self.scraper.start()
+
+    def on_test_stop(self, **_: Any) -> None:
+        if self.scraper is not None:
+            self.scraper.stop(final=True)
+
+    def add_sections(self, summary: dict[str, Any]) -> None:
+        if self.scraper is not None:
+            total = self.run.collector.stats.total
+            summary.update(self.scraper.sections(total.first_start, total.last_end, total.output_tokens))
+
+    def on_quitting(self, **_: Any) -> None:
+        if self.scraper is not None:
+            self.scraper.stop(final=False)
+        if self.exporter is not None:
+            if self.linger > 0:
+                log.info("Prometheus exporter stays up %g s more (--llm-prometheus-linger)", self.linger)
+                gevent.sleep(self.linger)
+            self.exporter.stop()
+            self.exporter = None
+
+
+def attach(environment: Any, run: Any) -> Live:
+    """Start the exporter now and hook the scraper and the summary sections into the run."""
+    live = Live(environment, run)
+    live.start_exporter()
+    ev = environment.events
+    ev.test_start.add_listener(live.on_test_start)
+    ev.test_stop.add_listener(live.on_test_stop)
+    ev.quitting.add_listener(live.on_quitting)
+    run.summary_hooks.append(live.add_sections)
+    return live

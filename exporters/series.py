@@ -1,0 +1,204 @@
+"""Scraped Prometheus text -> the run's per-second series columns. No I/O.
+
+- GPU sidecar (exporters/nvml.py): per GPU ``gpu_<k>_utilization_ratio``,
+  ``gpu_<k>_memory_used_ratio`` (used / total) and ``gpu_<k>_power_watts``, plus the energy
+  counter kept aside for energy per token. ``<k>`` is the NVML index, or ``n<i>_<index>`` when
+  several sidecars are pulled (``i`` = position in ``--llm-gpu-sidecar``).
+- LLM server: vLLM names (``vllm:*``) or, when none are present, TGI names (``tgi_*``), mapped
+  onto the same ``server_*`` columns: gauges as read; histogram means over each scrape interval
+  from the ``_sum``/``_count`` deltas (milliseconds, like the client columns); counter rates.
+
+The columns are documented in docs/prometheus.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+Samples = dict[str, list[tuple[dict[str, str], float]]]
+
+# column -> candidate sample names (the first present wins); values summed over label sets
+# except ratios, which take the largest.
+_GAUGES = {
+    "vllm": {
+        "server_num_requests_running": ("vllm:num_requests_running",),
+        "server_num_requests_waiting": ("vllm:num_requests_waiting",),
+        "server_kv_cache_usage_ratio": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+    },
+    "tgi": {
+        "server_num_requests_running": ("tgi_batch_current_size",),
+        "server_num_requests_waiting": ("tgi_queue_size",),
+    },
+}
+# column -> histogram base name: mean over the interval, in ms.
+_MEANS = {
+    "vllm": {
+        "server_ttft_mean_ms": "vllm:time_to_first_token_seconds",
+        "server_itl_mean_ms": "vllm:inter_token_latency_seconds",
+        "server_e2e_mean_ms": "vllm:e2e_request_latency_seconds",
+        "server_queue_time_mean_ms": "vllm:request_queue_time_seconds",
+    },
+    "tgi": {
+        "server_tpot_mean_ms": "tgi_request_mean_time_per_token_duration",
+        "server_e2e_mean_ms": "tgi_request_duration",
+        "server_queue_time_mean_ms": "tgi_request_queue_duration",
+    },
+}
+# column -> counter-like sample name: per-second rate over the interval.
+_RATES = {
+    "vllm": {"server_generation_tokens_per_s": "vllm:generation_tokens_total"},
+    "tgi": {"server_generation_tokens_per_s": "tgi_request_generated_tokens_sum"},
+}
+
+
+GPU_SAMPLES = frozenset({"gpu_utilization_ratio", "gpu_memory_used_bytes", "gpu_memory_total_bytes",
+                         "gpu_power_watts", "gpu_energy_joules_total"})
+SERVER_SAMPLES = frozenset(
+    {n for table in _GAUGES.values() for names in table.values() for n in names}
+    | {b + suffix for table in _MEANS.values() for b in table.values() for suffix in ("_sum", "_count")}
+    | {n for table in _RATES.values() for n in table.values()})
+
+
+def parse(text: str, wanted: frozenset[str] | None = None) -> Samples:
+    """Prometheus text -> {sample name: [(labels, value), ...]} (raises ValueError if malformed).
+
+    With ``wanted``, only those samples' lines are parsed (comments dropped, so they read as
+    untyped samples under their own names): a vLLM /metrics page has a thousand lines, and
+    parsing them all would hold the load generator's event loop for many milliseconds.
+    """
+    if wanted is not None:
+        text = "\n".join(ln for ln in text.splitlines()
+                         if ln[:1] not in ("#", "") and ln.split("{", 1)[0].split(" ", 1)[0] in wanted)
+    out: Samples = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out.setdefault(s.name, []).append((s.labels, s.value))
+    return out
+
+
+def _total(samples: Samples, name: str) -> float | None:
+    values = samples.get(name)
+    return None if not values else sum(v for _, v in values)
+
+
+def gpu_series(samples: Samples, node: str | None = None) -> tuple[dict[str, float], dict[str, float],
+                                                                   dict[str, dict[str, Any]]]:
+    """One sidecar scrape -> (columns, energy joules per GPU key, GPU info per key)."""
+    per: dict[str, dict[str, float]] = {}
+    info: dict[str, dict[str, Any]] = {}
+    for name in sorted(GPU_SAMPLES):
+        for labels, value in samples.get(name, []):
+            key = labels.get("gpu", "")
+            key = f"{node}_{key}" if node else key
+            per.setdefault(key, {})[name] = value
+            info.setdefault(key, {"uuid": labels.get("uuid"), "name": labels.get("name")})
+    cols: dict[str, float] = {}
+    energy: dict[str, float] = {}
+    for key, v in per.items():
+        if "gpu_utilization_ratio" in v:
+            cols[f"gpu_{key}_utilization_ratio"] = v["gpu_utilization_ratio"]
+        if v.get("gpu_memory_total_bytes") and "gpu_memory_used_bytes" in v:
+            cols[f"gpu_{key}_memory_used_ratio"] = v["gpu_memory_used_bytes"] / v["gpu_memory_total_bytes"]
+            info[key]["memory_total_bytes"] = v["gpu_memory_total_bytes"]
+        if "gpu_power_watts" in v:
+            cols[f"gpu_{key}_power_watts"] = v["gpu_power_watts"]
+        if "gpu_energy_joules_total" in v:
+            energy[key] = v["gpu_energy_joules_total"]
+    return cols, energy, info
+
+
+def dialect(samples: Samples) -> str | None:
+    if any(n.startswith("vllm:") for n in samples):
+        return "vllm"
+    if any(n.startswith("tgi_") for n in samples):
+        return "tgi"
+    return None
+
+
+class ServerSeries:
+    """The LLM server's columns; keeps the previous scrape's cumulative values for deltas."""
+
+    def __init__(self) -> None:
+        self.dialect: str | None = None
+        self._prev: dict[str, float] = {}
+        self._prev_t: float | None = None
+
+    def update(self, samples: Samples, t: float) -> dict[str, float]:
+        d = dialect(samples)
+        if d is None:
+            return {}
+        if d != self.dialect:  # first scrape, or the server changed: start the deltas afresh
+            self.dialect, self._prev, self._prev_t = d, {}, None
+        cols: dict[str, float] = {}
+        for col, names in _GAUGES[d].items():
+            for n in names:
+                values = [v for _, v in samples.get(n, [])]
+                if values:
+                    cols[col] = max(values) if col.endswith("_ratio") else sum(values)
+                    break
+        now: dict[str, float] = {}
+        for col, base in _MEANS[d].items():
+            s, c = _total(samples, base + "_sum"), _total(samples, base + "_count")
+            if s is not None and c is not None:
+                now[col + ":sum"], now[col + ":count"] = s, c
+                ds, dc = self._delta(col + ":sum", s), self._delta(col + ":count", c)
+                if ds is not None and dc:
+                    cols[col] = ds / dc * 1000.0
+        dt = t - self._prev_t if self._prev_t is not None else 0.0
+        for col, name in _RATES[d].items():
+            v = _total(samples, name)
+            if v is not None:
+                now[col] = v
+                dv = self._delta(col, v)
+                if dv is not None and dt > 0:
+                    cols[col] = dv / dt
+        self._prev, self._prev_t = now, t
+        return cols
+
+    def _delta(self, key: str, value: float) -> float | None:
+        """Increase since the last scrape; None on the first scrape or a counter reset."""
+        prev = self._prev.get(key)
+        if prev is None or value < prev:
+            return None
+        return value - prev
+
+
+@dataclass
+class SeriesStats:
+    """Running mean and max of each column over the scrapes of one run."""
+
+    sums: dict[str, float] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    maxima: dict[str, float] = field(default_factory=dict)
+
+    def add(self, values: dict[str, float]) -> None:
+        for k, v in values.items():
+            self.sums[k] = self.sums.get(k, 0.0) + v
+            self.counts[k] = self.counts.get(k, 0) + 1
+            self.maxima[k] = max(self.maxima.get(k, v), v)
+
+    def summary(self, prefix: str) -> dict[str, dict[str, float | int]]:
+        return {k: {"mean": self.sums[k] / self.counts[k], "max": self.maxima[k], "samples": self.counts[k]}
+                for k in sorted(self.sums) if k.startswith(prefix)}
+
+
+def energy_between(samples: list[tuple[float, float]], t0: float, t1: float) -> tuple[float, float]:
+    """Joules a cumulative energy counter gained over [t0, t1], and the seconds of it covered.
+
+    Linear between samples (the counter's rise is shared out by time overlap); a drop means
+    the counter was reset (driver reload), and the new value is the rise since then.
+    """
+    joules = covered = 0.0
+    for (ta, ea), (tb, eb) in zip(samples, samples[1:], strict=False):
+        if tb <= ta:
+            continue
+        overlap = min(tb, t1) - max(ta, t0)
+        if overlap <= 0:
+            continue
+        rise = eb - ea if eb >= ea else eb
+        joules += rise * overlap / (tb - ta)
+        covered += overlap
+    return joules, covered

@@ -1,0 +1,65 @@
+"""The LLM tab in Locust's web UI: declared in the page, rows in /stats/requests, and the
+summary route, from a real locust process running with its web UI."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from tests.helpers import LOCUST, ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def fetch(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return r.read()
+
+
+def test_llm_tab_serves_merged_rows(sim_factory, tmp_path) -> None:
+    sim = sim_factory("--ttft-ms", "30", "--itl-ms", "3", "--output-tokens", "10", "--seed", "1")
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")}
+    proc = subprocess.Popen([LOCUST, "-f", str(ROOT / "locustfiles" / "vllm.py"), "--host", sim.url,
+                             "--web-host", "127.0.0.1", "--web-port", str(port), "--autostart", "-u", "4", "-r", "4",
+                             "-t", "30s", "--llm-prometheus-port", "0"], cwd=ROOT, env=env,
+                            stdout=(tmp_path / "log").open("w"), stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 30
+        rows = []
+        while time.time() < deadline:
+            time.sleep(1)
+            try:
+                stats = json.loads(fetch(base + "/stats/requests"))
+            except OSError:
+                continue
+            ext = {e["key"]: e["data"] for e in stats.get("extendedStats", [])}
+            rows = ext.get("llm", [])
+            if rows and rows[-1]["requests"] >= 8:
+                break
+        assert rows, (tmp_path / "log").read_text()[-2000:]
+        agg = rows[-1]
+        assert agg["name"] == "Aggregated" and agg["failures"] == 0
+        assert 29 <= agg["ttftP50"] <= 40 and 2 <= agg["itlP50"] <= 5
+        page = fetch(base + "/").decode()
+        assert '"extendedTabs"' in page or "extendedTabs" in page
+        summary = json.loads(fetch(base + "/llm/summary.json"))
+        assert summary["overall"]["requests"] >= agg["requests"]
+    finally:
+        proc.terminate()
+        proc.wait(30)
