@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import math
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from hdrh.histogram import HdrHistogram
@@ -75,7 +75,9 @@ class RequestRecord:
         return self.start_time + (self.e2e_ns or 0) / 1e9
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        """A plain dict (lists shared, not copied: ``dataclasses.asdict`` deep-copies every
+        ITL list, which showed up in the client's profile)."""
+        d = {name: getattr(self, name) for name in _RECORD_ORDER}
         d["tpot_ns"] = self.tpot_ns
         return d
 
@@ -85,7 +87,8 @@ class RequestRecord:
         return cls(**d)
 
 
-_RECORD_FIELDS = set(RequestRecord.__dataclass_fields__)
+_RECORD_ORDER = tuple(RequestRecord.__dataclass_fields__)
+_RECORD_FIELDS = set(_RECORD_ORDER)
 
 
 def new_histogram() -> HdrHistogram:

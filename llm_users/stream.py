@@ -16,7 +16,8 @@ gap between reads, whole request). Failures raise the :mod:`llm_users.errors` tr
 
 from __future__ import annotations
 
-import socket as _stdsocket
+import _socket  # the C socket type, which gevent's monkey-patching leaves alone
+import socket as _stdsocket  # constants only: the class may be gevent's after monkey-patching
 import time
 import uuid
 from dataclasses import dataclass
@@ -46,6 +47,11 @@ from .protocols.base import Content, Finish, HTTPRequest, ServerError, StreamPar
 perf_counter_ns = time.perf_counter_ns
 
 _BUF_SIZE = 65536
+# One receive buffer per process, shared by every connection: bytes are copied out of it (by
+# httptools into ``on_body``) before the greenlet can switch, so no two reads can overlap.
+# A buffer per user would cost 64 KB of RSS per open stream.
+_BUF = bytearray(_BUF_SIZE)
+_VIEW = memoryview(_BUF)
 _MAX_ERROR_BODY = 65536
 
 
@@ -224,8 +230,6 @@ class StreamClient:
                 self._ssl_context.check_hostname = False
                 self._ssl_context.verify_mode = gevent.ssl.CERT_NONE
         self._conn: _Connection | None = None
-        self._buf = bytearray(_BUF_SIZE)
-        self._view = memoryview(self._buf)
         t = self.timeouts
         self._first_byte_timer = Timeout(t.first_byte)
         self._read_timer = Timeout(t.read)
@@ -249,7 +253,7 @@ class StreamClient:
                 raise ConnectError(f"TLS handshake with {self.hostname} failed: {e}", category="tls_error") from e
             conn = _Connection(sock, tls=True)
         else:
-            raw = _stdsocket.socket(fileno=gsock.detach())
+            raw = _socket.socket(fileno=gsock.detach())
             raw.setblocking(False)
             conn = _Connection(raw, tls=False)
         self._connect_ns = perf_counter_ns() - t0
@@ -320,7 +324,7 @@ class StreamClient:
         record.t0_ns = ex.t0 = perf_counter_ns()
         try:
             conn.send_all(data)
-            n = conn.recv_into(self._buf, self._first_byte_timer)
+            n = conn.recv_into(_BUF, self._first_byte_timer)
         except Timeout as t:
             if t is total:
                 raise
@@ -352,8 +356,8 @@ class StreamClient:
 
     def _read_body(self, conn: _Connection, http: Any, ex: _Exchange, n: int, total: Timeout) -> None:
         rec = ex.record
-        view = self._view
-        buf = self._buf
+        view = _VIEW
+        buf = _BUF
         read_timer = self._read_timer
         received = 0
         eof = False
