@@ -1,0 +1,876 @@
+"""How much does the load generator cost, and how true are its stamps? Three clients, same streams.
+
+The simulator runs pinned to one core (``taskset -c 0``), each client in turn pinned to the
+other (``taskset -c 1``). For every step of N concurrent streams (fixed ITL, one token per
+chunk, closed loop: a stream sends its next request when the last one ends; first requests
+spread evenly over one request's length) the three clients run one after another against the
+same simulator:
+
+- ``ours``: a headless Locust process with our VLLMUser (bench/ours_locustfile.py: the
+  locustfiles/vllm.py user plus the benchmark's start-up pause and start spread), with
+  ``--llm-report``;
+- ``fasthttp``: Locust's stock FastHttpUser reading ``resp._response.readline()``
+  (bench/fasthttp_locustfile.py);
+- ``floor``: a bare gevent client (bench/floor_client.py).
+
+Per client and step: token chunks/s received in the measured window; client CPU milliseconds
+per 1,000 chunks (utime+stime from /proc of the client process and its children, window
+only); RSS per open stream (VmRSS with the streams open minus VmRSS before any opened, over
+N); and the error of the client's stamps against the simulator's ground truth
+(``GET /_sim/trace``: the perf_counter_ns taken just before each chunk was written; the same
+CLOCK_MONOTONIC as the client's): TTFT error per request (client first-token stamp minus the
+simulator's write stamp of that chunk) and ITL error per gap (client gap minus simulator gap),
+p50 and p99, in ms. Then each client's sustained capacity: the highest chunks/s whose TTFT
+error p99 stays under 5 ms (and under 1 ms).
+
+The simulator's own chunks/s, pacing and CPU are checked every run; a run where it fell more
+than 5 % short of the offered rate is flagged, with the culprit (simulator or client). Run as
+root, the simulator and the clients get SCHED_FIFO priority (``--priority``), so other jobs on a
+shared machine only get the cores' idle time; a run where the client still waited for its core
+(run delay from /proc/PID/schedstat, plus hypervisor steal) more than 1 % of the window is
+retried, then flagged.
+
+    .venv/bin/python bench/client_overhead.py            # about 8 minutes
+    .venv/bin/python bench/client_overhead.py --quick    # about 2 minutes
+    .venv/bin/python bench/client_overhead.py --steps 60,320 --duration 8 --clients ours,floor
+
+Writes bench/results/client_overhead.json and, unless --no-profile, a py-spy profile of our
+client at a high rate (bench/results/profile_ours.txt). docs/benchmarks.md explains it all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+VENV_BIN = Path(sys.executable).parent
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+CLIENTS = ("ours", "fasthttp", "floor")
+READY = "BENCH-READY"
+BOUNDS_MS = (5.0, 1.0)
+
+
+# /proc ---------------------------------------------------------------------------------------
+def _stat_fields(pid: int) -> list[bytes] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return stat[stat.rfind(b")") + 2:].split()  # fields from 3 (state) on
+
+
+def _tree(pid: int) -> list[int]:
+    """The process and its live descendants."""
+    parent: dict[int, list[int]] = defaultdict(list)
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            fields = _stat_fields(int(entry))
+            if fields is not None:
+                parent[int(fields[1])].append(int(entry))
+    pids, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        pids.append(p)
+        todo.extend(parent.get(p, ()))
+    return pids
+
+
+def cpu_ms(pid: int) -> float:
+    """utime+stime of the process and its live descendants, in ms."""
+    total = 0
+    for p in _tree(pid):
+        fields = _stat_fields(p)
+        if fields is not None:
+            total += int(fields[11]) + int(fields[12])  # stat fields 14 and 15
+    return total * 1000.0 / CLK_TCK
+
+
+def rss_kb(pid: int) -> int:
+    total = 0
+    for p in _tree(pid):
+        with contextlib.suppress(OSError), open(f"/proc/{p}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+                    break
+    return total
+
+
+def core_busy_ms(cpu: int) -> tuple[float, float]:
+    """(busy, steal) milliseconds of one CPU since boot, from /proc/stat."""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith(f"cpu{cpu} "):
+                v = [int(x) for x in line.split()[1:9]]
+                user, nice, system, _idle, _iowait, irq, softirq, steal = v
+                return (user + nice + system + irq + softirq) * 1000.0 / CLK_TCK, steal * 1000.0 / CLK_TCK
+    return 0.0, 0.0
+
+
+def run_delay_ms(pid: int) -> float:
+    """Time the main threads of the process and its children spent runnable but waiting for
+    a CPU (/proc/PID/task/PID/schedstat). Helper threads (our self-check probe) are left out:
+    they queue behind the main thread on the same core by design."""
+    total = 0
+    for p in _tree(pid):
+        with contextlib.suppress(OSError, IndexError), open(f"/proc/{p}/task/{p}/schedstat") as f:
+            total += int(f.read().split()[1])
+    return total / 1e6
+
+
+def preemptions(pid: int) -> int:
+    """Involuntary context switches of all the process's threads: times it was made to wait
+    for its core while it still had work."""
+    total = 0
+    for p in _tree(pid):
+        with contextlib.suppress(OSError):
+            for task in os.listdir(f"/proc/{p}/task"):
+                with contextlib.suppress(OSError), open(f"/proc/{p}/task/{task}/status") as f:
+                    for line in f:
+                        if line.startswith("nonvoluntary_ctxt_switches:"):
+                            total += int(line.split()[1])
+    return total
+
+
+def _prio(args: argparse.Namespace) -> list[str]:
+    """Command prefix for the simulator's and the clients' priority. On a shared machine other
+    jobs would otherwise take the cores and delay the reads being measured: ``rt`` (SCHED_FIFO 1,
+    the default when root) lets them run only in the cores' idle time; ``nice`` (-10) only
+    weighs the scheduler; ``normal`` leaves it."""
+    if args.priority == "rt":
+        return ["chrt", "-f", "1"]
+    if args.priority == "nice":
+        return ["nice", "-n", "-10"]
+    return []
+
+
+# simulator -----------------------------------------------------------------------------------
+class Simulator:
+    """llm-sim pinned to one core, started through its command line."""
+
+    def __init__(self, args: argparse.Namespace, max_streams: int) -> None:
+        self.cmd = [
+            *_prio(args), "taskset", "-c", str(args.sim_cpu), str(VENV_BIN / "llm-sim"), "--host", "127.0.0.1", "--port", "0",
+            "--ttft-ms", f"{args.ttft_ms:g}", "--itl-ms", f"{args.itl_ms:g}",
+            "--output-tokens", str(args.output_tokens), "--seed", "1", "--tokens-per-chunk", "1",
+            "--max-batch", str(max(2 * max_streams, 256)), "--exit-with-parent",
+        ]
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.url = ""
+        assert self.proc.stdout is not None
+        got = threading.Event()
+        lines: list[str] = []
+
+        def reader() -> None:
+            assert self.proc.stdout is not None
+            for line in self.proc.stdout:
+                if not got.is_set():
+                    lines.append(line)
+                    if "serving on" in line:
+                        got.set()
+
+        threading.Thread(target=reader, daemon=True).start()
+        got.wait(30)
+        for line in lines:
+            if "serving on" in line:
+                self.url = line.split("serving on", 1)[1].split()[0]
+        if not self.url:
+            self.stop()
+            raise RuntimeError(f"llm-sim did not start ({' '.join(self.cmd)}): {''.join(lines)[-1000:]}")
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _call(self, method: str, path: str) -> Any:
+        req = urllib.request.Request(self.url + path, method=method)
+        with urllib.request.urlopen(req, timeout=60) as r:
+            body = r.read()
+        return orjson.loads(body) if body else None
+
+    def trace(self) -> list[dict[str, Any]]:
+        return self._call("GET", "/_sim/trace") or []
+
+    def clear(self) -> None:
+        self._call("DELETE", "/_sim/trace")
+
+    def stats(self) -> dict[str, Any]:
+        return self._call("GET", "/_sim/stats") or {}
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+# clients -------------------------------------------------------------------------------------
+def client_command(kind: str, n: int, url: str, stream_s: float, args: argparse.Namespace,
+                   workdir: Path) -> tuple[list[str], dict[str, str], Path]:
+    """The command line, environment and per-request output file of one client run."""
+    env = dict(os.environ)
+    env.update({
+        "BENCH_STREAMS": str(n), "BENCH_SPREAD_S": f"{args.spread:g}", "BENCH_HOLD_S": f"{args.hold:g}",
+        "BENCH_MAX_TOKENS": str(args.output_tokens), "PYTHONUNBUFFERED": "1",
+    })
+    pin = [*_prio(args), "taskset", "-c", str(args.client_cpu)]
+    if kind == "floor":
+        out = workdir / "floor.jsonl"
+        cmd = [*pin, sys.executable, str(BENCH / "floor_client.py"), "--url", url, "--streams", str(n),
+               "--duration", f"{stream_s:g}", "--out", str(out), "--hold", f"{args.hold:g}",
+               "--spread", f"{args.spread:g}", "--max-tokens", str(args.output_tokens), "--drain", f"{args.tail:g}"]
+        return cmd, env, out
+    locust = [*pin, str(VENV_BIN / "locust")]
+    common = ["--host", url, "--headless", "-u", str(n), "-r", str(n), "-t", f"{max(1, round(stream_s))}s",
+              "--stop-timeout", f"{args.tail:g}", "--loglevel", "WARNING"]
+    if kind == "fasthttp":
+        out = workdir / "fasthttp.jsonl"
+        env["BENCH_OUT"] = str(out)
+        return [*locust, "-f", str(BENCH / "fasthttp_locustfile.py"), *common], env, out
+    report = workdir / "ours"
+    cmd = [*locust, "-f", str(args.ours_locustfile), *common, "--llm-report", str(report),
+           "--llm-max-tokens", str(args.output_tokens)]
+    return cmd, env, report / "requests.jsonl"
+
+
+def load_client_records(kind: str, path: Path) -> list[tuple[str, int, list[int]]]:
+    """(request id, t0_ns, absolute stamps of the token-bearing chunks) per request."""
+    out: list[tuple[str, int, list[int]]] = []
+    if not path.exists():
+        return out
+    with open(path, "rb") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            d = orjson.loads(line)
+            if kind != "ours":
+                out.append((d["id"], d["t0"], d["chunks"]))
+                continue
+            if d.get("ttft_ns") is None:
+                continue
+            t = d["t0_ns"] + d["ttft_ns"]
+            stamps = [t]
+            for gap in d["itl_ns"]:
+                t += gap
+                stamps.append(t)
+            out.append((d["request_id"], d["t0_ns"], stamps))
+    return out
+
+
+# statistics ----------------------------------------------------------------------------------
+def pct(values: list[int], p: float) -> float | None:
+    """Nearest-rank percentile in ms of values in ns."""
+    if not values:
+        return None
+    s = sorted(values)
+    k = min(len(s) - 1, max(0, int(round(p / 100.0 * (len(s) - 1)))))
+    return s[k] / 1e6
+
+
+def analyse(records: list[tuple[str, int, list[int]]], trace: list[dict[str, Any]], ws: int, we: int,
+            itl_ms: float) -> dict[str, Any]:
+    """Client stamps against the simulator's, for chunks stamped inside the window [ws, we)."""
+    truth: dict[str, list[int]] = {}
+    sim_chunks = 0
+    sim_gaps: list[int] = []
+    for t in trace:
+        times = [c[0] for c in t.get("chunks") or () if c[1] > 0]
+        truth[t["request_id"]] = times
+        for i, x in enumerate(times):
+            if ws <= x < we:
+                sim_chunks += 1
+                if i:
+                    sim_gaps.append(x - times[i - 1])
+    ttft_err: list[int] = []
+    itl_err: list[int] = []
+    lag: list[int] = []
+    chunks = unmatched = count_mismatch = 0
+    requests_in_window = 0
+    for rid, t0, c in records:
+        chunks += sum(1 for x in c if ws <= x < we)
+        requests_in_window += ws <= t0 < we
+        s = truth.get(rid)
+        if s is None:
+            unmatched += 1
+            continue
+        if len(s) != len(c):
+            count_mismatch += 1
+        m = min(len(s), len(c))
+        if m and ws <= c[0] < we:
+            ttft_err.append(c[0] - s[0])
+        for k in range(m):
+            if ws <= c[k] < we:
+                lag.append(c[k] - s[k])
+                if k:
+                    itl_err.append((c[k] - c[k - 1]) - (s[k] - s[k - 1]))
+    win_s = (we - ws) / 1e9
+    return {
+        "requests": len(records),
+        "requests_in_window": requests_in_window,
+        "unmatched": unmatched,
+        "chunk_count_mismatch": count_mismatch,
+        "chunks": chunks,
+        "chunks_per_s": chunks / win_s,
+        "sim_chunks_per_s": sim_chunks / win_s,
+        "sim_gap_p50_ms": pct(sim_gaps, 50),
+        "sim_gap_p99_ms": pct(sim_gaps, 99),
+        "sim_late": (pct(sim_gaps, 50) or itl_ms) > 1.05 * itl_ms,
+        "ttft_err_n": len(ttft_err),
+        "ttft_err_p50_ms": pct(ttft_err, 50),
+        "ttft_err_p99_ms": pct(ttft_err, 99),
+        "ttft_err_max_ms": max(ttft_err) / 1e6 if ttft_err else None,
+        "itl_err_n": len(itl_err),
+        "itl_err_p50_ms": pct(itl_err, 50),
+        "itl_err_p99_ms": pct(itl_err, 99),
+        "chunk_delay_p50_ms": pct(lag, 50),
+        "chunk_delay_p99_ms": pct(lag, 99),
+    }
+
+
+# one run -------------------------------------------------------------------------------------
+def request_s(args: argparse.Namespace) -> float:
+    return (args.ttft_ms + (args.output_tokens - 1) * args.itl_ms) / 1000.0
+
+
+def offered_rate(n: int, args: argparse.Namespace) -> float:
+    """Chunks/s that N closed-loop streams get from an on-time server: T chunks per TTFT + (T-1) ITL."""
+    return n * args.output_tokens / request_s(args)
+
+
+def wait_quiet(args: argparse.Namespace) -> float | None:
+    """Wait (up to --quiet-wait s) until other jobs leave both cores alone; returns the
+    busiest core's load (%) in the last one-second sample."""
+    if args.quiet_wait <= 0:
+        return None
+    deadline = time.monotonic() + args.quiet_wait
+    while True:
+        a = [core_busy_ms(c)[0] for c in (args.sim_cpu, args.client_cpu)]
+        time.sleep(1.0)
+        b = [core_busy_ms(c)[0] for c in (args.sim_cpu, args.client_cpu)]
+        load = max((y - x) / 10.0 for x, y in zip(a, b, strict=True))
+        if load < args.quiet_pct or time.monotonic() > deadline:
+            return load
+
+
+def run_measured(kind: str, n: int, sim: Simulator, args: argparse.Namespace, tmp: Path, tag: str) -> dict[str, Any]:
+    """One run, repeated (up to --retries times) while the client waited for its core (other
+    jobs, the hypervisor) more than --disturbed-pct of its window; keeps the least disturbed."""
+    tries = []
+    for attempt in range(args.retries + 1):
+        load = wait_quiet(args)
+        r = run_one(kind, n, sim, args, tmp / f"{tag}-try{attempt}")
+        r["load_before_pct"] = load
+        r["attempt"] = attempt
+        tries.append(r)
+        if r["client_wait_pct"] <= args.disturbed_pct and not r.get("error"):
+            break
+        print(f"  {kind:9s} N={n:4d}: the client waited {r['client_wait_pct']:.1f}% of the window for its core"
+              f"{' (' + r['error'][:80] + ')' if r.get('error') else ''}; "
+              f"{'again' if attempt < args.retries else 'keeping the least disturbed try'}", flush=True)
+    best = min(tries, key=lambda t: (bool(t.get("error")), t["client_wait_pct"]))
+    best["disturbed"] = best["client_wait_pct"] > args.disturbed_pct
+    return best
+
+
+def run_one(kind: str, n: int, sim: Simulator, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    workdir.mkdir(parents=True, exist_ok=True)
+    stream_s = args.spread + args.warmup + args.duration + 0.5
+    cmd, env, out = client_command(kind, n, sim.url, stream_s, args, workdir)
+    sim.clear()
+    log_path = workdir / "client.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+    try:
+        t_ready = _wait_ready(proc, log_path, 60)
+        time.sleep(args.hold * 0.6)
+        rss_base = rss_kb(proc.pid)
+        _sleep_until(t_ready + args.hold + args.spread + args.warmup)
+        rss_open = rss_kb(proc.pid)
+        k0, x0, d0 = core_busy_ms(args.client_cpu), preemptions(proc.pid), run_delay_ms(proc.pid)
+        sd0 = run_delay_ms(sim.pid)
+        st0 = sim.stats()
+        c0, s0, ws = cpu_ms(proc.pid), cpu_ms(sim.pid), time.perf_counter_ns()
+        time.sleep(args.duration)
+        c1, s1, we = cpu_ms(proc.pid), cpu_ms(sim.pid), time.perf_counter_ns()
+        st1 = sim.stats()
+        k1, x1, d1 = core_busy_ms(args.client_cpu), preemptions(proc.pid), run_delay_ms(proc.pid)
+        sd1 = run_delay_ms(sim.pid)
+        rss_end = rss_kb(proc.pid)
+        try:
+            proc.wait(args.tail + 30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    records = load_client_records(kind, out)
+    trace = sim.trace()
+    if args.keep:
+        keep = Path(args.keep) / workdir.name
+        keep.mkdir(parents=True, exist_ok=True)
+        (keep / "trace.json").write_bytes(orjson.dumps(trace))
+        (keep / "client.json").write_bytes(orjson.dumps({"window": [ws, we], "records": records}))
+        shutil.copy(log_path, keep / "client.log")
+    res = analyse(records, trace, ws, we, args.itl_ms)
+    win_s = (we - ws) / 1e9
+    cpu = c1 - c0
+    res.update({
+        "client": kind,
+        "streams": n,
+        "offered_chunks_per_s": offered_rate(n, args),
+        "window_s": win_s,
+        "client_cpu_pct": 100.0 * cpu / 1000.0 / win_s,
+        "cpu_ms_per_1k_chunks": cpu / (res["chunks"] / 1000.0) if res["chunks"] else None,
+        "rss_base_kb": rss_base,
+        "rss_open_kb": rss_open,
+        "rss_end_kb": rss_end,
+        "rss_per_stream_kb": (rss_open - rss_base) / n,
+        # what the process kept as the window went on (records, histories): not per stream
+        "rss_growth_kb_per_1k_requests": (rss_end - rss_open) / (res["requests_in_window"] / 1000.0)
+        if res["requests_in_window"] else None,
+        "sim_cpu_pct": 100.0 * (s1 - s0) / 1000.0 / win_s,
+        "sim_stats_chunks_per_s": (st1.get("chunks", 0) - st0.get("chunks", 0)) / win_s,
+        # what other jobs on the machine took of the client's core (their CPU there, and the
+        # hypervisor's steal), and how often the client was made to wait for its core
+        "client_core_foreign_pct": max(0.0, 100.0 * (k1[0] - k0[0] - cpu) / 1000.0 / win_s),
+        "client_core_steal_pct": 100.0 * (k1[1] - k0[1]) / 1000.0 / win_s,
+        "client_preemptions": x1 - x0,
+        # time the client (and the simulator) were ready to run but waited for their core
+        "client_run_delay_pct": 100.0 * (d1 - d0) / 1000.0 / win_s,
+        "sim_run_delay_pct": 100.0 * (sd1 - sd0) / 1000.0 / win_s,
+        "client_wait_pct": 100.0 * ((d1 - d0) + (k1[1] - k0[1])) / 1000.0 / win_s,
+        "exit_code": proc.returncode,
+    })
+    res["sim_short"] = res["sim_chunks_per_s"] < 0.95 * res["offered_chunks_per_s"]
+    res["sim_saturated"] = res["sim_cpu_pct"] > 85.0
+    if not records:
+        res["error"] = "no records; client log: " + log_path.read_text(errors="replace")[-600:]
+    return res
+
+
+def _wait_ready(proc: subprocess.Popen, log_path: Path, timeout: float) -> float:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if READY in log_path.read_text(errors="replace"):
+            return time.monotonic()
+        if proc.poll() is not None:
+            raise RuntimeError(f"client exited at start: {log_path.read_text(errors='replace')[-2000:]}")
+        time.sleep(0.02)
+    raise RuntimeError(f"client never became ready: {log_path.read_text(errors='replace')[-2000:]}")
+
+
+def _sleep_until(t: float) -> None:
+    d = t - time.monotonic()
+    if d > 0:
+        time.sleep(d)
+
+
+# capacity, targets, table --------------------------------------------------------------------
+def capacity(rows: list[dict[str, Any]], bound_ms: float) -> dict[str, Any] | None:
+    """The highest chunks/s of a run whose TTFT error p99 stayed under the bound."""
+    ok = [r for r in rows if r.get("ttft_err_p99_ms") is not None and r["ttft_err_p99_ms"] < bound_ms
+          and not r.get("error")]
+    if not ok:
+        return None
+    best = max(ok, key=lambda r: r["chunks_per_s"])
+    top = max(rows, key=lambda r: r["streams"])
+    return {
+        "streams": best["streams"],
+        "chunks_per_s": best["chunks_per_s"],
+        "ttft_err_p99_ms": best["ttft_err_p99_ms"],
+        # the largest step passed: the client's real capacity may be higher than the steps went
+        "at_top_step": best["streams"] == top["streams"],
+        "limited_by_sim": bool(best["streams"] == top["streams"] and (best["sim_saturated"] or best["sim_late"])),
+    }
+
+
+def summarise(results: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
+    by_client: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in results:
+        by_client[r["client"]].append(r)
+    calm_n = min(args.steps, key=lambda n: abs(offered_rate(n, args) - args.calm_rate))
+    clients: dict[str, Any] = {}
+    for kind, rows in by_client.items():
+        calm = [r for r in rows if r["streams"] == calm_n and r.get("cpu_ms_per_1k_chunks")]
+        best_calm = min(calm, key=lambda r: r["cpu_ms_per_1k_chunks"]) if calm else None
+        top_n = max(r["streams"] for r in rows)
+        top_rss = [r["rss_per_stream_kb"] for r in rows if r["streams"] == top_n]
+        clients[kind] = {
+            "capacity_5ms": capacity(rows, 5.0),
+            "capacity_1ms": capacity(rows, 1.0),
+            "calm_streams": calm_n,
+            "calm_cpu_ms_per_1k_chunks": best_calm["cpu_ms_per_1k_chunks"] if best_calm else None,
+            "calm_cpu_ms_per_1k_chunks_all": [r["cpu_ms_per_1k_chunks"] for r in calm],
+            "calm_chunks_per_s": best_calm["chunks_per_s"] if best_calm else None,
+            "rss_per_stream_kb": min(top_rss),
+            "rss_streams": top_n,
+        }
+    return {"clients": clients, "targets": targets(clients)}
+
+
+def targets(clients: dict[str, Any]) -> dict[str, Any]:
+    o, f, h = clients.get("ours"), clients.get("floor"), clients.get("fasthttp")
+    out: dict[str, Any] = {}
+
+    def cap(s: dict[str, Any], key: str = "capacity_5ms") -> tuple[int, float]:
+        c = s.get(key)
+        return (c["streams"], c["chunks_per_s"]) if c else (0, 0.0)
+
+    if o and f:
+        (on, oc), (fn, fc) = cap(o), cap(f)
+        out["capacity_at_least_floor"] = {
+            "ours_chunks_per_s": oc, "floor_chunks_per_s": fc, "ours_streams": on, "floor_streams": fn,
+            # the same step passed (the achieved rates of one step differ by noise only)
+            "met": on >= fn and on > 0,
+        }
+        oc1, fc1 = o["calm_cpu_ms_per_1k_chunks"], f["calm_cpu_ms_per_1k_chunks"]
+        if oc1 and fc1:
+            out["calm_cpu_within_1.2x_floor"] = {"ours_ms": oc1, "floor_ms": fc1, "ratio": oc1 / fc1,
+                                                 "met": oc1 / fc1 <= 1.2}
+    if o and h:
+        (on, oc), (_, hc) = cap(o), cap(h)
+        out["capacity_2x_fasthttp"] = {"ours_chunks_per_s": oc, "fasthttp_chunks_per_s": hc,
+                                       "ratio": oc / hc if hc else None, "met": oc > 0 and oc >= 2 * hc}
+    if o:
+        out["rss_per_stream_at_most_50kb"] = {"kb": o["rss_per_stream_kb"], "streams": o["rss_streams"],
+                                              "met": o["rss_per_stream_kb"] <= 50.0}
+    return out
+
+
+def _f(x: Any, fmt: str = "{:.2f}") -> str:
+    return "-" if x is None else fmt.format(x)
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    head = ("client", "N", "offered/s", "chunks/s", "sim/s", "cpu%", "ms/1k", "KB/strm", "ttft50", "ttft99",
+            "itl50", "itl99", "simcpu%", "wait%")
+    rows = [head]
+    notes = []
+    for r in sorted(results, key=lambda r: (r["streams"], CLIENTS.index(r["client"]))):
+        mark = "*" if r.get("disturbed") else ""
+        rows.append((
+            r["client"] + mark, str(r["streams"]), _f(r["offered_chunks_per_s"], "{:.0f}"),
+            _f(r["chunks_per_s"], "{:.0f}"), _f(r["sim_chunks_per_s"], "{:.0f}"), _f(r["client_cpu_pct"], "{:.0f}"),
+            _f(r["cpu_ms_per_1k_chunks"], "{:.1f}"), _f(r["rss_per_stream_kb"], "{:.1f}"),
+            _f(r["ttft_err_p50_ms"], "{:.3f}"), _f(r["ttft_err_p99_ms"], "{:.3f}"),
+            _f(r["itl_err_p50_ms"], "{:.3f}"), _f(r["itl_err_p99_ms"], "{:.3f}"), _f(r["sim_cpu_pct"], "{:.0f}"),
+            _f(r["client_wait_pct"], "{:.1f}"),
+        ))
+        if r["sim_short"] or r["sim_saturated"]:
+            why = [f"the simulator wrote {r['sim_chunks_per_s']:.0f} chunks/s, "
+                   f"{100 * (1 - r['sim_chunks_per_s'] / r['offered_chunks_per_s']):.0f}% short of the offered "
+                   f"{r['offered_chunks_per_s']:.0f}"]
+            if r["sim_saturated"] or r["sim_late"]:
+                verdict = (f"THE SIMULATOR IS THE BOTTLENECK: its core at {r['sim_cpu_pct']:.0f}%, chunk gap p50 "
+                           f"{_f(r['sim_gap_p50_ms'])} ms")
+            else:
+                verdict = ("the simulator kept its pace (chunk gap p50 "
+                           f"{_f(r['sim_gap_p50_ms'])} ms, core at {r['sim_cpu_pct']:.0f}%): the client was late "
+                           "to read or to send its next request")
+            notes.append(f"WARNING {r['client']} N={r['streams']}: {why[0]}; {verdict}")
+        if r.get("unmatched") or r.get("chunk_count_mismatch"):
+            notes.append(f"note {r['client']} N={r['streams']}: {r['unmatched']} requests not in the trace, "
+                         f"{r['chunk_count_mismatch']} with a chunk count unlike the trace's")
+        if r.get("disturbed"):
+            notes.append(f"* {r['client']} N={r['streams']}: the client waited {r['client_wait_pct']:.1f}% of the "
+                         "window for its core (other jobs, hypervisor steal) in every try: its figures are "
+                         "pessimistic")
+        if r.get("error"):
+            notes.append(f"ERROR {r['client']} N={r['streams']}: {r['error'][:300]}")
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
+             for row in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines + notes)
+
+
+def summary_text(s: dict[str, Any]) -> str:
+    out = ["", "sustained capacity (TTFT error p99 < 5 ms | < 1 ms), CPU at the calm step, memory:"]
+    for kind in CLIENTS:
+        c = s["clients"].get(kind)
+        if not c:
+            continue
+        parts = []
+        for key in ("capacity_5ms", "capacity_1ms"):
+            cap = c[key]
+            if cap is None:
+                parts.append("  none passed        ")
+            else:
+                flag = " (sim-limited)" if cap["limited_by_sim"] else " (top step)" if cap["at_top_step"] else ""
+                parts.append(f"{cap['chunks_per_s']:7.0f}/s N={cap['streams']:<4d}{flag}")
+        calm = c["calm_cpu_ms_per_1k_chunks"]
+        out.append(f"  {kind:9s} {parts[0]} | {parts[1]} | {_f(calm, '{:.1f}')} ms/1k chunks at "
+                   f"{_f(c['calm_chunks_per_s'], '{:.0f}')}/s | {c['rss_per_stream_kb']:.1f} KB/stream "
+                   f"(N={c['rss_streams']})")
+    out.append("targets:")
+    for name, t in s["targets"].items():
+        detail = ", ".join(f"{k}={_f(v) if isinstance(v, float) else v}" for k, v in t.items() if k != "met")
+        out.append(f"  {'MET ' if t['met'] else 'MISS'} {name}: {detail}")
+    return "\n".join(out)
+
+
+# profile -------------------------------------------------------------------------------------
+def profile_client(kind: str, sim: Simulator, args: argparse.Namespace, tmp: Path, path: Path) -> str:
+    """Run a client at a high rate under py-spy (sampling, non-blocking, on the other core)
+    and keep the top functions by own time and by inclusive time."""
+    pyspy = shutil.which("py-spy", path=str(VENV_BIN)) or shutil.which("py-spy")
+    if not pyspy:
+        return "py-spy not installed (.venv/bin/pip install py-spy): no profile"
+    n = args.profile_streams
+    workdir = tmp / f"profile-{kind}-{n}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    stream_s = args.spread + args.warmup + args.profile_s + 0.5
+    cmd, env, _ = client_command(kind, n, sim.url, stream_s, args, workdir)
+    sim.clear()
+    wait_quiet(args)
+    log_path = workdir / "client.log"
+    raw = workdir / "pyspy.txt"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+    try:
+        t_ready = _wait_ready(proc, log_path, 60)
+        _sleep_until(t_ready + args.hold + args.spread + args.warmup)
+        c0 = cpu_ms(proc.pid)
+        spy = subprocess.run(
+            ["taskset", "-c", str(args.sim_cpu), pyspy, "record", "--pid", str(proc.pid), "--nonblocking",
+             "--rate", "500", "--duration", str(max(1, int(args.profile_s))), "--format", "raw", "--threads",
+             "--output", str(raw)],
+            capture_output=True, text=True, timeout=args.profile_s + 60,
+        )
+        cpu_pct = (cpu_ms(proc.pid) - c0) / 10.0 / args.profile_s
+        proc.wait(args.tail + 30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if spy.returncode != 0 or not raw.exists():
+        return f"py-spy failed ({spy.returncode}): {spy.stderr[-500:]}"
+    title = (f"py-spy profile of the {kind} client, {n} streams (~{offered_rate(n, args):.0f} chunks/s offered), "
+             f"client CPU {cpu_pct:.0f}% of its core")
+    text = collapse_report(raw.read_text(), title)
+    path.write_text(text)
+    return text
+
+
+def collapse_report(raw: str, title: str, top: int = 40) -> str:
+    """Own and inclusive shares of the main thread's busy samples per function, from py-spy's
+    collapsed stacks (``--threads``: the first frame names the thread). Samples whose leaf is
+    the hub's loop (waiting in epoll or dispatching) are counted apart: py-spy cannot see
+    inside libev, so that is "idle + event-loop C code". Helper threads (our self-check probe)
+    are left out: their samples are mostly waits for the one core."""
+    by_thread: dict[str, list[tuple[list[str], int]]] = defaultdict(list)
+    for line in raw.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        frames = [f.strip() for f in stack.split(";") if f.strip()]
+        thread = frames[0] if frames and frames[0].startswith("thread ") else "thread ?"
+        frames = [_fname(f) for f in frames if not f.startswith(("process ", "thread "))]
+        if frames:
+            by_thread[thread].append((frames, int(count)))
+    if not by_thread:
+        return title + "\npy-spy recorded no samples\n"
+    main = max(by_thread, key=lambda t: sum(c for _, c in by_thread[t]))
+    others = sum(c for t, rows in by_thread.items() if t != main for _, c in rows)
+    own: dict[str, int] = defaultdict(int)
+    incl: dict[str, int] = defaultdict(int)
+    total = hub = 0
+    for frames, c in by_thread[main]:
+        total += c
+        if frames[-1].startswith(("Hub.run ", "run (gevent/hub.py")):
+            hub += c
+            continue
+        own[frames[-1]] += c
+        for fn in set(frames):
+            incl[fn] += c
+    busy = total - hub
+    if not busy:
+        return title + "\npy-spy recorded no busy samples\n"
+    lines = [title,
+             f"main thread: {total} samples, {100 * hub / total:.1f}% of them in the gevent hub loop (epoll wait + "
+             f"libev dispatch, C code); shares below are of its other {busy} samples ({others} samples of "
+             "helper threads left out)", "",
+             "own time (leaf frame; C calls count to their Python caller)"]
+    for fn, c in sorted(own.items(), key=lambda kv: -kv[1])[:top]:
+        lines.append(f"  {100 * c / busy:6.2f}%  {fn}")
+    lines += ["", "inclusive time"]
+    for fn, c in sorted(incl.items(), key=lambda kv: -kv[1])[:top]:
+        lines.append(f"  {100 * c / busy:6.2f}%  {fn}")
+    return "\n".join(lines) + "\n"
+
+
+def _fname(frame: str) -> str:
+    """py-spy frames read "function (path/to/file.py:123)": keep the function and the file's
+    last two path parts."""
+    frame = frame.strip()
+    name, sep, loc = frame.partition(" (")
+    if not sep:
+        return frame
+    file = loc.rstrip(")").rsplit(":", 1)[0]
+    parts = file.split("/")
+    return f"{name} ({'/'.join(parts[-2:])})"
+
+
+# main ----------------------------------------------------------------------------------------
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--steps", help="stream counts, comma-separated (default 60,160,280,400,480,560; "
+                    "--quick 60,280,480)")
+    ap.add_argument("--clients", default=",".join(CLIENTS), help="subset of ours,fasthttp,floor")
+    ap.add_argument("--duration", type=float, help="measured window per run, seconds (default 8; --quick 4)")
+    ap.add_argument("--calm-rate", type=float, default=3000.0,
+                    help="chunks/s of the CPU-per-chunk comparison: the step nearest it (default 3000)")
+    ap.add_argument("--calm-repeats", type=int, help="extra runs of the calm step, the cheapest kept "
+                    "(default 1; --quick 0)")
+    ap.add_argument("--itl-ms", type=float, default=20.0)
+    ap.add_argument("--ttft-ms", type=float, default=20.0)
+    ap.add_argument("--output-tokens", type=int, default=128)
+    ap.add_argument("--warmup", type=float, default=1.5, help="seconds after the last stream started")
+    ap.add_argument("--hold", type=float, default=1.0, help="client pause before any stream (memory baseline)")
+    ap.add_argument("--spread", type=float, help="first requests spread over this many seconds (default: one "
+                    "request's length, TTFT + (tokens-1) x ITL)")
+    ap.add_argument("--tail", type=float, default=10.0, help="longest wait for requests in flight at the end")
+    ap.add_argument("--sim-cpu", type=int, default=0)
+    ap.add_argument("--client-cpu", type=int, default=1)
+    ap.add_argument("--priority", choices=("rt", "nice", "normal"), help="scheduling of the simulator and the "
+                    "clients: rt = SCHED_FIFO 1, nice = -10, normal (default rt as root, else normal)")
+    ap.add_argument("--retries", type=int, default=1, help="reruns of a run that other jobs disturbed (default 1)")
+    ap.add_argument("--disturbed-pct", type=float, default=2.0, help="a run is disturbed when the client was "
+                    "ready but waited for its core (run delay + steal) more than this %% of the window")
+    ap.add_argument("--quiet-pct", type=float, default=10.0,
+                    help="before a run, wait until other jobs keep each core under this %% busy")
+    ap.add_argument("--quiet-wait", type=float, help="longest wait for quiet before a run, seconds "
+                    "(default 20; 0 with --priority rt, where other jobs only get idle time)")
+    ap.add_argument("--quick", action="store_true", help="3 steps, 4 s windows (about 2 minutes)")
+    ap.add_argument("--profile", default="ours", help="clients to profile with py-spy (default ours)")
+    ap.add_argument("--no-profile", action="store_true")
+    ap.add_argument("--profile-streams", type=int, help="streams of the profiled run (default: the largest step)")
+    ap.add_argument("--profile-s", type=float, help="seconds profiled (default 8; --quick 4)")
+    ap.add_argument("--ours-locustfile", default=str(BENCH / "ours_locustfile.py"),
+                    help="the locustfile run as 'ours' (to A/B a patched client; default bench/ours_locustfile.py)")
+    ap.add_argument("--keep", help="keep each run's client records and trace under this directory")
+    ap.add_argument("--out", default=str(BENCH / "results" / "client_overhead.json"))
+    a = ap.parse_args(argv)
+    a.steps = [int(x) for x in (a.steps or ("60,280,480" if a.quick else "60,160,280,400,480,560")).split(",")
+               if x.strip()]
+    a.duration = a.duration or (4.0 if a.quick else 8.0)
+    a.calm_repeats = a.calm_repeats if a.calm_repeats is not None else (0 if a.quick else 1)
+    a.profile_s = a.profile_s or (4.0 if a.quick else 8.0)
+    a.clients = [c.strip() for c in a.clients.split(",") if c.strip()]
+    a.profile = [] if a.no_profile else [c.strip() for c in a.profile.split(",") if c.strip()]
+    for c in a.clients + a.profile:
+        if c not in CLIENTS:
+            ap.error(f"unknown client {c!r}: choose from {', '.join(CLIENTS)}")
+    a.profile_streams = a.profile_streams or max(a.steps)
+    if a.spread is None:
+        a.spread = round(request_s(a), 3)
+    return a
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if not shutil.which("taskset"):
+        print("client_overhead: taskset (util-linux) is needed to pin the processes", file=sys.stderr)
+        return 2
+    ncpu = os.cpu_count() or 1
+    if max(args.sim_cpu, args.client_cpu) >= ncpu or args.sim_cpu == args.client_cpu:
+        print(f"client_overhead: needs two distinct CPUs ({args.sim_cpu}, {args.client_cpu}); this machine has "
+              f"{ncpu}", file=sys.stderr)
+        return 2
+    with contextlib.suppress(OSError):
+        os.sched_setaffinity(0, {args.sim_cpu})  # the harness stays off the client's core
+
+    def _terminate(*_: Any) -> None:
+        raise KeyboardInterrupt  # so the finally blocks stop the client and the simulator
+
+    signal.signal(signal.SIGTERM, _terminate)
+    if args.priority is None:
+        args.priority = "rt" if os.geteuid() == 0 else "normal"
+    elif args.priority != "normal" and os.geteuid() != 0:
+        print(f"client_overhead: --priority {args.priority} needs root; running at normal priority", file=sys.stderr)
+        args.priority = "normal"
+    if args.quiet_wait is None:
+        args.quiet_wait = 0.0 if args.priority == "rt" else 20.0
+    started = time.time()
+    load_before = os.getloadavg()
+    sim = Simulator(args, max([*args.steps, args.profile_streams]))
+    print(f"simulator {sim.url} on CPU {args.sim_cpu}, clients on CPU {args.client_cpu}: ITL {args.itl_ms:g} ms, "
+          f"TTFT {args.ttft_ms:g} ms, {args.output_tokens} tokens per request, one token per chunk, "
+          f"{args.duration:g} s windows, priority {args.priority}", flush=True)
+    calm_n = min(args.steps, key=lambda n: abs(offered_rate(n, args) - args.calm_rate))
+    plan = [(n, 0) for n in args.steps] + [(calm_n, i + 1) for i in range(args.calm_repeats)]
+    results: list[dict[str, Any]] = []
+    profiles: dict[str, str] = {}
+    try:
+        with tempfile.TemporaryDirectory(prefix="client_overhead-") as td:
+            tmp = Path(td)
+            for n, rep in plan:
+                for kind in args.clients:
+                    r = run_measured(kind, n, sim, args, tmp, f"{kind}-{n}-r{rep}")
+                    r["repeat"] = rep
+                    results.append(r)
+                    print(f"  {kind:9s} N={n:4d}: {r['chunks_per_s']:6.0f} chunks/s (offered "
+                          f"{r['offered_chunks_per_s']:.0f}, sim wrote {r['sim_chunks_per_s']:.0f} at "
+                          f"{r['sim_cpu_pct']:.0f}% CPU), client CPU {r['client_cpu_pct']:.0f}% = "
+                          f"{_f(r['cpu_ms_per_1k_chunks'], '{:.1f}')} ms/1k chunks, TTFT error p50/p99 "
+                          f"{_f(r['ttft_err_p50_ms'], '{:.3f}')}/{_f(r['ttft_err_p99_ms'], '{:.3f}')} ms; "
+                          f"waited for its core {r['client_wait_pct']:.1f}% (others used "
+                          f"{r['client_core_foreign_pct']:.0f}% of it)",
+                          flush=True)
+            for kind in args.profile:
+                prof_path = Path(args.out).parent / f"profile_{kind}.txt"
+                prof_path.parent.mkdir(parents=True, exist_ok=True)
+                profiles[kind] = profile_client(kind, sim, args, tmp, prof_path)
+    finally:
+        sim.stop()
+    summary = summarise(results, args)
+    print()
+    print(table(results))
+    print(summary_text(summary))
+    for kind, text in profiles.items():
+        print(f"\n{kind} client profile (top of the own-time list; all of it in profile_{kind}.txt):")
+        print("\n".join(text.splitlines()[:20]))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "schema": "locust-llm/bench/client_overhead/1",
+        "command": " ".join(["bench/client_overhead.py", *(sys.argv[1:] if argv is None else argv)]),
+        "machine": {"cpus": ncpu, "platform": platform.platform(), "python": platform.python_version(),
+                    "loadavg_before": load_before},
+        "settings": vars(args),
+        "elapsed_s": time.time() - started,
+        "results": results,
+        "summary": summary,
+        "profiles": profiles,
+    }
+    out.write_text(json.dumps(doc, indent=2, default=str))
+    print(f"\nwritten {out} ({doc['elapsed_s']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
