@@ -3,7 +3,11 @@ PY     ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 USERS  ?= 32
+RATE   ?= 8
 TIME   ?= 30s
+# A simulator that behaves like a small GPU server: lognormal TTFT, jittered ITL, a batch knee.
+SIM    ?= --ttft-ms 120 --ttft-dist lognormal --ttft-sd-ms 30 --itl-ms 15 --itl-dist normal \
+          --itl-sd-ms 2 --output-tokens 256 --max-batch 48
 
 .PHONY: install demo test test-fast lint bench sim clean
 
@@ -17,8 +21,9 @@ $(VENV)/.installed: pyproject.toml
 
 # The main job on the embedded simulator: a headless vLLM-dialect run, LLM summary at the end.
 demo: install
-	$(BIN)/locust -f locustfiles/vllm.py --headless -u $(USERS) -r $(USERS) -t $(TIME) \
-		--stop-timeout 15 --only-summary --llm-report llm-report
+	$(BIN)/locust -f locustfiles/vllm.py --headless -u $(USERS) -r $(RATE) -t $(TIME) \
+		--stop-timeout 15 --only-summary --llm-report llm-report --llm-sim-args "$(SIM)" \
+		--llm-slo ttft=500ms,tpot=25ms
 
 # The whole suite (CI runs exactly this). pytest's "no tests collected" (exit 5) is a failure.
 test: install
