@@ -18,15 +18,14 @@ mid-stream an ``event: error`` frame.
 
 from __future__ import annotations
 
-from time import perf_counter_ns
 from typing import Any
 
 import orjson
 from aiohttp import web
 
-from .base import Dialect, Job, Renderer, int_param, read_json
+from .base import Dialect, Job, Renderer, int_param
 from .lifecycle import new_job, serve
-from .state import SIM_KEY
+from .state import admit
 from .text import content_text, join_prompt
 
 ERROR_TYPES = {
@@ -158,13 +157,10 @@ def _thinking_budget(body: dict[str, Any], max_tokens: int) -> int | None:
 
 
 async def messages(request: web.Request) -> web.StreamResponse:
-    arrival = perf_counter_ns()
-    sim = request.app[SIM_KEY]
-    if not sim.authorized(request):
-        return DIALECT.unauthorized()
-    body = await read_json(request, DIALECT)
-    if isinstance(body, web.Response):
-        return body
+    admitted = await admit(request, DIALECT)
+    if isinstance(admitted, web.Response):
+        return admitted
+    arrival, sim, body = admitted
     msgs = body.get("messages")
     if not isinstance(msgs, list) or not msgs:
         return DIALECT.error(400, "messages: Field required")

@@ -19,9 +19,9 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from .base import Dialect, Job, Renderer, read_json
+from .base import Dialect, Job, Renderer
 from .lifecycle import new_job, serve
-from .state import SIM_KEY
+from .state import SIM_KEY, admit
 from .text import content_text, join_prompt
 
 VERSION = "0.12.6"
@@ -112,13 +112,10 @@ def _max_tokens(body: dict[str, Any]) -> int:
 
 
 async def _handle(request: web.Request, *, chat: bool) -> web.StreamResponse:
-    arrival = perf_counter_ns()
-    sim = request.app[SIM_KEY]
-    if not sim.authorized(request):
-        return DIALECT.unauthorized()
-    body = await read_json(request, DIALECT)
-    if isinstance(body, web.Response):
-        return body
+    admitted = await admit(request, DIALECT)
+    if isinstance(admitted, web.Response):
+        return admitted
+    arrival, sim, body = admitted
     model = body.get("model")
     if not model:
         return DIALECT.error(400, "model is required")

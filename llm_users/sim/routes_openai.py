@@ -13,15 +13,14 @@ chunk carries ``finish_reason`` (vLLM style, with ``stop_reason``), then with
 from __future__ import annotations
 
 import time
-from time import perf_counter_ns
 from typing import Any
 
 import orjson
 from aiohttp import web
 
-from .base import Dialect, Job, Renderer, int_param, read_json
+from .base import Dialect, Job, Renderer, int_param
 from .lifecycle import new_job, serve
-from .state import SIM_KEY
+from .state import SIM_KEY, admit
 from .text import content_text, join_prompt
 
 ERROR_TYPES = {
@@ -179,13 +178,10 @@ def _common(body: dict[str, Any], default_max: int, names: tuple[str, ...]) -> t
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
-    arrival = perf_counter_ns()
-    sim = request.app[SIM_KEY]
-    if not sim.authorized(request):
-        return DIALECT.unauthorized()
-    body = await read_json(request, DIALECT)
-    if isinstance(body, web.Response):
-        return body
+    admitted = await admit(request, DIALECT)
+    if isinstance(admitted, web.Response):
+        return admitted
+    arrival, sim, body = admitted
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         return DIALECT.error(400, "messages: a non-empty list of messages is required")
@@ -202,13 +198,10 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
-    arrival = perf_counter_ns()
-    sim = request.app[SIM_KEY]
-    if not sim.authorized(request):
-        return DIALECT.unauthorized()
-    body = await read_json(request, DIALECT)
-    if isinstance(body, web.Response):
-        return body
+    admitted = await admit(request, DIALECT)
+    if isinstance(admitted, web.Response):
+        return admitted
+    arrival, sim, body = admitted
     raw = body.get("prompt")
     input_tokens = None
     if isinstance(raw, str):

@@ -24,9 +24,9 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from .base import Dialect, Job, Renderer, int_param, read_json
+from .base import Dialect, Job, Renderer, int_param
 from .lifecycle import new_job, serve
-from .state import SIM_KEY
+from .state import SIM_KEY, admit
 from .text import vocabulary
 
 TOKEN_ID_BASE = 1000
@@ -170,13 +170,10 @@ def _validate(params: dict[str, Any]) -> tuple[int, bool, int | None]:
 
 async def _generate(request: web.Request, *, stream: bool | None, route: str) -> web.StreamResponse:
     compat = stream is None
-    arrival = perf_counter_ns()
-    sim = request.app[SIM_KEY]
-    if not sim.authorized(request):
-        return DIALECT.unauthorized()
-    body = await read_json(request, DIALECT)
-    if isinstance(body, web.Response):
-        return body
+    admitted = await admit(request, DIALECT)
+    if isinstance(admitted, web.Response):
+        return admitted
+    arrival, sim, body = admitted
     if stream is None:
         stream = bool(body.get("stream", False))
     inputs = body.get("inputs")

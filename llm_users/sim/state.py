@@ -8,10 +8,12 @@ already had their cold start, and checks API keys.
 from __future__ import annotations
 
 import weakref
+from time import perf_counter_ns
 from typing import Any
 
 from aiohttp import web
 
+from .base import read_json
 from .clock import Clock
 from .config import SimConfig
 from .engine import Engine
@@ -65,3 +67,16 @@ class SimState:
 
 
 SIM_KEY = web.AppKey("llm_sim_state", SimState)
+
+
+async def admit(request: web.Request, dialect: Any) -> tuple[int, SimState, dict[str, Any]] | web.Response:
+    """The prelude every generation route shares: stamp the arrival, check the key, read the
+    JSON body. Returns (arrival_ns, state, body), or the protocol's error answer."""
+    arrival = perf_counter_ns()
+    sim = request.app[SIM_KEY]
+    if not sim.authorized(request):
+        return dialect.unauthorized()
+    body = await read_json(request, dialect)
+    if isinstance(body, web.Response):
+        return body
+    return arrival, sim, body
