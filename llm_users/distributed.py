@@ -83,7 +83,7 @@ class Collector:
         self.health: dict[str, NodeHealth] = {}
         self.writer = writer
         self.workers: dict[str, WorkerState] = {}
-        self._seen: set[str] = set()
+        self._payloads: set[tuple[str, int]] = set()  # (worker, seq): a payload counts once
         self.records = 0
         self.duplicates = 0
         self.labels: dict[str, tuple[str, str]] = {}  # request name -> (backend, model), first seen
@@ -104,6 +104,11 @@ class Collector:
     def receive(self, payload: dict[str, Any], now: float | None = None) -> None:
         now = time.time() if now is None else now
         wid = payload["worker"]
+        key = (wid, int(payload["seq"]))
+        if key in self._payloads:  # delivered twice: its records are already in
+            self.duplicates += len(payload["records"])
+            return
+        self._payloads.add(key)
         ws = self.workers.get(wid)
         if ws is None:
             ws = self.workers[wid] = WorkerState(wid, now, now)
@@ -112,12 +117,8 @@ class Collector:
         ws.final = ws.final or bool(payload.get("final"))
         self.stats.merge_wire(payload["stats"])
         for d in payload["records"]:
-            rec = RequestRecord.from_dict(d)
-            if rec.request_id in self._seen:
-                self.duplicates += 1
-                continue
             ws.records += 1
-            self._keep(rec)
+            self._keep(RequestRecord.from_dict(d))
         if payload.get("health"):
             self.add_health(payload["health"])
 
@@ -150,8 +151,6 @@ class Collector:
     def _keep(self, rec: RequestRecord) -> None:
         if rec.name not in self.labels:
             self.labels[rec.name] = (rec.backend, rec.model)
-        if rec.request_id:
-            self._seen.add(rec.request_id)
         self.records += 1
         self.timeline.add(rec)
         if self.writer is not None:

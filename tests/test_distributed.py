@@ -1,0 +1,51 @@
+"""distributed.py: shipping and merging without messages (the e2e tests use real processes)."""
+
+from __future__ import annotations
+
+from llm_users.distributed import Collector, Shipper
+from llm_users.metrics import RequestRecord, StatsByName
+
+
+def rec(i: int) -> RequestRecord:
+    return RequestRecord(f"r{i}", "/x", "vllm", "m", start_time=float(i), ttft_ns=1_000_000 * (i + 1),
+                         e2e_ns=50_000_000, itl_ns=[2_000_000, 3_000_000], output_tokens=3, tokens_source="usage")
+
+
+def test_payloads_merge_to_the_same_stats_as_direct() -> None:
+    shippers = [Shipper("w1"), Shipper("w2")]
+    direct = StatsByName()
+    c = Collector()
+    for i in range(40):
+        shippers[i % 2].add(rec(i))
+        direct.add(rec(i))
+        if i % 7 == 0:
+            c.receive(shippers[i % 2].payload())
+    for s in shippers:
+        c.receive(s.payload(final=True))
+    assert c.stats.summary() == direct.summary()
+    assert c.records == 40 and not c.lost_workers()
+    assert {w.worker for w in c.workers.values()} == {"w1", "w2"}
+
+
+def test_a_payload_delivered_twice_counts_once() -> None:
+    s = Shipper("w1")
+    s.add(rec(1))
+    s.add(rec(2))
+    p = s.payload()
+    c = Collector()
+    c.receive(p)
+    c.receive(p)
+    assert c.records == 2 and c.duplicates == 2
+    assert c.stats.total.requests == 2
+
+
+def test_lost_worker_window() -> None:
+    c = Collector()
+    s = Shipper("w9")
+    s.add(rec(1))
+    c.receive(s.payload(), now=100.0)
+    c.mark_lost("w9", now=104.5)
+    lost = c.lost_workers(stop_time=110.0)
+    assert lost == [{"worker": "w9", "last_report": 100.0, "lost_at": 104.5, "records_received": 1,
+                     "window_at_risk_s": 4.5, "window_at_risk": [100.0, 104.5]}]
+    assert c.pending(["w9"]) == ["w9"]
