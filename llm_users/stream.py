@@ -90,20 +90,26 @@ class _Connection:
                 continue
             view = view[sent:]
 
-    def recv_into(self, buf: bytearray, timeout: Timeout) -> int:
-        """Wait until readable (or ``timeout`` fires), then read once. 0 means EOF."""
+    def recv_into(self, buf: bytearray, timeout: Timeout | None) -> int:
+        """Wait until readable (or ``timeout`` fires), then read once. 0 means EOF.
+
+        ``timeout`` must be a fresh (never started) Timeout or None (a :class:`_ReadDeadline`
+        watches the connection instead): gevent's Timeout, started again after ``cancel()``,
+        resumes its remaining time rather than starting over."""
         if self.tls:
-            self.sock.settimeout(timeout.seconds)
+            self.sock.settimeout(timeout.seconds if timeout is not None else None)
             try:
                 return self.sock.recv_into(buf)
             except TimeoutError:
                 raise timeout from None
         while True:
-            timeout.start()
+            if timeout is not None:
+                timeout.start()
             try:
                 self._hub.wait(self._watcher)
             finally:
-                timeout.cancel()
+                if timeout is not None:
+                    timeout.cancel()
             try:
                 return self.sock.recv_into(buf)
             except BlockingIOError:
@@ -117,6 +123,46 @@ class _Connection:
             self.sock.close()
         except OSError:
             pass
+
+
+class _ReadDeadline:
+    """The longest gap between reads, for nothing per read: one libev timer per response,
+    armed for the whole limit. Reads only stamp their time (``_Exchange.now``, taken anyway);
+    when the timer fires it re-arms for what is left since the last read, or throws ``exc``
+    (the client's read Timeout, never started itself) into the reading greenlet."""
+
+    __slots__ = ("limit_ns", "exc", "timer", "ex", "greenlet")
+
+    def __init__(self, seconds: float, exc: BaseException) -> None:
+        self.limit_ns = int(seconds * 1e9)
+        self.exc = exc
+        self.timer: Any = None
+        self.ex: Any = None
+        self.greenlet: Any = None
+
+    def start(self, ex: _Exchange) -> None:
+        self.ex = ex
+        self.greenlet = gevent.getcurrent()
+        self._arm(self.limit_ns)
+
+    def _arm(self, ns: int) -> None:
+        self.timer = gevent.get_hub().loop.timer(max(ns, 0) / 1e9)
+        self.timer.start(self._fire)
+
+    def _fire(self) -> None:
+        left = self.limit_ns - (perf_counter_ns() - self.ex.now)
+        if left > 0:
+            self._arm(left)
+        else:
+            self.timer = None
+            self.greenlet.throw(self.exc)
+
+    def stop(self) -> None:
+        if self.timer is not None:
+            self.timer.stop()
+            self.timer.close()
+            self.timer = None
+        self.ex = self.greenlet = None
 
 
 class _Exchange:
@@ -231,8 +277,8 @@ class StreamClient:
                 self._ssl_context.verify_mode = gevent.ssl.CERT_NONE
         self._conn: _Connection | None = None
         t = self.timeouts
-        self._first_byte_timer = Timeout(t.first_byte)
-        self._read_timer = Timeout(t.read)
+        self._read_timer = Timeout(t.read)  # thrown by the deadline; its seconds serve TLS reads
+        self._read_deadline = _ReadDeadline(t.read, self._read_timer) if t.read is not None else None
 
     # connection management --------------------------------------------------------------------
     def _connect(self) -> _Connection:
@@ -322,9 +368,10 @@ class StreamClient:
         http = ex.http = httptools.HttpResponseParser(ex)
         record.start_time = time.time()
         record.t0_ns = ex.t0 = perf_counter_ns()
+        first_byte = Timeout(self.timeouts.first_byte)  # a fresh one per request (see recv_into)
         try:
             conn.send_all(data)
-            n = conn.recv_into(_BUF, self._first_byte_timer)
+            n = conn.recv_into(_BUF, first_byte)
         except Timeout as t:
             if t is total:
                 raise
@@ -337,6 +384,8 @@ class StreamClient:
             if reused and allow_retry:
                 return self._stream_once(req, parser, record, total, allow_retry=False)
             raise ConnectionResetError_(f"connection failed before the response: {e}") from e
+        finally:
+            first_byte.close()
         if n == 0:
             self.close()
             if reused and allow_retry:  # the server closed an idle keep-alive connection
@@ -345,20 +394,27 @@ class StreamClient:
         now = ex.now = perf_counter_ns()
         record.ttfb_ns = now - ex.t0
         conn.requests += 1
+        deadline = None if conn.tls else self._read_deadline
         try:
-            self._read_body(conn, http, ex, n, total)
+            if deadline is not None:
+                deadline.start(ex)
+            self._read_body(conn, http, ex, n, total, None if deadline is not None else self._read_timer)
         except BaseException:
             self.close()
             raise
+        finally:
+            if deadline is not None:
+                deadline.stop()
         if not ex.keep_alive:
             self.close()
         return record
 
-    def _read_body(self, conn: _Connection, http: Any, ex: _Exchange, n: int, total: Timeout) -> None:
+    def _read_body(
+        self, conn: _Connection, http: Any, ex: _Exchange, n: int, total: Timeout, read_timer: Timeout | None
+    ) -> None:
         rec = ex.record
         view = _VIEW
         buf = _BUF
-        read_timer = self._read_timer
         received = 0
         eof = False
         while True:

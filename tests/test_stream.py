@@ -135,3 +135,48 @@ def test_https_verifies_certificates_by_default() -> None:
     assert c._ssl_context.verify_mode == ssl.CERT_REQUIRED and c._ssl_context.check_hostname
     insecure = StreamClient("https://127.0.0.1:1", verify_tls=False)
     assert insecure._ssl_context.verify_mode == ssl.CERT_NONE
+
+
+def test_read_limit_is_per_gap_not_a_budget(sim_factory) -> None:
+    # libev timers resume their remaining time when restarted: the limit must start afresh
+    sim = sim_factory("--ttft-ms", "50", "--itl-ms", "50", "--output-tokens", "30")
+    c = StreamClient(sim.url, timeouts=Timeouts(read=2.0, first_byte=1.0))
+    for i in range(4):  # each request reads for ~1.5 s in 50 ms gaps: 6 s in all, limit 2 s
+        req = oa.build_request(model="m", messages=MESSAGES, sampling=Sampling(max_tokens=30), dialect="vllm")
+        rec = c.stream(req, oa.OpenAIStreamParser(), RequestRecord(str(i), "n", "b", "m"))
+        assert rec.chunks == 30, i
+
+
+def test_first_byte_limit_is_per_request() -> None:
+    import threading
+    import time
+
+    body = b'data: {"choices":[{"delta":{"content":"x"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n" % len(body)
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+
+    def serve() -> None:
+        conn, _ = srv.accept()
+        with conn:
+            for _ in range(4):
+                buf = b""
+                while b"\r\n\r\n" not in buf:
+                    buf += conn.recv(65536)
+                head_part, _, rest = buf.partition(b"\r\n\r\n")
+                length = int([ln.split(b":")[1] for ln in head_part.split(b"\r\n")
+                              if ln.lower().startswith(b"content-length")][0])
+                while len(rest) < length:
+                    rest += conn.recv(65536)
+                time.sleep(0.3)  # headers held back 0.3 s, under the 0.5 s limit each time
+                conn.sendall(head + body)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        c = StreamClient(f"http://127.0.0.1:{srv.getsockname()[1]}", timeouts=Timeouts(first_byte=0.5))
+        for i in range(4):
+            assert send(c).chunks == 1, i
+    finally:
+        srv.close()
