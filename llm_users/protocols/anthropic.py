@@ -21,9 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import orjson
-
-from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, error_message
+from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, bearer, error_message, json_post
 from .sampling import Sampling
 from .sse import SSEJSONParser
 
@@ -65,25 +63,11 @@ def build_request(
         body["temperature"] = sampling.temperature
         if sampling.top_p < 1:  # 1.0 is the API's default; newer models refuse both knobs at once
             body["top_p"] = sampling.top_p
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "text/event-stream",
-        "anthropic-version": anthropic_version,
-    }
-    secret: tuple[str, ...] = ()
-    if api_key:
-        if auth == "x-api-key":
-            headers["x-api-key"] = api_key
-            secret = ("x-api-key",)
-        elif auth == "bearer":
-            headers["Authorization"] = f"Bearer {api_key}"
-            secret = ("Authorization",)
-        else:
-            raise ValueError(f"unknown auth style {auth!r}: use 'x-api-key' or 'bearer'")
-    if extra_headers:
-        headers.update(extra_headers)
-    path = path_prefix + PATH
-    return HTTPRequest("POST", path, headers, orjson.dumps(body), name=path, secret_headers=secret)
+    if auth not in ("x-api-key", "bearer"):
+        raise ValueError(f"unknown auth style {auth!r}: use 'x-api-key' or 'bearer'")
+    key_header = (("x-api-key", api_key) if auth == "x-api-key" else bearer(api_key)) if api_key else None
+    return json_post(path_prefix + PATH, body, accept="text/event-stream", auth=key_header,
+                     headers={"anthropic-version": anthropic_version}, extra_headers=extra_headers)
 
 
 class AnthropicStreamParser(SSEJSONParser):

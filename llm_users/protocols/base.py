@@ -26,6 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import orjson
+
 
 @dataclass(slots=True, frozen=True)
 class Content:
@@ -84,6 +86,35 @@ class HTTPRequest:
     def redacted_headers(self) -> dict[str, str]:
         secret = {h.lower() for h in self.secret_headers}
         return {k: ("***" if k.lower() in secret else v) for k, v in self.headers.items()}
+
+
+def bearer(api_key: str | None) -> tuple[str, str] | None:
+    """The ``Authorization: Bearer`` header for a key, or None without one."""
+    return ("Authorization", f"Bearer {api_key}") if api_key else None
+
+
+def json_post(
+    path: str,
+    body: dict[str, Any],
+    *,
+    accept: str,
+    auth: tuple[str, str] | None = None,
+    headers: dict[str, str] | None = None,
+    extra_headers: dict[str, str] | None = None,
+    name: str | None = None,
+) -> HTTPRequest:
+    """A JSON POST: ``auth`` is the one (header, value) that carries the key and is marked
+    secret; ``headers`` are the protocol's own, ``extra_headers`` the caller's."""
+    h = {"Content-Type": "application/json", "Accept": accept}
+    if headers:
+        h.update(headers)
+    secret: tuple[str, ...] = ()
+    if auth is not None:
+        h[auth[0]] = auth[1]
+        secret = (auth[0],)
+    if extra_headers:
+        h.update(extra_headers)
+    return HTTPRequest("POST", path, h, orjson.dumps(body), name=name or path, secret_headers=secret)
 
 
 def error_message(payload: Any) -> str:

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
-from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, error_message
+from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, error_message, json_post
 from .sampling import Sampling
 from .sse import SSEJSONParser
 
@@ -61,17 +59,9 @@ def build_request(
     if sampling.stop:
         config["stopSequences"] = list(sampling.stop)
     body["generationConfig"] = config
-    headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-    secret: tuple[str, ...] = ()
-    if api_key:
-        headers["x-goog-api-key"] = api_key
-        secret = ("x-goog-api-key",)
-    if extra_headers:
-        headers.update(extra_headers)
     name = f"{path_prefix}/{api_version}/models/{model}:streamGenerateContent"
-    return HTTPRequest(
-        "POST", name + "?alt=sse", headers, orjson.dumps(body), name=name, secret_headers=secret
-    )
+    return json_post(name + "?alt=sse", body, accept="text/event-stream", name=name,
+                     auth=("x-goog-api-key", api_key) if api_key else None, extra_headers=extra_headers)
 
 
 class GeminiStreamParser(SSEJSONParser):

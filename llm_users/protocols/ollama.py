@@ -16,7 +16,7 @@ from typing import Any, Literal
 import orjson
 
 from ..errors import ProtocolError
-from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, error_message
+from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, bearer, error_message, json_post
 from .openai import messages_to_prompt
 from .sampling import Sampling
 from .sse import json_object
@@ -69,15 +69,8 @@ def build_request(
         options["stop"] = list(sampling.stop)
     body["options"] = options
     body["stream"] = True
-    headers = {"Content-Type": "application/json", "Accept": "application/x-ndjson"}
-    secret: tuple[str, ...] = ()
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-        secret = ("Authorization",)
-    if extra_headers:
-        headers.update(extra_headers)
-    path = path_prefix + PATHS[endpoint]
-    return HTTPRequest("POST", path, headers, orjson.dumps(body), name=path, secret_headers=secret)
+    return json_post(path_prefix + PATHS[endpoint], body, accept="application/x-ndjson", auth=bearer(api_key),
+                     extra_headers=extra_headers)
 
 
 class OllamaStreamParser:

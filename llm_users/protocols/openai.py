@@ -16,9 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import orjson
-
-from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, error_message
+from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, bearer, error_message, json_post
 from .sampling import Sampling
 from .sse import SSEJSONParser
 
@@ -64,15 +62,8 @@ def build_request(
             body["min_tokens"] = sampling.min_tokens
     body["stream"] = True
     body["stream_options"] = {"include_usage": True}
-    headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-    secret: tuple[str, ...] = ()
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-        secret = ("Authorization",)
-    if extra_headers:
-        headers.update(extra_headers)
-    path = path_prefix + PATHS[endpoint]
-    return HTTPRequest("POST", path, headers, orjson.dumps(body), name=path, secret_headers=secret)
+    return json_post(path_prefix + PATHS[endpoint], body, accept="text/event-stream", auth=bearer(api_key),
+                     extra_headers=extra_headers)
 
 
 def messages_to_prompt(messages: list[dict[str, Any]]) -> str:

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import orjson
-
-from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, error_message
+from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, bearer, error_message, json_post
 from .openai import messages_to_prompt
 from .sampling import Sampling
 from .sse import SSEJSONParser
@@ -57,15 +55,8 @@ def build_request(
     body: dict[str, Any] = {"inputs": messages_to_prompt(messages), "parameters": params}
     if path == "/":
         body["stream"] = True
-    headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-    secret: tuple[str, ...] = ()
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-        secret = ("Authorization",)
-    if extra_headers:
-        headers.update(extra_headers)
-    full = path_prefix + path if path_prefix else path
-    return HTTPRequest("POST", full, headers, orjson.dumps(body), name=full, secret_headers=secret)
+    return json_post(path_prefix + path, body, accept="text/event-stream", auth=bearer(api_key),
+                     extra_headers=extra_headers)
 
 
 class TGIStreamParser(SSEJSONParser):
