@@ -70,6 +70,36 @@ class RequestRecord:
             return None
         return (self.e2e_ns - self.ttft_ns) / (self.output_tokens - 1)
 
+    def token_chunk(self, now_ns: int, prev_ns: int, chars: int) -> None:
+        """A token-bearing chunk arrived at ``now_ns``; ``prev_ns`` is when the previous one did.
+        The first sets TTFT, every later one adds an ITL gap. ``chars``: output text length
+        (0 for reasoning text)."""
+        if self.ttft_ns is None:
+            self.ttft_ns = now_ns - self.t0_ns
+        else:
+            self.itl_ns.append(now_ns - prev_ns)
+        self.chunks += 1
+        self.output_chars += chars
+
+    def usage(self, input_tokens: int | None, output_tokens: int | None,
+              reasoning_tokens: int | None = None, server: dict[str, Any] | None = None) -> None:
+        """Token counts the server reported; later reports replace earlier ones field by field."""
+        if input_tokens is not None:
+            self.input_tokens = input_tokens
+        if output_tokens is not None:
+            self.output_tokens = output_tokens
+            self.tokens_source = "usage"
+        if reasoning_tokens is not None:
+            self.reasoning_tokens = reasoning_tokens
+        if server:
+            self.server = server
+
+    def settle_tokens(self) -> None:
+        """At the end of a stream: without the server's count, estimate output tokens from chunks."""
+        if self.output_tokens is None and self.chunks:
+            self.output_tokens = self.chunks
+            self.tokens_source = "estimated"
+
     @property
     def end_time(self) -> float:
         return self.start_time + (self.e2e_ns or 0) / 1e9

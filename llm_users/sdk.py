@@ -84,30 +84,17 @@ class _Stamp:
         if not text:
             return
         now = perf_counter_ns()
-        rec = self.rec
-        if rec.ttft_ns is None:
-            rec.ttft_ns = now - rec.t0_ns
-        else:
-            rec.itl_ns.append(now - self.last)
+        self.rec.token_chunk(now, self.last, 0 if reasoning else len(text))
         self.last = now
-        rec.chunks += 1
-        if not reasoning:
-            rec.output_chars += len(text)
 
     def usage(self, input_tokens: int | None, output_tokens: int | None) -> None:
-        if input_tokens is not None:
-            self.rec.input_tokens = input_tokens
-        if output_tokens is not None:
-            self.rec.output_tokens = output_tokens
-            self.rec.tokens_source = "usage"
+        self.rec.usage(input_tokens, output_tokens)
 
     def end(self) -> None:
         rec = self.rec
         rec.e2e_ns = perf_counter_ns() - rec.t0_ns
         rec.http_status = rec.http_status or 200
-        if rec.output_tokens is None and rec.chunks:
-            rec.output_tokens = rec.chunks
-            rec.tokens_source = "estimated"
+        rec.settle_tokens()
 
 
 def sdk_stream(user: Any, messages: Messages, rec: RequestRecord) -> RequestRecord:

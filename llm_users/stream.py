@@ -170,7 +170,7 @@ class _Exchange:
 
     __slots__ = (
         "parser", "record", "now", "status", "headers", "error_body", "done",
-        "last_ns", "t0", "itl", "body_seen", "http", "keep_alive",
+        "last_ns", "t0", "http", "keep_alive",
     )
 
     def __init__(self, parser: StreamParser, record: RequestRecord) -> None:
@@ -181,10 +181,8 @@ class _Exchange:
         self.headers: dict[bytes, bytes] = {}
         self.error_body = bytearray()
         self.done = False
-        self.body_seen = False
         self.last_ns = 0
         self.t0 = record.t0_ns
-        self.itl = record.itl_ns
         self.http: Any = None
         self.keep_alive = False
 
@@ -196,7 +194,6 @@ class _Exchange:
         self.status = self.http.get_status_code()
 
     def on_body(self, body: bytes) -> None:
-        self.body_seen = True
         if self.status >= 300:
             if len(self.error_body) < _MAX_ERROR_BODY:
                 self.error_body += body
@@ -216,24 +213,10 @@ class _Exchange:
         for ev in events:
             cls = ev.__class__
             if cls is Content:
-                if rec.ttft_ns is None:
-                    rec.ttft_ns = now - self.t0
-                else:
-                    self.itl.append(now - self.last_ns)
+                rec.token_chunk(now, self.last_ns, 0 if ev.reasoning else len(ev.text))
                 self.last_ns = now
-                rec.chunks += 1
-                if not ev.reasoning:
-                    rec.output_chars += len(ev.text)
             elif cls is Usage:
-                if ev.input_tokens is not None:
-                    rec.input_tokens = ev.input_tokens
-                if ev.output_tokens is not None:
-                    rec.output_tokens = ev.output_tokens
-                    rec.tokens_source = "usage"
-                if ev.reasoning_tokens is not None:
-                    rec.reasoning_tokens = ev.reasoning_tokens
-                if ev.server:
-                    rec.server = ev.server
+                rec.usage(ev.input_tokens, ev.output_tokens, ev.reasoning_tokens, ev.server)
             elif cls is Finish:
                 rec.finish_reason = ev.reason
             elif cls is ServerError:
@@ -459,9 +442,7 @@ class StreamClient:
         rec.e2e_ns = end - ex.t0
         if not ex.parser.complete:
             raise StreamTruncated("stream ended without the protocol's terminator")
-        if rec.output_tokens is None and rec.chunks:
-            rec.output_tokens = rec.chunks
-            rec.tokens_source = "estimated"
+        rec.settle_tokens()
 
     @staticmethod
     def _body_until_close(ex: _Exchange) -> bool:

@@ -14,6 +14,17 @@ ROOT = Path(__file__).resolve().parent.parent
 LOCUST = str(Path(sys.executable).parent / "locust")
 
 
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
 def get_json(url: str, method: str = "GET") -> Any:
     req = urllib.request.Request(url, method=method)
     with urllib.request.urlopen(req, timeout=10) as r:

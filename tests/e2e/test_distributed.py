@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -13,17 +12,19 @@ from pathlib import Path
 import pytest
 
 from llm_users.metrics import Distribution
-from tests.helpers import LOCUST, ROOT, get_json, locust_request_count, read_records, read_summary, run_locust
+from tests.helpers import (
+    LOCUST,
+    ROOT,
+    free_port,
+    get_json,
+    locust_request_count,
+    read_records,
+    read_summary,
+    run_locust,
+)
 
 pytestmark = pytest.mark.slow
 
-
-def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def start(args: list[str], log: Path) -> subprocess.Popen:

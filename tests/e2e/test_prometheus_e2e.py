@@ -16,7 +16,6 @@ from __future__ import annotations
 import csv
 import os
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -28,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import LOCUST, ROOT, get_json, read_records, read_summary
+from tests.helpers import LOCUST, ROOT, free_port, get_json, read_records, read_summary
 
 pytestmark = [
     pytest.mark.slow,
@@ -36,12 +35,6 @@ pytestmark = [
                        reason="prometheus/promtool not installed (Debian package prometheus)"),
 ]
 LINGER_S = 3
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def only_tgi(text: str) -> str:

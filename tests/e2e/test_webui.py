@@ -5,24 +5,16 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import time
 import urllib.request
 
 import pytest
 
-from tests.helpers import LOCUST, ROOT
+from tests.helpers import LOCUST, ROOT, free_port
 
 pytestmark = pytest.mark.slow
 
-
-def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def fetch(url: str) -> bytes:
