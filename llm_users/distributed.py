@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .metrics import RequestRecord, StatsByName
-from .report import RecordWriter
+from .outputs.files import RecordWriter
+from .outputs.timeline import Timeline
 from .selfcheck import NodeHealth
-from .timeline import Timeline
 
 MESSAGE = "llm_data"
 STOP_MESSAGE = "llm_stop"

@@ -16,11 +16,11 @@ from typing import Any
 
 import gevent
 
-from .console import summary_table
 from .distributed import MESSAGE, SHIP_INTERVAL, STOP_MESSAGE, Collector, Shipper
 from .errors import ConfigError
 from .metrics import RequestRecord
-from .report import SCHEMA, RecordWriter, redact_config, write_summary, write_timeseries
+from .outputs import SCHEMA, FinalData, RecordWriter, write_outputs
+from .redaction import redact_config
 from .selfcheck import SelfMonitor, verdict
 from .slo import parse_slos
 
@@ -201,18 +201,7 @@ class LLMRun:
             self.collector.add_health(self.monitor.to_wire())
         summary = self.summary()
         self.last_summary = summary
-        print(summary_table(summary), flush=True)
-        if self.report_dir:
-            write_summary(self.report_dir, summary)
-            write_timeseries(self.report_dir, self.collector.timeline.rows())
-            try:
-                from .report_html import write_html
-
-                rows = self.collector.timeline.rows()
-                write_html(self.report_dir, summary, rows, self.collector.stats)
-            except ImportError as e:  # matplotlib is the optional 'report' extra
-                print(f"locust-llm: report.html skipped ({e}); pip install 'locust-llm[report]'", flush=True)
-            print(f"locust-llm: report written to {self.report_dir}/", flush=True)
+        write_outputs(FinalData(summary, self.collector.timeline.rows(), self.collector.stats), self.report_dir)
         return summary
 
     def close(self) -> None:

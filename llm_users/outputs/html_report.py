@@ -17,7 +17,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from .metrics import LATENCY_METRICS, PERCENTILES, Distribution  # noqa: E402
+from ..metrics import LATENCY_METRICS, PERCENTILES, Distribution  # noqa: E402
 
 _CDF_POINTS = [p / 10 for p in range(0, 1000)] + [99.9, 99.95, 99.99, 100.0]
 _CSS = """

@@ -1,9 +1,9 @@
-"""timeline.py: per-second rows from records."""
+"""outputs/timeline.py: per-second rows from records."""
 
 from __future__ import annotations
 
 from llm_users.metrics import RequestRecord
-from llm_users.timeline import COLUMNS, Timeline
+from llm_users.outputs.timeline import COLUMNS, Timeline
 
 
 def test_rows_per_second() -> None:

@@ -1,13 +1,14 @@
-"""report.py and console.py: files, CSV columns, redaction, the console table."""
+"""outputs/files.py, outputs/console.py and redaction.py: files, CSV columns, redaction, the console table."""
 
 from __future__ import annotations
 
 import json
 from argparse import Namespace
 
-from llm_users.console import summary_table
 from llm_users.metrics import RequestRecord, StatsByName
-from llm_users.report import RecordWriter, csv_columns, redact_config, write_summary
+from llm_users.outputs.console import summary_table
+from llm_users.outputs.files import RecordWriter, csv_columns, write_summary
+from llm_users.redaction import redact_config
 
 
 def summary() -> dict:

@@ -1,5 +1,5 @@
-"""Run outputs written to ``--llm-report DIR``: requests.jsonl (as the run goes), summary.json
-and summary.csv (at test stop). Schema: docs/report.md.
+"""The files written to ``--llm-report DIR``: requests.jsonl (as the run goes), summary.json,
+summary.csv and timeseries.csv (at the end). Schema: docs/report.md.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from .metrics import LATENCY_METRICS, PERCENTILES, RequestRecord
+from ..metrics import LATENCY_METRICS, PERCENTILES, RequestRecord
 
 SCHEMA = "locust-llm/summary/1"
 
@@ -91,22 +91,3 @@ def _fmt(v: Any) -> Any:
     if isinstance(v, float):
         return f"{v:.6g}"
     return v
-
-
-_SECRET_WORDS = ("key", "token", "secret", "password", "auth")
-
-
-def redact_config(options: Any) -> dict[str, Any]:
-    """The run's options as a dict, without anything that could be a secret."""
-    if options is None:
-        return {}
-    items = vars(options).items() if hasattr(options, "__dict__") else dict(options).items()
-    out: dict[str, Any] = {}
-    for k, v in items:
-        if any(w in k.lower() for w in _SECRET_WORDS) and not k.endswith("_env"):
-            continue
-        if isinstance(v, str | int | float | bool) or v is None:
-            out[k] = v
-        elif isinstance(v, list | tuple) and all(isinstance(x, str | int | float) for x in v):
-            out[k] = list(v)
-    return out

@@ -12,7 +12,7 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
-from .metrics import RequestRecord
+from ..metrics import RequestRecord
 
 COLUMNS = [
     "time", "users", "requests_started", "requests_finished", "failures", "output_tokens_per_s",
