@@ -20,9 +20,6 @@ from .prompts import Messages
 
 perf_counter_ns = time.perf_counter_ns
 
-#: backend -> the module its SDK mode needs.
-SDK_MODULES = {"openai": "openai", "vllm": "openai", "claude": "anthropic", "gemini": "google.genai",
-               "ollama": "ollama"}
 
 
 def import_sdk(name: str) -> Any:
@@ -56,14 +53,17 @@ def _is_shadow(mod: Any) -> bool:
 
 def check_sdk_available(user_cls: Any) -> None:
     """Raise ConfigError with what to install when the SDK for ``user_cls`` is missing."""
-    module = SDK_MODULES.get(user_cls.backend)
+    from .protocols.backend import all_backends
+
+    module = user_cls.descriptor.sdk_module
     if module is None:
-        raise ConfigError(f"--llm-client sdk is not available for {user_cls.backend} "
-                          f"(it is for {', '.join(sorted(SDK_MODULES))})")
+        have = sorted(b.name for b in all_backends().values() if b.sdk_module)
+        raise ConfigError(f"--llm-client sdk is not available for {user_cls.backend} (it is for {', '.join(have)})")
     try:
         import_sdk(module)
     except ImportError:
-        raise ConfigError(f"--llm-client sdk needs the {module} package: pip install 'locust-llm[sdk]'") from None
+        raise ConfigError(f"--llm-client sdk needs the {user_cls.descriptor.sdk_package} package: "
+                          "pip install 'locust-llm[sdk]'") from None
 
 
 class _Stamp:

@@ -1,5 +1,6 @@
-"""Locust User classes, one per backend. Thin: the protocol modules build and parse, the
-stream client moves bytes and stamps time; a user picks a prompt, sends it, fires the events.
+"""Locust User classes, one per backend. Thin: each class names its backend's descriptor
+(:mod:`llm_users.protocols.backend`), whose routes build and parse; the stream client moves
+bytes and stamps time; a user picks a prompt, sends it, fires the events.
 
 Class attributes are the defaults (model, endpoint, sampling, prompts, API-key variable) and
 the ``--llm-*`` options override them. Subclass to change them in a locustfile::
@@ -20,7 +21,7 @@ from typing import Any, ClassVar
 from locust import User, constant, task
 
 from . import protocols
-from .errors import ConfigError, LLMRequestError
+from .errors import LLMRequestError
 from .metrics import RequestRecord
 from .options import Settings, settings_for
 from .prompts import Messages, PromptCycle, load_prompts
@@ -29,6 +30,7 @@ from .protocols import gemini as gemini_proto
 from .protocols import ollama as ollama_proto
 from .protocols import openai as openai_proto
 from .protocols import tgi as tgi_proto
+from .protocols.backend import Backend, RequestSpec, Route
 from .protocols.base import HTTPRequest, StreamParser
 from .stream import StreamClient, new_request_id
 
@@ -42,11 +44,14 @@ def _prompts(path: str | None) -> list[Messages]:
 
 
 class LLMUser(User):
-    """Abstract base: sends one streaming request per task iteration, back to back."""
+    """Abstract base: sends one streaming request per task iteration, back to back.
+
+    A subclass for a backend sets ``descriptor``; everything per-backend comes from it."""
 
     abstract = True
     wait_time = constant(0)
 
+    descriptor: ClassVar[Backend]
     backend: ClassVar[str] = "llm"
     model: str | None = None
     endpoint: str = "chat"
@@ -60,6 +65,18 @@ class LLMUser(User):
     requires_api_key: ClassVar[bool] = False
     client: str = "raw"  # "raw" (our stream client) or "sdk" (the backend's official SDK)
     warmup_requests: int = 1  # each user's first N requests are flagged warm-up
+    #: class attributes handed to the backend's request builder (RequestSpec.options)
+    request_options: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        d = cls.__dict__.get("descriptor")
+        if d is not None:  # a backend's base class: its defaults come from the descriptor
+            cls.backend = d.name
+            if "endpoint" not in cls.__dict__:
+                cls.endpoint = d.default_endpoint
+            if "api_key_env" not in cls.__dict__:
+                cls.api_key_env = d.api_key_env
 
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)
@@ -76,15 +93,31 @@ class LLMUser(User):
         self._sent = 0
         self._sdk: Any = None
 
-    # what subclasses provide --------------------------------------------------------------
+    # what the descriptor provides ------------------------------------------------------------
     def client_base_url(self, host: str) -> str:
-        return host
+        return self.descriptor.base_url(host)
+
+    @property
+    def route(self) -> Route:
+        """The route of ``--llm-endpoint`` (ConfigError naming the valid ones otherwise)."""
+        return self.descriptor.route(self.settings.endpoint)
+
+    def request_spec(self, messages: Messages) -> RequestSpec:
+        """What this user's request is built from, in raw and SDK mode alike."""
+        return RequestSpec(
+            model=self.model_name, messages=messages, sampling=self.settings.sampling, api_key=self.api_key,
+            options={name: getattr(self, name) for name in self.request_options},
+        )
 
     def build_request(self, messages: Messages) -> HTTPRequest:
-        raise NotImplementedError
+        return self.route.build(self.request_spec(messages))
 
     def new_parser(self) -> StreamParser:
-        raise NotImplementedError
+        return self.route.parser()
+
+    def on_start(self) -> None:
+        if self.descriptor.discover_model and self.settings.model is None:
+            self.model_name = _discover_model(self.stream_client, self.backend)
 
     # the task -------------------------------------------------------------------------------
     @task
@@ -149,42 +182,11 @@ class LLMUser(User):
         return rec
 
     def sdk_name(self) -> str:
-        return f"sdk:{self.backend}"
+        # OpenAI-style backends keep their endpoint in the name (chat and completions differ)
+        return "sdk:" + (self.route.path if self.descriptor.strip_v1 else self.backend)
 
     def on_stop(self) -> None:
         self.stream_client.close()
-
-
-class _OpenAICompatibleUser(LLMUser):
-    abstract = True
-    dialect: ClassVar[openai_proto.Dialect] = "openai"
-
-    def client_base_url(self, host: str) -> str:
-        # Accept a base URL given the SDK way (".../v1"): our paths carry /v1 already.
-        host = host.rstrip("/")
-        return host[:-3] if host.endswith("/v1") else host
-
-    def on_start(self) -> None:
-        if self.settings.model is None:
-            self.model_name = _discover_model(self.stream_client, self.backend)
-
-    def build_request(self, messages: Messages) -> HTTPRequest:
-        if self.settings.endpoint not in openai_proto.PATHS:
-            raise ConfigError(f"--llm-endpoint must be chat or completions, got {self.settings.endpoint!r}")
-        return openai_proto.build_request(
-            model=self.model_name,
-            messages=messages,
-            sampling=self.settings.sampling,
-            endpoint=self.settings.endpoint,  # type: ignore[arg-type]
-            dialect=self.dialect,
-            api_key=self.api_key,
-        )
-
-    def new_parser(self) -> StreamParser:
-        return openai_proto.OpenAIStreamParser()
-
-    def sdk_name(self) -> str:
-        return "sdk:" + openai_proto.PATHS.get(self.settings.endpoint, "/v1/chat/completions")
 
 
 _discovered: dict[str, str] = {}
@@ -205,23 +207,20 @@ def _discover_model(client: StreamClient, backend: str) -> str:
     return _discovered[key]
 
 
-class VLLMUser(_OpenAICompatibleUser):
+class VLLMUser(LLMUser):
     """vLLM's OpenAI-compatible server: max_tokens + ignore_eos, model discovered if not given."""
 
     abstract = True
-    backend = "vllm"
-    dialect = "vllm"
+    descriptor = openai_proto.VLLM
 
 
-class OpenAIUser(_OpenAICompatibleUser):
+class OpenAIUser(LLMUser):
     """OpenAI's API (or any server that wants its dialect): max_completion_tokens, Bearer key."""
 
     abstract = True
-    backend = "openai"
-    dialect = "openai"
+    descriptor = openai_proto.OPENAI
     model = "gpt-4o-mini"
     ignore_eos = False
-    api_key_env = "OPENAI_API_KEY"
     requires_api_key = True
 
 
@@ -231,27 +230,9 @@ class TGIUser(LLMUser):
     (``do_sample: false``); TGI has no ignore_eos, so output length may vary."""
 
     abstract = True
-    backend = "tgi"
+    descriptor = tgi_proto.TGI
     model = "tgi"
-    endpoint = "generate_stream"
     ignore_eos = False
-
-    def build_request(self, messages: Messages) -> HTTPRequest:
-        ep = self.settings.endpoint
-        s = self.settings.sampling
-        if ep == "chat":
-            return openai_proto.build_request(model=self.model_name, messages=messages, sampling=s,
-                                              dialect="compat", api_key=self.api_key)
-        paths = {"generate_stream": "/generate_stream", "root": "/"}
-        if ep not in paths:
-            raise ConfigError(f"--llm-endpoint for TGI must be generate_stream, root or chat, got {ep!r}")
-        return tgi_proto.build_request(model=self.model_name, messages=messages, sampling=s,
-                                       api_key=self.api_key, path=paths[ep])  # type: ignore[arg-type]
-
-    def new_parser(self) -> StreamParser:
-        if self.settings.endpoint == "chat":
-            return openai_proto.OpenAIStreamParser()
-        return tgi_proto.TGIStreamParser()
 
 
 class OllamaUser(LLMUser):
@@ -260,25 +241,9 @@ class OllamaUser(LLMUser):
     the final line. No ignore_eos: output length may vary."""
 
     abstract = True
-    backend = "ollama"
+    descriptor = ollama_proto.OLLAMA
     model = "llama3.2"
     ignore_eos = False
-
-    def build_request(self, messages: Messages) -> HTTPRequest:
-        ep = self.settings.endpoint
-        s = self.settings.sampling
-        if ep == "openai":
-            return openai_proto.build_request(model=self.model_name, messages=messages, sampling=s,
-                                              dialect="compat", api_key=self.api_key)
-        if ep not in ollama_proto.PATHS:
-            raise ConfigError(f"--llm-endpoint for Ollama must be chat, generate or openai, got {ep!r}")
-        return ollama_proto.build_request(model=self.model_name, messages=messages, sampling=s,
-                                          api_key=self.api_key, endpoint=ep)  # type: ignore[arg-type]
-
-    def new_parser(self) -> StreamParser:
-        if self.settings.endpoint == "openai":
-            return openai_proto.OpenAIStreamParser()
-        return ollama_proto.OllamaStreamParser()
 
 
 class ClaudeUser(LLMUser):
@@ -286,23 +251,13 @@ class ClaudeUser(LLMUser):
     are class attributes; under the default version 2023-06-01 temperature is sent."""
 
     abstract = True
-    backend = "claude"
+    descriptor = anthropic_proto.CLAUDE
     model = "claude-sonnet-4-5"
-    endpoint = "messages"
     ignore_eos = False
-    api_key_env = "ANTHROPIC_API_KEY"
     requires_api_key = True
     auth: ClassVar[anthropic_proto.AuthStyle] = "x-api-key"
     anthropic_version: ClassVar[str] = anthropic_proto.DEFAULT_VERSION
-
-    def build_request(self, messages: Messages) -> HTTPRequest:
-        return anthropic_proto.build_request(
-            model=self.model_name, messages=messages, sampling=self.settings.sampling, api_key=self.api_key,
-            auth=self.auth, anthropic_version=self.anthropic_version,
-        )
-
-    def new_parser(self) -> StreamParser:
-        return anthropic_proto.AnthropicStreamParser()
+    request_options = ("auth", "anthropic_version")
 
 
 class GeminiUser(LLMUser):
@@ -310,22 +265,12 @@ class GeminiUser(LLMUser):
     GOOGLE_API_KEY. ``api_version`` is a class attribute (default v1beta)."""
 
     abstract = True
-    backend = "gemini"
+    descriptor = gemini_proto.GEMINI
     model = "gemini-2.5-flash"
-    endpoint = "generate"
     ignore_eos = False
-    api_key_env = "GEMINI_API_KEY,GOOGLE_API_KEY"
     requires_api_key = True
     api_version: ClassVar[str] = gemini_proto.DEFAULT_API_VERSION
-
-    def build_request(self, messages: Messages) -> HTTPRequest:
-        return gemini_proto.build_request(
-            model=self.model_name, messages=messages, sampling=self.settings.sampling, api_key=self.api_key,
-            api_version=self.api_version,
-        )
-
-    def new_parser(self) -> StreamParser:
-        return gemini_proto.GeminiStreamParser()
+    request_options = ("api_version",)
 
 
 __all__ = ["ClaudeUser", "GeminiUser", "LLMUser", "OllamaUser", "OpenAIUser", "TGIUser", "VLLMUser", "protocols"]

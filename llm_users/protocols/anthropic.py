@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from .backend import Backend, BackendDocs, RequestSpec, Route
 from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, bearer, error_message, json_post
 from .sampling import Sampling
 from .sse import SSEJSONParser
@@ -137,3 +138,27 @@ _KNOWN = frozenset(
     {"message_start", "content_block_start", "content_block_delta", "content_block_stop",
      "message_delta", "message_stop", "ping"}
 )
+
+
+def _build(spec: RequestSpec) -> HTTPRequest:
+    o = spec.options
+    return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling, api_key=spec.api_key,
+                         auth=o.get("auth", "x-api-key"), anthropic_version=o.get("anthropic_version", DEFAULT_VERSION))
+
+
+CLAUDE = Backend(
+    name="claude",
+    routes=(Route("messages", PATH, _build, AnthropicStreamParser, protocol="anthropic"),),
+    auth_header="x-api-key",
+    api_key_env="ANTHROPIC_API_KEY",
+    overload_statuses=frozenset({429, 503, 529}),
+    sdk_module="anthropic",
+    sdk_package="anthropic",
+    docs=BackendDocs(
+        locustfile="claude.py", user="ClaudeUser", auth_env="`ANTHROPIC_API_KEY`",
+        sampling="`max_tokens`, `temperature` (version 2023-06-01; top_p left at its default)",
+        tokens="`message_start` / last `message_delta` usage", cannot="no ignore_eos",
+    ),
+)
+
+BACKENDS = (CLAUDE,)

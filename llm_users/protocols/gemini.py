@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .backend import Backend, BackendDocs, RequestSpec, Route
 from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, error_message, json_post
 from .sampling import Sampling
 from .sse import SSEJSONParser
@@ -116,3 +117,28 @@ class GeminiStreamParser(SSEJSONParser):
         if reason:
             events.append(Finish(str(reason)))
             self.complete = True
+
+
+def _build(spec: RequestSpec) -> HTTPRequest:
+    return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling, api_key=spec.api_key,
+                         api_version=spec.options.get("api_version", DEFAULT_API_VERSION))
+
+
+GEMINI = Backend(
+    name="gemini",
+    routes=(Route("generate", "/v1beta/models/{model}:streamGenerateContent?alt=sse", _build, GeminiStreamParser,
+                  protocol="gemini"),),
+    auth_header="x-goog-api-key",
+    api_key_env="GEMINI_API_KEY,GOOGLE_API_KEY",
+    overload_statuses=frozenset({429, 503}),
+    sdk_module="google.genai",
+    sdk_package="google-genai",
+    docs=BackendDocs(
+        locustfile="gemini.py", user="GeminiUser", auth_env="`GEMINI_API_KEY` or `GOOGLE_API_KEY`",
+        sampling="`generationConfig.maxOutputTokens/temperature/topP`",
+        tokens="last `usageMetadata.candidatesTokenCount` (thinking tokens kept apart)",
+        cannot="no ignore_eos; several tokens per chunk",
+    ),
+)
+
+BACKENDS = (GEMINI,)

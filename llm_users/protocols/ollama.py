@@ -16,8 +16,9 @@ from typing import Any, Literal
 import orjson
 
 from ..errors import ProtocolError
+from .backend import Backend, BackendDocs, RequestSpec, Route
 from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, bearer, error_message, json_post
-from .openai import messages_to_prompt
+from .openai import compat_route, messages_to_prompt
 from .sampling import Sampling
 from .sse import json_object
 
@@ -150,3 +151,29 @@ class OllamaStreamParser:
             if reason:
                 events.append(Finish(str(reason)))
             self.complete = True
+
+
+def _route(endpoint: Endpoint) -> Route:
+    def build(spec: RequestSpec) -> HTTPRequest:
+        return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling,
+                             api_key=spec.api_key, endpoint=endpoint)
+
+    return Route(endpoint, PATHS[endpoint], build, OllamaStreamParser, protocol="ollama")
+
+
+OLLAMA = Backend(
+    name="ollama",
+    routes=(_route("chat"), _route("generate"), compat_route("openai")),
+    auth_header="Authorization",
+    api_key_env=None,
+    overload_statuses=frozenset({429, 503}),
+    sdk_module="ollama",
+    sdk_package="ollama",
+    docs=BackendDocs(
+        locustfile="ollama.py", user="OllamaUser", auth_env="none",
+        sampling="`options.num_predict/temperature/top_p`",
+        tokens="final line `eval_count` / `prompt_eval_count` (+ server timings in ns)", cannot="no ignore_eos",
+    ),
+)
+
+BACKENDS = (OLLAMA,)

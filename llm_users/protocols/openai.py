@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from .backend import Backend, BackendDocs, RequestSpec, Route
 from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, bearer, error_message, json_post
 from .sampling import Sampling
 from .sse import SSEJSONParser
@@ -135,3 +136,55 @@ def _err_type(err: Any) -> str | None:
         kind = err.get("type") or err.get("error_type")
         return str(kind) if kind else None
     return None
+
+
+# the backends that speak this protocol natively ----------------------------------------------
+def _route(endpoint: Endpoint, dialect: Dialect) -> Route:
+    def build(spec: RequestSpec) -> HTTPRequest:
+        return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling,
+                             endpoint=endpoint, dialect=dialect, api_key=spec.api_key)
+
+    return Route(endpoint, PATHS[endpoint], build, OpenAIStreamParser, protocol="openai")
+
+
+def compat_route(endpoint: str) -> Route:
+    """The OpenAI-compatible chat route other backends also serve (TGI's Messages API, Ollama's
+    /v1): ``max_tokens`` only."""
+    r = _route("chat", "compat")
+    return Route(endpoint, r.path, r.build, r.parser, r.protocol)
+
+
+VLLM = Backend(
+    name="vllm",
+    routes=(_route("chat", "vllm"), _route("completions", "vllm")),
+    auth_header="Authorization",
+    api_key_env=None,
+    sdk_module="openai",
+    sdk_package="openai",
+    strip_v1=True,
+    discover_model=True,
+    sends_ignore_eos=True,
+    docs=BackendDocs(
+        locustfile="vllm.py", user="VLLMUser", auth_env="none (optional `--llm-api-key-env`)",
+        sampling="`max_tokens`, `temperature`, `top_p`, `ignore_eos: true`",
+        tokens="usage chunk (`stream_options.include_usage`)", cannot="-",
+    ),
+)
+
+OPENAI = Backend(
+    name="openai",
+    routes=(_route("chat", "openai"), _route("completions", "openai")),
+    auth_header="Authorization",
+    api_key_env="OPENAI_API_KEY",
+    sdk_module="openai",
+    sdk_package="openai",
+    strip_v1=True,
+    discover_model=True,
+    docs=BackendDocs(
+        locustfile="openai.py", user="OpenAIUser", auth_env="`OPENAI_API_KEY`",
+        sampling="`max_completion_tokens`, `temperature`, `top_p`", tokens="usage chunk",
+        cannot="no ignore_eos: output length may vary",
+    ),
+)
+
+BACKENDS = (VLLM, OPENAI)

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from .backend import Backend, BackendDocs, RequestSpec, Route
 from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, bearer, error_message, json_post
-from .openai import messages_to_prompt
+from .openai import compat_route, messages_to_prompt
 from .sampling import Sampling
 from .sse import SSEJSONParser
 
@@ -92,3 +93,27 @@ class TGIStreamParser(SSEJSONParser):
                 events.append(Finish(str(reason)))
         if details or obj.get("generated_text") is not None:
             self.complete = True
+
+
+def _route(endpoint: str, path: Path) -> Route:
+    def build(spec: RequestSpec) -> HTTPRequest:
+        return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling,
+                             api_key=spec.api_key, path=path)
+
+    return Route(endpoint, path, build, TGIStreamParser, protocol="tgi")
+
+
+TGI = Backend(
+    name="tgi",
+    routes=(_route("generate_stream", "/generate_stream"), _route("root", "/"), compat_route("chat")),
+    auth_header="Authorization",
+    api_key_env=None,
+    docs=BackendDocs(
+        locustfile="tgi.py", user="TGIUser", auth_env="none",
+        sampling="greedy: `do_sample: false`, temperature/top_p left out (TGI rejects 0 and 1), "
+                 "`max_new_tokens`, `details: true`",
+        tokens="`details.generated_tokens` / `input_length`", cannot="no ignore_eos",
+    ),
+)
+
+BACKENDS = (TGI,)
