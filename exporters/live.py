@@ -14,46 +14,25 @@ from typing import Any
 
 import gevent
 
-from llm_users.errors import ConfigError
-
 from .prometheus import Exporter, LLMCollector, build_registry
 from .scrape import Scraper
 
 log = logging.getLogger("exporters.live")
-DEFAULT_PORT = 9646
-DEFAULT_INTERVAL = 2.0
-
-
-def _number(opts: Any, name: str, default: float, kind: type = float) -> Any:
-    value = getattr(opts, name, None)
-    if value is None or value == "":
-        return default
-    try:
-        number = kind(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"--{name.replace('_', '-')} must be a number, got {value!r}") from None
-    if number < 0:
-        raise ConfigError(f"--{name.replace('_', '-')} must not be negative, got {value!r}")
-    return number
 
 
 class Live:
-    """The exporter and scraper of one run; built from the run's options."""
+    """The exporter and scraper of one run; built from the run's configuration (``run.config``,
+    parsed once in :mod:`llm_users.options`)."""
 
     def __init__(self, environment: Any, run: Any) -> None:
-        opts = environment.parsed_options
+        config = run.config
         self.environment = environment
         self.run = run
-        # No parsed options: Locust used as a library, not the command line; open no port unasked.
-        self.port = _number(opts, "llm_prometheus_port", DEFAULT_PORT if opts is not None else 0, int)
-        self.host = getattr(opts, "llm_prometheus_host", None) or "0.0.0.0"
-        self.linger = _number(opts, "llm_prometheus_linger", 0.0)
-        interval = _number(opts, "llm_scrape_interval", DEFAULT_INTERVAL)
-        if interval <= 0:
-            raise ConfigError("--llm-scrape-interval must be more than 0 seconds")
-        sidecars = [u for u in (getattr(opts, "llm_gpu_sidecar", None) or "").split(",") if u.strip()]
-        server = (getattr(opts, "llm_server_metrics", None) or "").strip() or None
-        self.scraper = (Scraper(sidecars, server, interval, run.collector.timeline.add_extra)
+        self.port = config.prometheus_port
+        self.host = config.prometheus_host
+        self.linger = config.prometheus_linger_s
+        sidecars, server = list(config.gpu_sidecars), config.server_metrics
+        self.scraper = (Scraper(sidecars, server, config.scrape_interval_s, run.collector.timeline.add_extra)
                         if sidecars or server else None)
         self.exporter: Exporter | None = None
 

@@ -9,7 +9,6 @@ processes, plus exact sums, minima and maxima. Metric definitions are in docs/me
 from __future__ import annotations
 
 import base64
-import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -118,6 +117,18 @@ class RequestRecord:
 
 
 _RECORD_ORDER = tuple(RequestRecord.__dataclass_fields__)
+
+#: Metrics an SLO can limit (``--llm-slo``, parsed in :mod:`.slo`).
+SLO_METRICS = ("ttft", "tpot", "e2e", "itl")
+
+
+def slo_results(rec: RequestRecord, slos: dict[str, float]) -> dict[str, bool]:
+    """Which SLOs (metric -> limit in ns) this request met (all False for a failure)."""
+    if not rec.ok:
+        return {k: False for k in slos}
+    values = {"ttft": rec.ttft_ns, "tpot": rec.tpot_ns, "e2e": rec.e2e_ns,
+              "itl": max(rec.itl_ns) if rec.itl_ns else 0}
+    return {k: values[k] is not None and values[k] <= limit for k, limit in slos.items()}
 _RECORD_FIELDS = set(_RECORD_ORDER)
 
 
@@ -268,8 +279,6 @@ class Stats:
         self.requests += 1
         self._window(rec.start_time, rec.end_time)
         if self.slos:
-            from .slo import slo_results
-
             met = slo_results(rec, self.slos)
             for k, ok in met.items():
                 if ok:
@@ -408,10 +417,3 @@ class StatsByName:
             if stats is None:
                 stats = self.by_name[name] = Stats(self.slos)
             stats.merge_wire(sw)
-
-
-def finite(x: float | None) -> float | None:
-    """None for NaN/inf, so JSON stays valid."""
-    if x is None or math.isfinite(x):
-        return x
-    return None

@@ -1,17 +1,25 @@
-"""The ``--llm-*`` command-line options (also environment variables and web-UI fields).
+"""The ``--llm-*`` command-line options (also environment variables and web-UI fields), parsed once.
 
 Every option defaults to "not given" so a User class's own attributes stay the defaults;
 :func:`settings_for` merges the two into the :class:`Settings` one user runs with.
+:meth:`RunConfig.from_options` reads every option once, at start, into one frozen
+configuration that the plugin passes to whoever needs it (the run, the exporters, the users
+through ``environment.llm_config``). Durations follow one rule: :mod:`llm_users.durations`.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
+from .durations import parse_duration_s
 from .errors import ConfigError
 from .protocols.sampling import Sampling
+from .slo import parse_slos
 from .stream import Timeouts
 
 _BOOL = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
@@ -127,5 +135,117 @@ def settings_for(user_cls: Any, options: Any) -> Settings:
     )
 
 
-def with_sampling(settings: Settings, **changes: Any) -> Settings:
-    return replace(settings, sampling=replace(settings.sampling, **changes))
+DEFAULT_PROMETHEUS_PORT = 9646
+DEFAULT_SCRAPE_INTERVAL_S = 2.0
+
+
+def parse_warmup(text: str | None) -> tuple[int | None, float]:
+    """``'3'`` -> (3 requests per user, 0 s); ``'30s'`` -> (0, 30 s); not given -> (None, 0):
+    the User class's ``warmup_requests`` (default 1) applies."""
+    if text is None or str(text).strip() == "":
+        return None, 0.0
+    t = str(text).strip()
+    if t.isdigit():
+        return int(t), 0.0
+    return 0, parse_duration_s(t, "--llm-warmup")
+
+
+def _given(options: Any, name: str) -> Any:
+    v = getattr(options, name, None) if options is not None else None
+    return None if v is None or v == "" else v
+
+
+def _number(options: Any, name: str, default: float, kind: type = float) -> Any:
+    value = _given(options, name)
+    if value is None:
+        return default
+    try:
+        number = kind(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"--{name.replace('_', '-')} must be a number, got {value!r}") from None
+    if number < 0:
+        raise ConfigError(f"--{name.replace('_', '-')} must not be negative, got {value!r}")
+    return number
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    """Every run-wide ``--llm-*`` option, parsed and checked once at start."""
+
+    warmup_requests: int | None = None  # None: each User class's own warmup_requests
+    warmup_s: float = 0.0
+    cooldown_s: float = 0.0
+    run_time_s: float | None = None
+    slos: Mapping[str, float] = field(default_factory=dict)  # metric -> limit in ns
+    report_dir: str | None = None
+    sim_args: str = ""
+    prometheus_port: int = 0  # 0 = no exporter
+    prometheus_host: str = "0.0.0.0"
+    prometheus_linger_s: float = 0.0
+    scrape_interval_s: float = DEFAULT_SCRAPE_INTERVAL_S
+    gpu_sidecars: tuple[str, ...] = ()
+    server_metrics: str | None = None
+    user_settings: Mapping[type, Settings] = field(default_factory=dict)
+
+    @classmethod
+    def from_options(cls, options: Any, user_classes: list[Any] | tuple[Any, ...] = ()) -> RunConfig:
+        """Parse Locust's ``parsed_options`` (None when Locust is used as a library: then no
+        port is opened unasked). Raises :class:`ConfigError` with one line naming the option."""
+        warmup_requests, warmup_s = parse_warmup(_given(options, "llm_warmup"))
+        cooldown = _given(options, "llm_cooldown")
+        cooldown_s = parse_duration_s(cooldown, "--llm-cooldown") if cooldown is not None else 0.0
+        run_time = _given(options, "run_time")
+        if cooldown_s and not run_time:
+            raise ConfigError("--llm-cooldown needs --run-time (-t), so the end of the run is known")
+        sim_args = str(_given(options, "llm_sim_args") or "")
+        try:
+            shlex.split(sim_args)
+        except ValueError as e:
+            raise ConfigError(f"--llm-sim-args: cannot split {sim_args!r} ({e})") from None
+        interval = _number(options, "llm_scrape_interval", DEFAULT_SCRAPE_INTERVAL_S)
+        if interval <= 0:
+            raise ConfigError("--llm-scrape-interval must be more than 0 seconds")
+        sidecars = tuple(u.strip() for u in str(_given(options, "llm_gpu_sidecar") or "").split(",") if u.strip())
+        settings = {c: settings_for(c, options) for c in user_classes if _is_llm_user(c)}
+        return cls(
+            warmup_requests=warmup_requests,
+            warmup_s=warmup_s,
+            cooldown_s=cooldown_s,
+            run_time_s=float(run_time) if run_time else None,
+            slos=MappingProxyType(parse_slos(_given(options, "llm_slo"))),
+            report_dir=_given(options, "llm_report"),
+            sim_args=sim_args,
+            prometheus_port=_number(options, "llm_prometheus_port",
+                                    DEFAULT_PROMETHEUS_PORT if options is not None else 0, int),
+            prometheus_host=str(_given(options, "llm_prometheus_host") or "0.0.0.0"),
+            prometheus_linger_s=_number(options, "llm_prometheus_linger", 0.0),
+            scrape_interval_s=interval,
+            gpu_sidecars=sidecars,
+            server_metrics=(str(_given(options, "llm_server_metrics") or "").strip() or None),
+            user_settings=MappingProxyType(settings),
+        )
+
+    @property
+    def sim_argv(self) -> list[str]:
+        return shlex.split(self.sim_args)
+
+    def settings(self, user_cls: Any, options: Any = None) -> Settings:
+        """The settings of one User class (resolved at start; a class added later, e.g. by a
+        load shape, is resolved now)."""
+        s = self.user_settings.get(user_cls)
+        return s if s is not None else settings_for(user_cls, options)
+
+
+def _is_llm_user(cls: Any) -> bool:
+    from .users import LLMUser
+
+    return isinstance(cls, type) and issubclass(cls, LLMUser)
+
+
+def run_config(environment: Any) -> RunConfig:
+    """The run's configuration: the one the plugin built at start (``environment.llm_config``),
+    or, for Locust used as a library without the plugin, one read from its options now."""
+    config = getattr(environment, "llm_config", None)
+    if config is None:
+        config = RunConfig.from_options(getattr(environment, "parsed_options", None))
+    return config

@@ -10,7 +10,6 @@ Call :func:`register` once from a locustfile (the shipped ones do)::
 
 from __future__ import annotations
 
-import shlex
 import sys
 from typing import Any
 
@@ -55,8 +54,10 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
         mode, node = "local", "local"
     user_classes = list(environment.user_classes or [])
     try:
-        _check_settings(environment, user_classes)
-        run = LLMRun(environment, mode, node)
+        config = llm_options.RunConfig.from_options(environment.parsed_options, user_classes)
+        _check_settings(config)
+        environment.llm_config = config
+        run = LLMRun(environment, config, mode, node)
         if mode != "worker":  # Prometheus endpoint and /metrics scraping (exporters/live.py)
             from exporters.live import attach
 
@@ -86,14 +87,11 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
     ev.quitting.add_listener(lambda **kw: run.close())
 
 
-def _check_settings(environment: Any, user_classes: list[Any]) -> None:
+def _check_settings(config: llm_options.RunConfig) -> None:
     """Settings, prompts and API keys are checked before any user starts."""
-    from .users import LLMUser, _prompts
+    from .users import _prompts
 
-    for cls in user_classes:
-        if not (isinstance(cls, type) and issubclass(cls, LLMUser)):
-            continue
-        settings = llm_options.settings_for(cls, environment.parsed_options)
+    for cls, settings in config.user_settings.items():
         _prompts(settings.prompts)  # a malformed prompts file fails here, at start
         if settings.client == "sdk":
             from .sdk import check_sdk_available
@@ -109,9 +107,9 @@ def _check_settings(environment: Any, user_classes: list[Any]) -> None:
 def _start_simulator(environment: Any, run: LLMRun) -> None:
     from .sim.launcher import start_simulator
 
-    extra = getattr(environment.parsed_options, "llm_sim_args", None) or ""
+    extra = run.config.sim_args
     try:
-        sim = start_simulator(shlex.split(extra))
+        sim = start_simulator(run.config.sim_argv)
     except RuntimeError as e:
         _fail(f"could not start the embedded simulator: {e}")
     run.simulator = sim

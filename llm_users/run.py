@@ -9,7 +9,6 @@ Every load-generating node runs a :class:`~llm_users.selfcheck.SelfMonitor`.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -17,50 +16,24 @@ from typing import Any
 import gevent
 
 from .distributed import MESSAGE, SHIP_INTERVAL, STOP_MESSAGE, Collector, Shipper
-from .errors import ConfigError
 from .metrics import RequestRecord
+from .options import RunConfig
 from .outputs import SCHEMA, FinalData, RecordWriter, write_outputs
 from .redaction import redact_config
 from .selfcheck import SelfMonitor, verdict
-from .slo import parse_slos
-
-_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|h)?\s*$")
-_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_warmup(text: str | None) -> tuple[int, float]:
-    """'30s' -> (0 requests, 30 s); '3' -> 3 requests per user; None -> the default, 1 request."""
-    if text is None or str(text).strip() == "":
-        return 1, 0.0
-    t = str(text).strip()
-    if t.isdigit():
-        return int(t), 0.0
-    return 0, parse_seconds(t, "--llm-warmup")
-
-
-def parse_seconds(text: str | None, name: str) -> float:
-    if text is None or str(text).strip() == "":
-        return 0.0
-    m = _DURATION.match(str(text))
-    if not m:
-        raise ConfigError(f"{name}: cannot read {text!r}; use e.g. 30s, 2m, 500ms")
-    return float(m.group(1)) * _SECONDS[m.group(2) or "s"]
 
 
 class LLMRun:
-    def __init__(self, environment: Any, mode: str, node: str) -> None:
-        opts = environment.parsed_options
+    def __init__(self, environment: Any, config: RunConfig, mode: str, node: str) -> None:
         self.environment = environment
+        self.config = config
         self.mode = mode
         self.node = node
-        self.slos = parse_slos(getattr(opts, "llm_slo", None))
-        self.warmup_requests, self.warmup_s = parse_warmup(getattr(opts, "llm_warmup", None))
-        self.cooldown_s = parse_seconds(getattr(opts, "llm_cooldown", None), "--llm-cooldown")
-        run_time = getattr(opts, "run_time", None)
-        if self.cooldown_s and not run_time:
-            raise ConfigError("--llm-cooldown needs --run-time (-t), so the end of the run is known")
-        self.run_time: float | None = float(run_time) if run_time else None
-        self.report_dir: str | None = getattr(opts, "llm_report", None)
+        self.slos = dict(config.slos)
+        self.warmup_s = config.warmup_s
+        self.cooldown_s = config.cooldown_s
+        self.run_time = config.run_time_s
+        self.report_dir = config.report_dir
         self.simulator: Any = None
         self.writer = RecordWriter(self.report_dir) if self.report_dir and mode != "worker" else None
         self.collector = Collector(self.slos, self.writer) if mode != "worker" else None
@@ -180,7 +153,7 @@ class LLMRun:
             "measured_start": c.stats.total.first_start,
             "measured_end": c.stats.total.last_end,
             "measured_s": c.stats.total.duration_s,
-            "warmup": {"requests_per_user": self.warmup_requests, "seconds": self.warmup_s},
+            "warmup": {"requests_per_user": self._warmup_requests(), "seconds": self.warmup_s},
             "cooldown_s": self.cooldown_s,
         }
         s["self_check"] = verdict(list(c.health.values()), ttft50)
@@ -194,6 +167,13 @@ class LLMRun:
             hook(s)
         s["config"] = redact_config(self.environment.parsed_options)
         return s
+
+    def _warmup_requests(self) -> int:
+        """Per-user warm-up requests: the option, else the User classes' own (default 1)."""
+        if self.config.warmup_requests is not None:
+            return self.config.warmup_requests
+        counts = {getattr(c, "warmup_requests", 1) for c in self.config.user_settings}
+        return counts.pop() if len(counts) == 1 else 1
 
     def finish(self) -> dict[str, Any]:
         assert self.collector is not None

@@ -23,7 +23,7 @@ from locust import User, constant, task
 from . import protocols
 from .errors import LLMRequestError
 from .metrics import RequestRecord
-from .options import Settings, settings_for
+from .options import Settings, run_config
 from .prompts import Messages, PromptCycle, load_prompts
 from .protocols import anthropic as anthropic_proto
 from .protocols import gemini as gemini_proto
@@ -80,7 +80,10 @@ class LLMUser(User):
 
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)
-        self.settings: Settings = settings_for(type(self), environment.parsed_options)
+        config = run_config(environment)
+        self.settings: Settings = config.settings(type(self), environment.parsed_options)
+        self._warmup_requests = (config.warmup_requests if config.warmup_requests is not None
+                                 else self.warmup_requests)
         self.user_number = next(_user_numbers)
         self.prompt_cycle = PromptCycle(_prompts(self.settings.prompts), start=self.user_number)
         self.api_key = self.settings.api_key()
@@ -176,8 +179,7 @@ class LLMUser(User):
             user=self.user_number,
             client=self.settings.client,
         )
-        run = getattr(self.environment, "llm_run", None)
-        rec.warmup = self._sent < (run.warmup_requests if run is not None else self.warmup_requests)
+        rec.warmup = self._sent < self._warmup_requests
         self._sent += 1
         return rec
 

@@ -35,6 +35,7 @@ from exporters.prometheus import (
 from llm_users.distributed import Collector
 from llm_users.errors import ConfigError
 from llm_users.metrics import Distribution, RequestRecord
+from llm_users.options import RunConfig
 from llm_users.selfcheck import SelfMonitor
 
 REPO = Path(__file__).resolve().parents[2]
@@ -230,8 +231,9 @@ def fake_run(**opts: object) -> tuple[SimpleNamespace, SimpleNamespace]:
     base = dict(llm_prometheus_port=None, llm_prometheus_host=None, llm_prometheus_linger=None,
                 llm_scrape_interval=None, llm_gpu_sidecar=None, llm_server_metrics=None)
     base.update(opts)
-    env = SimpleNamespace(parsed_options=SimpleNamespace(**base), runner=SimpleNamespace(user_count=3))
-    run = SimpleNamespace(collector=Collector(), labels={}, summary_hooks=[])
+    config = RunConfig.from_options(SimpleNamespace(**base))
+    env = SimpleNamespace(runner=SimpleNamespace(user_count=3))
+    run = SimpleNamespace(collector=Collector(), config=config, labels={}, summary_hooks=[])
     return env, run
 
 
