@@ -18,6 +18,7 @@ Local runs use the same :class:`Collector` without messages: records go straight
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,6 +88,7 @@ class Collector:
         self.records = 0
         self.duplicates = 0
         self.labels: dict[str, tuple[str, str]] = {}  # request name -> (backend, model), first seen
+        self.observers: list[Callable[[RequestRecord], None]] = []  # each kept record, once (workload, cost)
 
     # local path -------------------------------------------------------------------------------
     def add_record(self, rec: RequestRecord) -> None:
@@ -153,5 +155,7 @@ class Collector:
             self.labels[rec.name] = (rec.backend, rec.model)
         self.records += 1
         self.timeline.add(rec)
+        for observe in self.observers:
+            observe(rec)
         if self.writer is not None:
             self.writer.write(rec)

@@ -57,6 +57,13 @@ class RequestRecord:
     warmup: bool = False  # excluded from statistics: warm-up (kept in requests.jsonl)
     cooldown: bool = False  # excluded from statistics: cool-down
     client: str = "raw"
+    # the workload (llm_users/workload): what was asked for, beside what the server counted
+    target_input_tokens: int | None = None  # synthetic prompts: the prompt-token target
+    target_output_tokens: int | None = None  # the max output tokens sent
+    session_id: str | None = None
+    turn: int | None = None  # 1-based turn index within a session
+    prefix_id: int | None = None  # which shared prefix the prompt started with
+    reply: list[str] | None = None  # output text pieces, kept only when a session needs the reply; not written
 
     @property
     def ok(self) -> bool:
@@ -116,7 +123,7 @@ class RequestRecord:
         return cls(**d)
 
 
-_RECORD_ORDER = tuple(RequestRecord.__dataclass_fields__)
+_RECORD_ORDER = tuple(f for f in RequestRecord.__dataclass_fields__ if f != "reply")
 
 #: Metrics an SLO can limit (``--llm-slo``, parsed in :mod:`.slo`).
 SLO_METRICS = ("ttft", "tpot", "e2e", "itl")

@@ -39,7 +39,7 @@ def add_arguments(parser: Any) -> None:
     opt("--llm-top-p", "nucleus sampling top_p (default 1)", type=float)
     opt("--llm-ignore-eos", "true/false: keep generating past EOS where the backend can (default true)")
     opt("--llm-endpoint", "chat | completions (OpenAI-style), chat | generate (Ollama)")
-    opt("--llm-prompts", "prompts file (JSON, see docs/prompts.md; default prompts/short.json)")
+    opt("--llm-prompts", "the same as --llm-dataset (kept for existing command lines)")
     opt("--llm-api-key-env", "NAME of the environment variable that holds the API key (never the key)")
     opt("--llm-client", "raw (default: our streaming client) | sdk (the backend's official SDK)")
     opt("--llm-connect-timeout", "connect time limit, seconds (default 10)", type=float)
@@ -59,6 +59,9 @@ def add_arguments(parser: Any) -> None:
     opt("--llm-gpu-sidecar", "GPU sidecar URLs to pull during the run, comma-separated (host:port or URL)")
     opt("--llm-server-metrics", "the LLM server's own /metrics URL to pull during the run (vLLM, TGI)")
     opt("--llm-scrape-interval", "seconds between pulls of the sidecars and server metrics (default 2)", type=float)
+    from .workload.build import add_arguments as add_workload_arguments
+
+    add_workload_arguments(opt)
 
 
 def parse_bool(value: Any, name: str) -> bool:

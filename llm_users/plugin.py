@@ -56,8 +56,15 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
     try:
         config = llm_options.RunConfig.from_options(environment.parsed_options, user_classes)
         _check_settings(config)
+        from .workload.build import check as check_workload
+
+        for cls in config.user_settings:
+            check_workload(environment.parsed_options, cls)  # a malformed dataset fails here, at start
         environment.llm_config = config
         run = LLMRun(environment, config, mode, node)
+        from .workload.summary import attach as attach_workload
+
+        attach_workload(environment, run)
         if mode != "worker":  # Prometheus endpoint and /metrics scraping (exporters/live.py)
             from exporters.live import attach
 
@@ -89,10 +96,7 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
 
 def _check_settings(config: llm_options.RunConfig) -> None:
     """Settings, prompts and API keys are checked before any user starts."""
-    from .users import _prompts
-
     for cls, settings in config.user_settings.items():
-        _prompts(settings.prompts)  # a malformed prompts file fails here, at start
         if settings.client == "sdk":
             from .sdk import check_sdk_available
 

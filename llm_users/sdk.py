@@ -86,6 +86,8 @@ class _Stamp:
         now = perf_counter_ns()
         self.rec.token_chunk(now, self.last, 0 if reasoning else len(text))
         self.last = now
+        if self.rec.reply is not None and not reasoning:
+            self.rec.reply.append(text)
 
     def usage(self, input_tokens: int | None, output_tokens: int | None) -> None:
         self.rec.usage(input_tokens, output_tokens)

@@ -215,6 +215,8 @@ class _Exchange:
             if cls is Content:
                 rec.token_chunk(now, self.last_ns, 0 if ev.reasoning else len(ev.text))
                 self.last_ns = now
+                if rec.reply is not None and not ev.reasoning:
+                    rec.reply.append(ev.text)
             elif cls is Usage:
                 rec.usage(ev.input_tokens, ev.output_tokens, ev.reasoning_tokens, ev.server)
             elif cls is Finish:

@@ -15,16 +15,17 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from functools import lru_cache
+from dataclasses import replace
 from typing import Any, ClassVar
 
+import gevent
+from gevent.lock import BoundedSemaphore
 from locust import User, constant, task
 
 from . import protocols
 from .errors import LLMRequestError
 from .metrics import RequestRecord
 from .options import Settings, run_config
-from .prompts import Messages, PromptCycle, load_prompts
 from .protocols import anthropic as anthropic_proto
 from .protocols import gemini as gemini_proto
 from .protocols import ollama as ollama_proto
@@ -33,14 +34,13 @@ from .protocols import tgi as tgi_proto
 from .protocols.backend import Backend, RequestSpec, Route
 from .protocols.base import HTTPRequest, StreamParser
 from .stream import StreamClient, new_request_id
+from .workload.build import source_for
+from .workload.source import Messages, WorkItem
+from .workload.tokenizer import ServerProbe
 
 log = logging.getLogger(__name__)
 _user_numbers = itertools.count()
-
-
-@lru_cache(maxsize=8)
-def _prompts(path: str | None) -> list[Messages]:
-    return load_prompts(path)
+_prepare_lock = BoundedSemaphore()
 
 
 class LLMUser(User):
@@ -60,7 +60,7 @@ class LLMUser(User):
     top_p: float = 1.0
     ignore_eos: bool = True
     seed: int | None = None
-    prompts: str | None = None  # path of a prompts file; None = prompts/short.json
+    prompts: str | None = None  # a dataset file or shipped name; None = the shipped "short"
     api_key_env: str | None = None
     requires_api_key: ClassVar[bool] = False
     client: str = "raw"  # "raw" (our stream client) or "sdk" (the backend's official SDK)
@@ -85,7 +85,8 @@ class LLMUser(User):
         self._warmup_requests = (config.warmup_requests if config.warmup_requests is not None
                                  else self.warmup_requests)
         self.user_number = next(_user_numbers)
-        self.prompt_cycle = PromptCycle(_prompts(self.settings.prompts), start=self.user_number)
+        self.source = source_for(environment.parsed_options, type(self))
+        self.lane = self.source.lane(self.user_number)
         self.api_key = self.settings.api_key()
         self.model_name = self.settings.model or "default"
         self.stream_client = StreamClient(
@@ -121,14 +122,36 @@ class LLMUser(User):
     def on_start(self) -> None:
         if self.descriptor.discover_model and self.settings.model is None:
             self.model_name = _discover_model(self.stream_client, self.backend)
+        self.prepare_workload()
 
     # the task -------------------------------------------------------------------------------
     @task
     def generate(self) -> None:
-        self.send(self.prompt_cycle.next())
+        item = self.lane.next()
+        if item.think_s > 0:
+            gevent.sleep(item.think_s)
+        rec = self.send(item.messages, item)
+        self.lane.reply(item, "".join(rec.reply) if rec.ok and rec.reply is not None else None)
 
-    def send(self, messages: Messages) -> RequestRecord:
+    def prepare_workload(self) -> None:
+        """Once per process: let the request source measure the server (synthetic lengths)."""
+        if not self.source.needs_prepare():
+            return
+        with _prepare_lock:
+            if self.source.needs_prepare():
+                self.source.prepare(ServerProbe(self))
+
+    def send(self, messages: Messages, item: WorkItem | None = None) -> RequestRecord:
         """Send one prompt, record it, fire ``request`` and ``llm_response``."""
+        base = self.settings
+        if item is not None and item.max_tokens is not None and item.max_tokens != base.sampling.max_tokens:
+            self.settings = replace(base, sampling=replace(base.sampling, max_tokens=item.max_tokens))
+        try:
+            return self._send(messages, item)
+        finally:
+            self.settings = base
+
+    def _send(self, messages: Messages, item: WorkItem | None) -> RequestRecord:
         if self.settings.client == "sdk":
             from .sdk import sdk_stream  # optional extra: imported only when asked for
 
@@ -141,6 +164,14 @@ class LLMUser(User):
             req.headers["X-Request-Id"] = rec.request_id
             parser = self.new_parser()
             run = lambda: self.stream_client.stream(req, parser, rec)  # noqa: E731
+        rec.target_output_tokens = self.settings.sampling.max_tokens
+        if item is not None:
+            rec.target_input_tokens = item.target_input_tokens
+            rec.session_id = item.session_id
+            rec.turn = item.turn
+            rec.prefix_id = item.prefix_id
+            if item.wants_reply:
+                rec.reply = []
         exc: LLMRequestError | None = None
         started = time.perf_counter_ns()
         try:

@@ -446,8 +446,8 @@ def test_dockerfile() -> None:
             dest_of[src.rstrip("/")] = dest.rstrip("/")
     for excluded in (".venv", "tests", ".git", "llm-report", "llm_users/__pycache__"):
         assert dockerignored(excluded, patterns), f"{excluded} should not be in the build context"
-    # prompts/ beside llm_users/, as llm_users/prompts.py looks for it
-    assert dest_of["prompts"] != "" and Path(dest_of["prompts"]).parent == Path(dest_of["llm_users"]).parent
+    # the shipped datasets are package data inside llm_users/, copied with it
+    assert dest_of["llm_users"] != "" and (ROOT / "llm_users" / "data" / "prompts" / "short.json").is_file()
     assert ("WORKDIR", "/app") in instructions
     run = " ".join(a for op, a in instructions if op == "RUN")
     extras = re.search(r"ARG EXTRAS=(\S+)", "\n".join(f"{op} {a}" for op, a in instructions))

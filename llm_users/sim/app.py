@@ -16,7 +16,15 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from . import routes_anthropic, routes_gemini, routes_ollama, routes_openai, routes_sim, routes_tgi
+from . import (
+    routes_anthropic,
+    routes_gemini,
+    routes_ollama,
+    routes_openai,
+    routes_sim,
+    routes_tgi,
+    routes_tokenize,
+)
 from .clock import Clock
 from .config import SimConfig
 from .metrics import REGISTRY_KEY, build_registry, metrics
@@ -56,5 +64,6 @@ def build_app(cfg: SimConfig) -> web.Application:
     routes_ollama.add_routes(app)
     routes_gemini.add_routes(app)
     routes_tgi.add_routes(app)
+    routes_tokenize.add_routes(app)
     app.cleanup_ctx.append(_background)
     return app

@@ -28,6 +28,7 @@ class Job:
     prompt: str
     input_tokens: int
     max_tokens: int
+    messages: int = 0  # chat messages the prompt was joined from (0: a plain prompt)
     n: int = 0
     finish: str = "length"  # "length" (max tokens reached) or "stop" (end of sequence)
     stream: bool = True

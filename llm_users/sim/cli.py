@@ -97,6 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--gemini-tokens-per-chunk", type=_positive_int, default=4, help="tokens per chunk on the "
                    "Gemini routes (default 4, as Gemini streams)")
 
+    g.add_argument("--template-tokens", type=_nonneg(int), default=0, help="prompt tokens a chat template adds "
+                   "per message on chat routes, counted in usage and by /tokenize with messages (default 0)")
+
     g = p.add_argument_group("capacity")
     g.add_argument("--max-batch", type=_positive_int, default=256, help="streams decoding at once; more wait in "
                    "a FIFO queue and the wait adds to TTFT (default 256)")
@@ -119,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("ground truth")
     g.add_argument("--trace-file", default=None, metavar="FILE", help="append one JSON line per finished "
                    "request that carried X-Request-Id")
+    g.add_argument("--trace-prompts", action="store_true", help="keep each request's prompt text and message "
+                   "count in its trace record (for checking what was sent, e.g. session history)")
     g.add_argument("--trace-limit", type=_nonneg(int), default=100_000, help="finished records kept in memory "
                    "for /_sim/trace (default 100000)")
     return p

@@ -57,6 +57,9 @@ class SimConfig:
 
     trace_file: str | None = None
     trace_limit: int = 100_000
+    trace_prompts: bool = False
+
+    template_tokens: int = 0
 
     uvloop: bool = True
     exit_with_parent: bool = False
@@ -83,5 +86,7 @@ class SimConfig:
             raise ValueError(f"unknown fault kinds {unknown}: choose from {', '.join(FAULT_KINDS)}")
         if self.fault_rate > 0 and not self.fault_kinds:
             raise ValueError("fault_rate > 0 needs at least one fault kind")
+        if self.template_tokens < 0:
+            raise ValueError("template_tokens must be >= 0")
         if self.trace_limit < 0:
             raise ValueError("trace_limit must be >= 0")

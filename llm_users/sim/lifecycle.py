@@ -27,12 +27,15 @@ from .trace import Record
 
 def new_job(
     sim: SimState, *, protocol: str, route: str, model: str, prompt: str, max_tokens: int, stream: bool,
-    arrival_ns: int, k: int | None = None, input_tokens: int | None = None,
+    arrival_ns: int, k: int | None = None, input_tokens: int | None = None, messages: int = 0,
 ) -> Job:
-    """A planned job: the answer's length, how it ends and its tokens are fixed here."""
+    """A planned job: the answer's length, how it ends and its tokens are fixed here. ``messages``:
+    how many chat messages the prompt came from (each adds ``--template-tokens`` to the count)."""
+    if input_tokens is None:
+        input_tokens = count_input_tokens(prompt) + sim.cfg.template_tokens * messages
     job = Job(
         protocol=protocol, route=route, model=model, prompt=prompt,
-        input_tokens=count_input_tokens(prompt) if input_tokens is None else input_tokens,
+        input_tokens=input_tokens, messages=messages,
         max_tokens=max_tokens, stream=stream, k=k or sim.cfg.tokens_per_chunk, arrival_ns=arrival_ns,
         seq=sim.next_seq(),
     )
@@ -52,6 +55,9 @@ async def serve(sim: SimState, request: web.Request, job: Job, render: Renderer,
         rec.model = job.model
         rec.stream = job.stream
         rec.input_tokens = job.input_tokens
+        if sim.cfg.trace_prompts:
+            rec.prompt = job.prompt
+            rec.messages = job.messages
         rec.planned_tokens = job.n
         rec.finish_reason = job.finish
         sim.trace.start(rec)

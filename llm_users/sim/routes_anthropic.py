@@ -177,7 +177,8 @@ async def messages(request: web.Request) -> web.StreamResponse:
     pieces = [content_text(body.get("system"))]
     pieces += [content_text(m.get("content")) for m in msgs if isinstance(m, dict)]
     job = new_job(sim, protocol="anthropic", route="/v1/messages", model=str(model), prompt=join_prompt(pieces),
-                  max_tokens=max_tokens, stream=bool(body.get("stream", False)), arrival_ns=arrival)
+                  max_tokens=max_tokens, stream=bool(body.get("stream", False)), arrival_ns=arrival,
+                  messages=len(msgs) + (1 if pieces[0] else 0))
     render = AnthropicRenderer(job, thinking_budget=_thinking_budget(body, max_tokens))
     return await serve(sim, request, job, render, DIALECT)
 

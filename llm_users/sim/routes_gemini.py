@@ -137,7 +137,8 @@ async def model_action(request: web.Request) -> web.StreamResponse:
     version = request.match_info["version"]
     job = new_job(sim, protocol="gemini", route=f"/{version}/models:{action}", model=model.removeprefix("models/"),
                   prompt=_prompt(body), max_tokens=max_tokens or 512, stream=stream, arrival_ns=arrival,
-                  k=sim.cfg.gemini_tokens_per_chunk)
+                  k=sim.cfg.gemini_tokens_per_chunk,
+                  messages=len(body["contents"]) + (1 if _get(body, "systemInstruction", "system_instruction") else 0))
     return await serve(sim, request, job, GeminiRenderer(job), DIALECT)
 
 

@@ -133,7 +133,7 @@ async def _handle(request: web.Request, *, chat: bool) -> web.StreamResponse:
     stream = body.get("stream")
     job = new_job(sim, protocol="ollama", route="/api/chat" if chat else "/api/generate", model=str(model),
                   prompt=prompt, max_tokens=_max_tokens(body), stream=True if stream is None else bool(stream),
-                  arrival_ns=arrival)
+                  arrival_ns=arrival, messages=len(body["messages"]) if chat else 0)
     render = OllamaRenderer(job, chat=chat)
     return await serve(sim, request, job, render, DIALECT)
 

@@ -192,7 +192,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         return DIALECT.error(400, str(e))
     prompt = join_prompt([content_text(m.get("content")) for m in messages if isinstance(m, dict)])
     job = new_job(sim, protocol="openai", route="/v1/chat/completions", model=body.get("model") or sim.cfg.model,
-                  prompt=prompt, max_tokens=max_tokens, stream=stream, arrival_ns=arrival)
+                  prompt=prompt, max_tokens=max_tokens, stream=stream, arrival_ns=arrival, messages=len(messages))
     render = ChatRenderer(job, include_usage=include_usage, continuous=continuous)
     return await serve(sim, request, job, render, DIALECT)
 

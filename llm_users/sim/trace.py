@@ -24,6 +24,7 @@ class Record:
         "request_id", "route", "protocol", "model", "stream", "seq", "arrival_ns", "admitted_ns",
         "headers_ns", "times", "tokens", "end_ns", "input_tokens", "output_tokens", "planned_tokens",
         "finish_reason", "status", "completed", "outcome", "fault", "cold_start", "ttft_target_ns",
+        "prompt", "messages",
     )
 
     def __init__(self, request_id: str, route: str, protocol: str, arrival_ns: int, seq: int) -> None:
@@ -49,9 +50,12 @@ class Record:
         self.fault: str | None = None
         self.cold_start = False
         self.ttft_target_ns: int | None = None
+        self.prompt: str | None = None  # with --trace-prompts: the prompt text as the sim joined it
+        self.messages: int | None = None  # with --trace-prompts: how many chat messages it came from
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        extra = {} if self.prompt is None else {"prompt": self.prompt, "messages": self.messages}
+        return extra | {
             "request_id": self.request_id,
             "route": self.route,
             "protocol": self.protocol,

@@ -1,0 +1,146 @@
+"""From the ``--llm-*`` workload options to one request source per process (cached), and the
+options themselves (registered by :func:`llm_users.options.add_arguments`)."""
+
+from __future__ import annotations
+
+import random
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from ..durations import parse_duration_s
+from ..errors import ConfigError
+from .dataset_source import DatasetSource
+from .datasets import DEFAULT_DATASET, load_dataset
+from .lengths import Lengths, parse_lengths
+from .sessions import SessionSource
+from .source import Lane, Probe, RequestSource, WorkItem
+from .synthetic import SyntheticSource
+
+
+def add_arguments(opt: Any) -> None:
+    """``opt(name, help, **kw)`` registers one option (see options.add_arguments)."""
+    opt("--llm-dataset", "dataset: a prompts JSON, JSONL or ShareGPT file, or a shipped one by name "
+        "(short, conversations; see docs/prompts.md). --llm-prompts is the same option")
+    opt("--llm-input-tokens", "synthetic prompts of this many input tokens (server-counted): 512, 128:2048 "
+        "(uniform) or normal:512,64")
+    opt("--llm-output-tokens", "max output tokens per request drawn from 256, 64:512 or normal:256,32 "
+        "(with ignore_eos where the backend has it)")
+    opt("--llm-prefix-tokens", "synthetic prompts start with one of --llm-prefix-count shared prefixes of "
+        "this many tokens", type=int)
+    opt("--llm-prefix-count", "how many distinct shared prefixes (default 1 with --llm-prefix-tokens)", type=int)
+    opt("--llm-turns", "multi-turn sessions of N turns: each turn sends the whole history", type=int)
+    opt("--llm-think-time", "wait between a session's turns, e.g. 2s or 500ms (default 0)")
+    opt("--llm-workload-seed", "seed of the synthetic text and length draws (default 0)", type=int)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadOptions:
+    dataset: str | None = None
+    input_tokens: Lengths | None = None
+    output_tokens: Lengths | None = None
+    prefix_tokens: int = 0
+    prefix_count: int = 0
+    turns: int = 0
+    think_s: float = 0.0
+    seed: int = 0
+
+
+def workload_options(options: Any, user_cls: Any = None) -> WorkloadOptions:
+    def get(name: str) -> Any:
+        v = getattr(options, name, None) if options is not None else None
+        return None if v is None or v == "" else v
+
+    dataset = get("llm_dataset") or get("llm_prompts") or (getattr(user_cls, "prompts", None) if user_cls else None)
+    inp = get("llm_input_tokens")
+    out = get("llm_output_tokens")
+    prefix_tokens = int(get("llm_prefix_tokens") or 0)
+    prefix_count = int(get("llm_prefix_count") or (1 if prefix_tokens else 0))
+    if prefix_tokens < 0 or prefix_count < 0:
+        raise ConfigError("--llm-prefix-tokens and --llm-prefix-count must be >= 0")
+    if prefix_tokens and inp is None:
+        raise ConfigError("--llm-prefix-tokens needs --llm-input-tokens (the prefix is part of a synthetic prompt)")
+    if inp is not None and get("llm_dataset"):
+        raise ConfigError("give --llm-dataset or --llm-input-tokens, not both")
+    turns = int(get("llm_turns") or 0)
+    if turns < 0:
+        raise ConfigError(f"--llm-turns must be >= 1, got {turns}")
+    return WorkloadOptions(
+        dataset=dataset,
+        input_tokens=parse_lengths(inp, "--llm-input-tokens") if inp is not None else None,
+        output_tokens=parse_lengths(out, "--llm-output-tokens") if out is not None else None,
+        prefix_tokens=prefix_tokens,
+        prefix_count=prefix_count,
+        turns=turns,
+        think_s=parse_duration_s(think, "--llm-think-time") if (think := get("llm_think_time")) else 0.0,
+        seed=int(get("llm_workload_seed") or 0),
+    )
+
+
+def build_source(w: WorkloadOptions) -> RequestSource:
+    source: RequestSource
+    if w.input_tokens is not None:
+        source = SyntheticSource(w.input_tokens, w.seed, w.prefix_tokens, w.prefix_count)
+    else:
+        source = DatasetSource(load_dataset(w.dataset or DEFAULT_DATASET))
+    if w.turns > 1:
+        source = SessionSource(source, w.turns, w.think_s)
+    if w.output_tokens is not None:
+        source = OutputLengths(source, w.output_tokens, w.seed)
+    return source
+
+
+class OutputLengths(RequestSource):
+    """Sets every item's max output tokens from a distribution."""
+
+    def __init__(self, inner: RequestSource, lengths: Lengths, seed: int) -> None:
+        self.inner = inner
+        self.lengths = lengths
+        self.seed = seed
+        self.kind = inner.kind
+
+    def needs_prepare(self) -> bool:
+        return self.inner.needs_prepare()
+
+    def prepare(self, probe: Probe) -> None:
+        self.inner.prepare(probe)
+
+    def lane(self, index: int) -> Lane:
+        return _OutputLane(self.inner.lane(index), self.lengths, random.Random(f"{self.seed}:out:{index}"))
+
+    def describe(self) -> dict[str, Any]:
+        return {**self.inner.describe(), "output_tokens": self.lengths.describe()}
+
+
+class _OutputLane(Lane):
+    def __init__(self, inner: Lane, lengths: Lengths, rng: random.Random) -> None:
+        self.inner = inner
+        self.lengths = lengths
+        self.rng = rng
+
+    def next(self) -> WorkItem:
+        item = self.inner.next()
+        item.max_tokens = self.lengths.sample(self.rng)
+        return item
+
+    def reply(self, item: WorkItem, text: str | None) -> None:
+        self.inner.reply(item, text)
+
+
+_sources: dict[WorkloadOptions, RequestSource] = {}
+_lock = threading.Lock()
+
+
+def source_for(options: Any, user_cls: Any = None) -> RequestSource:
+    """The process's source for these options (one per distinct workload)."""
+    w = workload_options(options, user_cls)
+    with _lock:
+        src = _sources.get(w)
+        if src is None:
+            src = _sources[w] = build_source(w)
+    return src
+
+
+def check(options: Any, user_cls: Any = None) -> None:
+    """Validate the options and read the dataset at start (a bad file stops the run there)."""
+    source_for(options, user_cls)

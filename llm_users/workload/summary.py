@@ -1,0 +1,132 @@
+"""The workload's part of the run summary, from the merged records (master or local runner):
+
+- ``workload``: what the source was (dataset path and sha256, synthetic targets and how they
+  were made exact) and, for synthetic prompts, the achieved input length (the server's count)
+  against the target: error p50/p99/max in tokens and percent, share exact;
+- ``by_turn``: one entry per session turn index (TTFT, E2E, input/output tokens);
+- ``by_prefix``: TTFT split by shared prefix, and by prefix-cache hit where the server reports
+  cached prompt tokens.
+
+Warm-up and cool-down records are left out, as everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..metrics import RequestRecord, Stats
+
+
+def _pct(sorted_values: list[float], p: float) -> float | None:
+    """Nearest-rank percentile of an ascending list."""
+    if not sorted_values:
+        return None
+    k = max(0, min(len(sorted_values) - 1, math.ceil(p / 100 * len(sorted_values)) - 1))
+    return sorted_values[k]
+
+
+class WorkloadStats:
+    def __init__(self) -> None:
+        self.by_turn: dict[int, Stats] = {}
+        self.errors: list[int] = []  # achieved - target, tokens
+        self.rel: list[float] = []  # |achieved - target| / target
+        self.by_prefix: dict[int, Stats] = {}
+        self.cache_hit: dict[bool, Stats] = {}
+
+    def add(self, rec: RequestRecord) -> None:
+        if rec.warmup or rec.cooldown:
+            return
+        if rec.turn is not None:
+            st = self.by_turn.get(rec.turn)
+            if st is None:
+                st = self.by_turn[rec.turn] = Stats()
+            st.add(rec)
+        if rec.ok and rec.target_input_tokens and rec.input_tokens is not None and rec.turn in (None, 1):
+            d = rec.input_tokens - rec.target_input_tokens
+            self.errors.append(d)
+            self.rel.append(abs(d) / rec.target_input_tokens)
+        if rec.prefix_id is not None:
+            st = self.by_prefix.get(rec.prefix_id)
+            if st is None:
+                st = self.by_prefix[rec.prefix_id] = Stats()
+            st.add(rec)
+        cached = (rec.server or {}).get("cached_input_tokens") if rec.server else None
+        if cached is not None:
+            hit = cached > 0
+            st = self.cache_hit.get(hit)
+            if st is None:
+                st = self.cache_hit[hit] = Stats()
+            st.add(rec)
+
+    def input_error(self) -> dict[str, Any] | None:
+        if not self.errors:
+            return None
+        absd = sorted(abs(e) for e in self.errors)
+        rel = sorted(self.rel)
+        return {
+            "requests": len(absd),
+            "exact_share": sum(1 for e in absd if e == 0) / len(absd),
+            "abs_tokens": {"p50": _pct(absd, 50), "p99": _pct(absd, 99), "max": absd[-1]},
+            "pct": {"p50": 100 * (_pct(rel, 50) or 0), "p99": 100 * (_pct(rel, 99) or 0), "max": 100 * rel[-1]},
+            "mean_signed_tokens": sum(self.errors) / len(self.errors),
+        }
+
+    def turns(self) -> list[dict[str, Any]]:
+        out = []
+        for turn in sorted(self.by_turn):
+            s = self.by_turn[turn].summary()
+            ok = s["successes"]
+            out.append({
+                "turn": turn,
+                "requests": s["requests"],
+                "failures": s["failures"],
+                "ttft": s["ttft"],
+                "e2e": s["e2e"],
+                "tpot": s["tpot"],
+                "input_tokens_mean": s["input_tokens"] / ok if ok else None,
+                "output_tokens_mean": s["output_tokens"] / ok if ok else None,
+            })
+        return out
+
+    def prefixes(self) -> dict[str, Any] | None:
+        if not self.by_prefix and not self.cache_hit:
+            return None
+        out: dict[str, Any] = {}
+        if self.by_prefix:
+            out["by_prefix"] = [{"prefix": k, "requests": self.by_prefix[k].requests,
+                                 "ttft": self.by_prefix[k].summary()["ttft"]} for k in sorted(self.by_prefix)]
+        if self.cache_hit:
+            out["by_cache_hit"] = {("hit" if k else "miss"): {"requests": v.requests, "ttft": v.summary()["ttft"]}
+                                   for k, v in sorted(self.cache_hit.items())}
+        return out
+
+
+def attach(environment: Any, run: Any) -> WorkloadStats | None:
+    """Master or local runner: watch the merged records and add the sections to the summary."""
+    collector = getattr(run, "collector", None)
+    if collector is None:
+        return None
+    stats = WorkloadStats()
+    collector.observers.append(stats.add)
+
+    def hook(summary: dict[str, Any]) -> None:
+        from .build import source_for
+
+        block: dict[str, Any] = {}
+        try:
+            user_cls = next((u for u in environment.user_classes or [] if hasattr(u, "backend")), None)
+            block["source"] = source_for(environment.parsed_options, user_cls).describe()
+        except Exception as e:  # noqa: BLE001 - the summary must still be written
+            block["source"] = {"error": str(e)}
+        err = stats.input_error()
+        if err is not None:
+            block["input_tokens_error"] = err
+        pre = stats.prefixes()
+        if pre is not None:
+            block["prefixes"] = pre
+        summary["workload"] = block
+        summary["by_turn"] = stats.turns()
+
+    run.summary_hooks.append(hook)
+    return stats

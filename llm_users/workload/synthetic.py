@@ -1,0 +1,195 @@
+"""Synthetic prompts of an exact input length, counted by the server.
+
+The text is common English words (each one token in the usual BPE vocabularies) drawn from a
+seeded generator, so every prompt is different (no accidental prefix-cache hits) and a run is
+reproducible. Length is made exact in one of two ways, chosen in :meth:`SyntheticSource.prepare`:
+
+- **tokenizer** (vLLM, TGI, llama.cpp expose one): each prompt's content is counted by the
+  server's own ``/tokenize`` and adjusted word by word until it hits the target; the chat
+  template's overhead (the server's reported prompt tokens for a probe minus the tokenizer's
+  count of the probe's text) is subtracted from every target first;
+- **calibration** (no tokenizer endpoint): two probe requests of different lengths give the
+  server's prompt tokens as a line in the number of words, ``tokens = a * words + b``, and each
+  prompt gets ``round((target - b) / a)`` words.
+
+Shared prefixes (``--llm-prefix-tokens N --llm-prefix-count K``): K fixed texts of N tokens,
+each prompt starting with one of them (round robin), the rest unique.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import ConfigError, LLMRequestError
+from .lengths import Lengths
+from .source import Lane, Probe, RequestSource, WorkItem
+
+log = logging.getLogger(__name__)
+
+WORDS = tuple(
+    ["time", "year", "people", "way", "day", "man", "thing", "woman", "life", "child", "world", "school", "state", "family", "student", "group", "country", "problem", "hand", "part", "place", "case", "week", "company", "system", "program", "question", "work", "government", "number", "night", "point", "home", "water", "room", "mother", "area", "money", "story", "fact", "month", "lot", "right", "study", "book", "eye", "job", "word", "business", "issue", "side", "kind", "head", "house", "service", "friend", "father", "power", "hour", "game", "line", "end", "member", "law", "car", "city", "name", "team", "minute", "idea", "body", "information", "back", "parent", "face", "others", "level", "office", "door", "health", "person", "art", "war", "history", "party", "result", "change", "morning", "reason", "research", "girl", "guy", "moment", "air", "teacher", "force", "education", "foot", "boy", "age", "policy", "music", "market", "sense", "nation", "plan", "college", "interest", "death", "experience", "effect", "class", "control", "care", "field", "development", "role", "effort", "rate", "heart", "drug", "show", "leader", "light", "voice", "wife", "police", "mind", "price", "report", "decision", "son", "view", "relationship", "town", "road", "arm", "difference", "value", "building", "action", "model", "season", "society", "tax", "director", "position", "player", "record", "paper", "space", "ground", "form", "event", "official", "matter", "center", "couple", "site", "project", "activity", "star", "table", "need", "court", "oil", "situation", "cost", "industry", "figure", "street", "image", "phone", "data", "picture", "practice", "piece", "land", "product", "doctor", "wall", "patient", "worker", "news", "test", "movie"]
+)
+
+CALIBRATION_WORDS = (64, 512)
+
+
+def words_text(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(max(0, n)))
+
+
+class Fitter:
+    """Turns a target token count into text, by the server's tokenizer or a calibrated line."""
+
+    def __init__(self) -> None:
+        self.method = "none"
+        self.overhead = 0  # prompt tokens the request adds around the content (chat template, BOS)
+        self.tokens_per_word = 1.0
+        self.intercept = 0.0  # calibration: tokens = a * words + b
+        self.count: Callable[[str], int | None] | None = None
+        self.tokenize_calls = 0
+
+    def prepare(self, probe: Probe, rng: random.Random) -> None:
+        text = words_text(rng, CALIBRATION_WORDS[0])
+        counted = probe.tokenize(text)
+        if counted is not None:
+            reported = probe.prompt_tokens([{"role": "user", "content": text}])
+            if reported is None:
+                raise ConfigError("synthetic prompts: the server reported no prompt tokens for the probe request")
+            self.method = "tokenizer"
+            self.count = probe.tokenize
+            self.overhead = reported - counted
+            self.tokens_per_word = counted / CALIBRATION_WORDS[0]
+            return
+        points = []
+        for n in CALIBRATION_WORDS:
+            reported = probe.prompt_tokens([{"role": "user", "content": words_text(rng, n)}])
+            if reported is None:
+                raise ConfigError("synthetic prompts: the server has no tokenizer endpoint and reported no prompt "
+                                  "tokens, so input lengths cannot be calibrated")
+            points.append((n, reported))
+        (w1, r1), (w2, r2) = points
+        self.method = "calibration"
+        self.tokens_per_word = (r2 - r1) / (w2 - w1) if r2 != r1 else 1.0
+        self.intercept = r1 - self.tokens_per_word * w1
+        self.overhead = round(self.intercept)
+
+    def content(self, target: int, rng: random.Random, head: str = "") -> str:
+        """Text (``head`` + words) whose prompt, as sent, counts ``target`` tokens."""
+        if self.method == "calibration":
+            n = round((target - self.intercept) / self.tokens_per_word) - self._words(head)
+            return (head + words_text(rng, max(1, n))).strip()
+        want = target - self.overhead
+        words = [rng.choice(WORDS) for _ in range(max(1, round((want - self._head_tokens(head)) / self.tokens_per_word)))]
+        if self.count is None:  # not prepared: word count only
+            return (head + " ".join(words)).strip()
+        best: tuple[int, str] | None = None
+        for _ in range(8):
+            text = (head + " ".join(words)).strip()
+            n = self.count(text)
+            self.tokenize_calls += 1
+            if n is None:
+                break
+            if best is None or abs(n - want) < best[0]:
+                best = (abs(n - want), text)
+            if n == want:
+                break
+            step = max(1, round(abs(want - n) / self.tokens_per_word))
+            if n < want:
+                words += [rng.choice(WORDS) for _ in range(step)]
+            elif len(words) > 1:
+                del words[max(1, len(words) - step):]
+            else:
+                break
+        return best[1] if best else (head + " ".join(words)).strip()
+
+    def _words(self, head: str) -> int:
+        return len(head.split())
+
+    def _head_tokens(self, head: str) -> int:
+        return round(self._words(head) * self.tokens_per_word)
+
+    def describe(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"method": self.method, "overhead_tokens": self.overhead,
+                             "tokens_per_word": round(self.tokens_per_word, 4)}
+        if self.method == "calibration":
+            d["intercept"] = round(self.intercept, 3)
+        else:
+            d["tokenize_calls"] = self.tokenize_calls
+        return d
+
+
+class SyntheticSource(RequestSource):
+    kind = "synthetic"
+
+    def __init__(self, inputs: Lengths, seed: int = 0, prefix_tokens: int = 0, prefix_count: int = 0) -> None:
+        if prefix_tokens and inputs.kind == "fixed" and inputs.a <= prefix_tokens:
+            raise ConfigError(f"--llm-prefix-tokens {prefix_tokens} must be less than --llm-input-tokens {inputs.text}")
+        self.inputs = inputs
+        self.seed = seed
+        self.fitter = Fitter()
+        self.prefix_tokens = prefix_tokens
+        self.prefix_count = prefix_count if prefix_tokens else 0
+        self.prefixes: list[str] = []
+        self._prepared = False
+        self._run = uuid.uuid4().hex[:6]  # so two processes never send the same "unique" text
+
+    def needs_prepare(self) -> bool:
+        return not self._prepared
+
+    def prepare(self, probe: Probe) -> None:
+        rng = random.Random(f"{self.seed}:calibration")
+        try:
+            self.fitter.prepare(probe, rng)
+        except (LLMRequestError, ConfigError) as e:
+            log.error("locust-llm: could not measure the server's prompt tokens (%s); prompts are sized by word "
+                      "count, their lengths will not be exact", e)
+            self.fitter.method = "words"
+        prefix_rng = random.Random(f"{self.seed}:prefixes")
+        # a prefix is N tokens of content on its own: fitted without the template's overhead
+        self.prefixes = [self._prefix(prefix_rng) for _ in range(self.prefix_count)]
+        self._prepared = True
+        log.info("locust-llm: synthetic prompts by %s (overhead %d tokens)", self.fitter.method, self.fitter.overhead)
+
+    def _prefix(self, rng: random.Random) -> str:
+        return self.fitter.content(self.prefix_tokens + self.fitter.overhead, rng) + " "
+
+    def lane(self, index: int) -> Lane:
+        return SyntheticLane(self, index)
+
+    def describe(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"kind": self.kind, "input_tokens": self.inputs.describe(), "seed": self.seed}
+        d.update(self.fitter.describe())
+        if self.prefix_count:
+            d["prefix_tokens"] = self.prefix_tokens
+            d["prefix_count"] = self.prefix_count
+        return d
+
+
+class SyntheticLane(Lane):
+    def __init__(self, source: SyntheticSource, index: int) -> None:
+        self.source = source
+        self.index = index
+        self.rng = random.Random(f"{source.seed}:{source._run}:{index}")
+        self.n = 0
+
+    def next(self) -> WorkItem:
+        s = self.source
+        target = s.inputs.sample(self.rng)
+        prefix_id = None
+        head = ""
+        if s.prefixes:
+            prefix_id = (self.index + self.n) % len(s.prefixes)
+            head = s.prefixes[prefix_id]
+            target = max(target, s.prefix_tokens + 1)
+        self.n += 1
+        text = s.fitter.content(target, self.rng, head)
+        return WorkItem([{"role": "user", "content": text}], target_input_tokens=target, prefix_id=prefix_id)
+
+    def user_turn(self, target: int | None = None) -> tuple[str, int]:
+        """Content for a later session turn (no template overhead: the history carries it)."""
+        t = target or self.source.inputs.sample(self.rng)
+        return words_text(self.rng, max(1, round(t / self.source.fitter.tokens_per_word))), t

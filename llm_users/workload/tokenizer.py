@@ -1,0 +1,126 @@
+"""Asking the target server about token counts: its own tokenizer endpoint, and the prompt
+tokens it reports for a real probe request. Used once per process, before the load starts.
+
+Endpoints, by backend (shapes from the servers' sources):
+
+- vLLM: ``POST /tokenize {"model", "prompt"}`` -> ``{"count", "max_model_len", "tokens"}``;
+- llama.cpp server: ``POST /tokenize {"content"}`` -> ``{"tokens": [...]}``;
+- llama-cpp-python: ``POST /extras/tokenize {"input"}`` -> ``{"tokens": [...]}``;
+- TGI: ``POST /tokenize {"inputs"}`` -> ``[{"id", "text", "start", "stop"}, ...]``.
+
+OpenAI-compatible users try the vLLM, llama.cpp and llama-cpp-python shapes in turn; TGI users
+the TGI one; Ollama, OpenAI's API, Claude and Gemini have none here (calibration instead).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import Any
+
+import orjson
+
+from ..errors import LLMRequestError
+from ..metrics import RequestRecord
+from ..protocols.base import HTTPRequest, bearer, json_post
+from ..stream import new_request_id
+from .source import Messages
+
+log = logging.getLogger(__name__)
+
+
+def _vllm(model: str, text: str) -> tuple[str, dict[str, Any]]:
+    return "/tokenize", {"model": model, "prompt": text}
+
+
+def _llamacpp(model: str, text: str) -> tuple[str, dict[str, Any]]:
+    return "/tokenize", {"content": text}
+
+
+def _llamacpp_python(model: str, text: str) -> tuple[str, dict[str, Any]]:
+    return "/extras/tokenize", {"input": text, "model": model}
+
+
+def _tgi(model: str, text: str) -> tuple[str, dict[str, Any]]:
+    return "/tokenize", {"inputs": text}
+
+
+SHAPES = {"vllm": _vllm, "llama.cpp": _llamacpp, "llama-cpp-python": _llamacpp_python, "tgi": _tgi}
+BY_BACKEND = {"vllm": ("vllm", "llama.cpp", "llama-cpp-python"), "openai": ("vllm", "llama.cpp", "llama-cpp-python"),
+              "tgi": ("tgi",)}
+
+
+def token_count(data: Any) -> int | None:
+    """The count in any of the shapes above."""
+    if isinstance(data, list):
+        return len(data)
+    if isinstance(data, dict):
+        if isinstance(data.get("count"), int):
+            return data["count"]
+        if isinstance(data.get("tokens"), list):
+            return len(data["tokens"])
+    return None
+
+
+class _Body:
+    complete = True
+
+    def __init__(self) -> None:
+        self.body = bytearray()
+
+    def feed(self, data: bytes) -> list:
+        self.body += data
+        return []
+
+    def close(self) -> list:
+        return []
+
+
+class ServerProbe:
+    """The :class:`~llm_users.workload.source.Probe` for one Locust user's server."""
+
+    def __init__(self, user: Any) -> None:
+        self.user = user
+        self.backend: str = user.backend
+        self.shape: str | None = None
+        self._tried = False
+
+    def prompt_tokens(self, messages: Messages) -> int | None:
+        """One real request with one output token (not recorded); the server's prompt count."""
+        user = self.user
+        saved = user.settings
+        user.settings = replace(saved, sampling=replace(saved.sampling, max_tokens=1))
+        try:
+            req = user.build_request(messages)
+            rec = RequestRecord(new_request_id(), req.name, user.backend, user.model_name)
+            user.stream_client.stream(req, user.new_parser(), rec)
+        finally:
+            user.settings = saved
+        return rec.input_tokens
+
+    def tokenize(self, text: str) -> int | None:
+        if self.shape is not None:
+            return self._call(self.shape, text)
+        if self._tried:
+            return None
+        self._tried = True
+        for shape in BY_BACKEND.get(self.backend, ()):
+            n = self._call(shape, text, quiet=True)
+            if n is not None:
+                self.shape = shape
+                log.info("locust-llm: using the server's tokenizer (%s shape)", shape)
+                return n
+        return None
+
+    def _call(self, shape: str, text: str, quiet: bool = False) -> int | None:
+        user = self.user
+        path, body = SHAPES[shape](user.model_name, text)
+        req: HTTPRequest = json_post(path, body, accept="application/json", auth=bearer(user.api_key))
+        sink = _Body()
+        try:
+            user.stream_client.stream(req, sink, RequestRecord("", path, "", ""))  # type: ignore[arg-type]
+            return token_count(orjson.loads(sink.body))
+        except (LLMRequestError, orjson.JSONDecodeError) as e:
+            if not quiet:
+                log.warning("locust-llm: tokenize (%s) failed: %s", shape, e)
+            return None

@@ -1,0 +1,89 @@
+"""workload/datasets.py: the shipped files, the three formats, and errors naming file and line."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from llm_users.errors import ConfigError
+from llm_users.prompts import DEFAULT_PROMPTS, load_prompts
+from llm_users.workload.datasets import load_dataset, shipped_names
+
+
+def test_shipped_datasets() -> None:
+    assert {"short.json", "conversations.json"} <= set(shipped_names())
+    short = load_dataset()
+    assert short.format == "prompts" and short.path.startswith("package:") and len(short.items) >= 50
+    assert len({json.dumps(i.first()) for i in short.items}) == len(short.items)  # varied, no duplicates
+    assert short.sha256 == hashlib.sha256(DEFAULT_PROMPTS.read_bytes()).hexdigest()
+    conv = load_dataset("conversations")
+    assert conv.format == "sharegpt" and len(conv.items) == 10
+    assert all(len(i.followups) == 3 for i in conv.items)
+    assert load_prompts() == [i.first() for i in short.items]
+
+
+def test_prompts_json(tmp_path) -> None:
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps(["hi", {"prompt": "q", "system": "s", "max_tokens": 7},
+                             {"messages": [{"role": "user", "content": "a"}]}]))
+    ds = load_dataset(str(f))
+    assert [i.first() for i in ds.items] == [
+        [{"role": "user", "content": "hi"}],
+        [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}],
+        [{"role": "user", "content": "a"}],
+    ]
+    assert [i.max_tokens for i in ds.items] == [None, 7, None]
+
+
+def test_jsonl(tmp_path) -> None:
+    f = tmp_path / "p.jsonl"
+    f.write_text('{"prompt": "one", "output_tokens": 64}\n\n{"messages": [{"role": "user", "content": "two"}]}\n')
+    ds = load_dataset(str(f))
+    assert ds.format == "jsonl"
+    assert [(i.first()[-1]["content"], i.max_tokens) for i in ds.items] == [("one", 64), ("two", None)]
+
+
+def test_sharegpt(tmp_path) -> None:
+    f = tmp_path / "sg.json"
+    f.write_text(json.dumps([
+        {"id": "a", "conversations": [{"from": "system", "value": "be brief"}, {"from": "human", "value": "q1"},
+                                      {"from": "gpt", "value": "r1"}, {"from": "human", "value": "q2"}]},
+        {"id": "b", "conversations": [{"from": "gpt", "value": "only a reply"}]},
+    ]))
+    ds = load_dataset(str(f))
+    assert ds.format == "sharegpt" and ds.skipped == 1 and len(ds.items) == 1
+    assert ds.items[0].first() == [{"role": "system", "content": "be brief"}, {"role": "user", "content": "q1"}]
+    assert ds.items[0].followups == ("q2",)
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("not json", "not valid JSON"),
+    ("[]", "non-empty list"),
+    ('[\n  "ok",\n  ""\n]', "line 3 (item 1): empty prompt"),
+    ('{"prompts": [\n "a",\n\n 1]}', "line 4 (item 1): expected a string or an object"),
+    ('[{"messages": [{"role": "robot", "content": "x"}]}]', "line 1 (item 0): each message needs a role"),
+    ('[{"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]}]', "last message"),
+    ('[{"system": "s"}]', "needs a non-empty 'prompt'"),
+    ('["a", {"prompt": "b", "max_tokens": -1}]', "(item 1): max_tokens/output_tokens must be a positive"),
+    ('[{"conversations": [{"from": "alien", "value": "x"}]}]', "unknown speaker"),
+])
+def test_errors_name_file_and_line(tmp_path, content: str, message: str) -> None:
+    f = tmp_path / "p.json"
+    f.write_text(content)
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")) as info:
+        load_dataset(str(f))
+    assert str(f) in str(info.value)
+
+
+def test_jsonl_error_names_the_line(tmp_path) -> None:
+    f = tmp_path / "p.jsonl"
+    f.write_text('{"prompt": "ok"}\n{"prompt": "ok"}\n{"prompt": \n')
+    with pytest.raises(ConfigError, match=r"p.jsonl, line 3: not valid JSON"):
+        load_dataset(str(f))
+
+
+def test_missing_file_lists_the_shipped_ones() -> None:
+    with pytest.raises(ConfigError, match="not found.*short.json"):
+        load_dataset("/nonexistent/prompts.json")
