@@ -89,10 +89,13 @@ class Collector:
         self.duplicates = 0
         self.labels: dict[str, tuple[str, str]] = {}  # request name -> (backend, model), first seen
         self.observers: list[Callable[[RequestRecord], None]] = []  # each kept record, once (workload, cost)
+        self.live: Any = None  # the web UI's LiveView (llm_users/live.py), fed beside the run's stats
 
     # local path -------------------------------------------------------------------------------
     def add_record(self, rec: RequestRecord) -> None:
         self.stats.add(rec)
+        if self.live is not None:
+            self.live.stats.add(rec)
         self._keep(rec)
 
     def add_health(self, wire: dict[str, Any]) -> None:
@@ -118,6 +121,8 @@ class Collector:
         ws.payloads += 1
         ws.final = ws.final or bool(payload.get("final"))
         self.stats.merge_wire(payload["stats"])
+        if self.live is not None:
+            self.live.merge_wire(payload["stats"])
         for d in payload["records"]:
             ws.records += 1
             self._keep(RequestRecord.from_dict(d))
@@ -157,5 +162,7 @@ class Collector:
         self.timeline.add(rec)
         for observe in self.observers:
             observe(rec)
+        if self.live is not None:
+            self.live.count(rec)
         if self.writer is not None:
             self.writer.write(rec)

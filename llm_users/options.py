@@ -29,24 +29,28 @@ def add_arguments(parser: Any) -> None:
     """Register the options on Locust's parser (``init_command_line_parser``)."""
     g = parser.add_argument_group("locust-llm", "LLM load-test settings (each also LOCUST_LLM_* in the env)")
 
-    def opt(name: str, help: str, **kw: Any) -> None:
+    def opt(name: str, help: str, web: bool = False, **kw: Any) -> None:
         env = "LOCUST_" + name.lstrip("-").upper().replace("-", "_")
-        g.add_argument(name, env_var=env, default=kw.pop("default", None), help=help, **kw)
+        action = g.add_argument(name, env_var=env, default=kw.pop("default", None), help=help, **kw)
+        # Locust's start form shows an option when its action says so (its own add_argument sets
+        # these; an argument group's does not). Web fields are the ones read when users start.
+        action.include_in_web_ui = web
+        action.is_secret = action.is_required = action.is_multiple = False
 
-    opt("--llm-model", "model name to request (default: the User class's; vLLM asks the server)")
-    opt("--llm-max-tokens", "maximum output tokens per request (default 512)", type=int)
-    opt("--llm-temperature", "sampling temperature (default 0)", type=float)
-    opt("--llm-top-p", "nucleus sampling top_p (default 1)", type=float)
-    opt("--llm-ignore-eos", "true/false: keep generating past EOS where the backend can (default true)")
-    opt("--llm-endpoint", "chat | completions (OpenAI-style), chat | generate (Ollama)")
-    opt("--llm-prompts", "the same as --llm-dataset (kept for existing command lines)")
-    opt("--llm-api-key-env", "NAME of the environment variable that holds the API key (never the key)")
-    opt("--llm-client", "raw (default: our streaming client) | sdk (the backend's official SDK)")
-    opt("--llm-connect-timeout", "connect time limit, seconds (default 10)", type=float)
-    opt("--llm-first-byte-timeout", "time limit to the first response byte, seconds (default 120)", type=float)
-    opt("--llm-read-timeout", "longest gap between reads mid-stream, seconds (default 60)", type=float)
-    opt("--llm-timeout", "whole-request time limit, seconds (default 600)", type=float)
-    opt("--llm-insecure", "true/false: skip TLS certificate verification (default false)")
+    opt("--llm-model", "model name to request (default: the User class's; vLLM asks the server)", web=True)
+    opt("--llm-max-tokens", "maximum output tokens per request (default 512)", type=int, web=True)
+    opt("--llm-temperature", "sampling temperature (default 0)", type=float, web=True)
+    opt("--llm-top-p", "nucleus sampling top_p (default 1)", type=float, web=True)
+    opt("--llm-ignore-eos", "true/false: keep generating past EOS where the backend can (default true)", web=True)
+    opt("--llm-endpoint", "chat | completions (OpenAI-style), chat | generate (Ollama)", web=True)
+    opt("--llm-prompts", "the same as --llm-dataset (kept for existing command lines)", web=True)
+    opt("--llm-api-key-env", "NAME of the environment variable that holds the API key (never the key)", web=True)
+    opt("--llm-client", "raw (default: our streaming client) | sdk (the backend's official SDK)", web=True)
+    opt("--llm-connect-timeout", "connect time limit, seconds (default 10)", type=float, web=True)
+    opt("--llm-first-byte-timeout", "time limit to the first response byte, seconds (default 120)", type=float, web=True)
+    opt("--llm-read-timeout", "longest gap between reads mid-stream, seconds (default 60)", type=float, web=True)
+    opt("--llm-timeout", "whole-request time limit, seconds (default 600)", type=float, web=True)
+    opt("--llm-insecure", "true/false: skip TLS certificate verification (default false)", web=True)
     opt("--llm-report", "directory for summary.json, summary.csv and requests.jsonl")
     opt("--llm-warmup", "exclude from statistics: N = each user's first N requests (default 1), or a time like 30s")
     opt("--llm-cooldown", "exclude requests that start in the last part of the run, e.g. 10s (needs -t)")
