@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -231,6 +231,12 @@ class RunConfig:
             server_metrics=(str(_given(options, "llm_server_metrics") or "").strip() or None),
             user_settings=MappingProxyType(settings),
         )
+
+    def with_user_settings(self, options: Any, user_classes: list[Any] | tuple[Any, ...]) -> RunConfig:
+        """The same run with the per-user settings read from ``options`` again (at each test
+        start: the master's options on a worker, the web UI's start form)."""
+        settings = {c: settings_for(c, options) for c in user_classes if _is_llm_user(c)}
+        return replace(self, user_settings=MappingProxyType(settings))
 
     @property
     def sim_argv(self) -> list[str]:

@@ -89,9 +89,21 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
         ev.test_stopping.add_listener(run.on_test_stopping)
     if mode == "worker":
         runner.register_message(STOP_MESSAGE, run.on_stop_request)
+    ev.test_start.add_listener(lambda **_: _refresh_user_settings(environment))
     ev.test_start.add_listener(run.on_test_start)
     ev.test_stop.add_listener(run.on_test_stop)
     ev.quitting.add_listener(lambda **kw: run.close())
+
+
+def _refresh_user_settings(environment: Any) -> None:
+    """Per-user settings as the test starts: a worker's options are the master's by then (Locust
+    sends them with every spawn), and the web UI's start form may have changed them."""
+    config = environment.llm_config
+    classes = list(config.user_settings) or list(environment.user_classes or [])
+    try:
+        environment.llm_config = config.with_user_settings(environment.parsed_options, classes)
+    except ConfigError as e:  # the web form is checked before it starts a test; a worker says why
+        print(f"locust-llm: {e}", file=sys.stderr, flush=True)
 
 
 def _check_settings(config: llm_options.RunConfig) -> None:
