@@ -13,13 +13,10 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from locust.runners import MasterRunner, WorkerRunner
-
 from . import events as llm_events
 from . import options as llm_options
-from .distributed import MESSAGE, STOP_MESSAGE
 from .errors import ConfigError
-from .run import LLMRun
+from .run import MasterRun, MergingRun, run_for
 
 _registered: set[int] = set()
 
@@ -46,12 +43,6 @@ def _fail(message: str) -> None:
 
 def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
     llm_events.install(environment.events)
-    if isinstance(runner, MasterRunner):
-        mode, node = "master", "master"
-    elif isinstance(runner, WorkerRunner):
-        mode, node = "worker", runner.client_id
-    else:
-        mode, node = "local", "local"
     user_classes = list(environment.user_classes or [])
     try:
         config = llm_options.RunConfig.from_options(environment.parsed_options, user_classes)
@@ -61,38 +52,29 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
         for cls in config.user_settings:
             check_workload(environment.parsed_options, cls)  # a malformed dataset fails here, at start
         environment.llm_config = config
-        run = LLMRun(environment, config, mode, node)
+        run = run_for(environment, config, runner)
         from .workload.summary import attach as attach_workload
 
         attach_workload(environment, run)
-        if mode != "worker":  # Prometheus endpoint and /metrics scraping (exporters/live.py)
+        if run.merges:  # Prometheus endpoint and /metrics scraping (exporters/live.py)
             from exporters.live import attach
 
             attach(environment, run)
     except ConfigError as e:
         _fail(str(e))
     environment.llm_run = run
-    if getattr(environment, "web_ui", None) is not None and mode != "worker":
-        from .webui import install as install_tab
+    if isinstance(run, MergingRun):
+        if getattr(environment, "web_ui", None) is not None:
+            from .webui import install as install_tab
 
-        install_tab(environment.web_ui, run)
-    if mode != "worker" and not environment.host and not all(getattr(u, "host", None) for u in user_classes):
-        if mode == "master":  # workers get the host from the master when the test starts
-            _fail("distributed mode needs a server: give --host (the auto-started simulator is for "
-                  "single-process runs; start one with `llm-sim --host 0.0.0.0 --port 8000`)")
-        _start_simulator(environment, run)
-    ev = environment.events
-    if mode != "master":
-        ev.llm_response.add_listener(run.on_record)
-    if mode == "master":
-        runner.register_message(MESSAGE, run.on_message)
-        ev.test_stopping.add_listener(run.on_test_stopping)
-    if mode == "worker":
-        runner.register_message(STOP_MESSAGE, run.on_stop_request)
-    ev.test_start.add_listener(lambda **_: _refresh_user_settings(environment))
-    ev.test_start.add_listener(run.on_test_start)
-    ev.test_stop.add_listener(run.on_test_stop)
-    ev.quitting.add_listener(lambda **kw: run.close())
+            install_tab(environment.web_ui, run)
+        if not environment.host and not all(getattr(u, "host", None) for u in user_classes):
+            if isinstance(run, MasterRun):  # workers get the host from the master when the test starts
+                _fail("distributed mode needs a server: give --host (the auto-started simulator is for "
+                      "single-process runs; start one with `llm-sim --host 0.0.0.0 --port 8000`)")
+            _start_simulator(environment, run)
+    environment.events.test_start.add_listener(lambda **_: _refresh_user_settings(environment))
+    run.install(runner)
 
 
 def _refresh_user_settings(environment: Any) -> None:
@@ -120,7 +102,7 @@ def _check_settings(config: llm_options.RunConfig) -> None:
             )
 
 
-def _start_simulator(environment: Any, run: LLMRun) -> None:
+def _start_simulator(environment: Any, run: MergingRun) -> None:
     from .sim.launcher import start_simulator
 
     extra = run.config.sim_args

@@ -1,10 +1,14 @@
-"""One Locust process's part in a run: local, master or worker.
+"""One Locust process's part in a run, one class per role (as Locust has Local/Master/WorkerRunner).
 
-- local: records go into a :class:`~llm_users.distributed.Collector` directly;
-- worker: records go into a :class:`~llm_users.distributed.Shipper`, shipped to the master;
-- master: payloads are merged into the Collector; the master writes the outputs.
+- :class:`LocalRun`: records go into a :class:`~llm_users.distributed.Collector` directly; it
+  writes the outputs.
+- :class:`WorkerRun`: records go into a :class:`~llm_users.distributed.Shipper`, shipped to
+  the master every few seconds and once more, final, when it stops.
+- :class:`MasterRun`: merges the workers' payloads into the Collector, has every worker ship
+  its final data before Locust stops, watches for lost workers, writes the outputs.
 
-Every load-generating node runs a :class:`~llm_users.selfcheck.SelfMonitor`.
+:func:`run_for` picks the role once, from Locust's runner. Every load-generating node runs a
+:class:`~llm_users.selfcheck.SelfMonitor`.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import gevent
+from locust.runners import MasterRunner, WorkerRunner
 
 from .distributed import MESSAGE, SHIP_INTERVAL, STOP_MESSAGE, Collector, Shipper
 from .metrics import RequestRecord
@@ -24,26 +29,34 @@ from .selfcheck import SelfMonitor, verdict
 
 
 class LLMRun:
-    def __init__(self, environment: Any, config: RunConfig, mode: str, node: str) -> None:
+    """What every role shares: the configuration and the test's start and stop times."""
+
+    #: True for the roles that hold the merged view (statistics, outputs, exporters).
+    merges = False
+    #: True for the roles whose users send requests in this process.
+    generates_load = True
+
+    def __init__(self, environment: Any, config: RunConfig, node: str) -> None:
         self.environment = environment
         self.config = config
-        self.mode = mode
         self.node = node
-        self.slos = dict(config.slos)
-        self.warmup_s = config.warmup_s
-        self.cooldown_s = config.cooldown_s
-        self.run_time = config.run_time_s
-        self.report_dir = config.report_dir
-        self.simulator: Any = None
-        self.writer = RecordWriter(self.report_dir) if self.report_dir and mode != "worker" else None
-        self.collector = Collector(self.slos, self.writer) if mode != "worker" else None
-        self.shipper = Shipper(node, self.slos) if mode == "worker" else None
-        self.monitor = SelfMonitor(node) if mode != "master" else None
+        self.monitor: SelfMonitor | None = SelfMonitor(node) if self.generates_load else None
         self.test_start: float | None = None
         self.test_stop: float | None = None
         self._greenlets: list[Any] = []
-        self.last_summary: dict[str, Any] | None = None
-        self.summary_hooks: list[Callable[[dict[str, Any]], None]] = []  # add sections to the summary
+
+    @property
+    def slos(self) -> dict[str, float]:
+        return dict(self.config.slos)
+
+    def install(self, runner: Any) -> None:
+        """Add this role's listeners to Locust's events (and its messages to the runner)."""
+        ev = self.environment.events
+        if self.generates_load:
+            ev.llm_response.add_listener(self.on_record)
+        ev.test_start.add_listener(self.on_test_start)
+        ev.test_stop.add_listener(self.on_test_stop)
+        ev.quitting.add_listener(lambda **kw: self.close())
 
     # events ---------------------------------------------------------------------------------
     def on_test_start(self, **_: Any) -> None:
@@ -51,96 +64,112 @@ class LLMRun:
         self.test_stop = None
         if self.monitor is not None:
             self.monitor.start()
-        if self.mode == "worker":
-            self._greenlets.append(gevent.spawn(self._ship_loop))
-        else:
-            self._greenlets.append(gevent.spawn(self._master_loop))
+        self._greenlets.append(gevent.spawn(self._loop))
+
+    def on_test_stop(self, **_: Any) -> None:
+        self.test_stop = time.time()
+        self._kill_greenlets()
+        if self.monitor is not None:
+            self.monitor.stop()
 
     def on_record(self, record: RequestRecord, **_: Any) -> None:
         self.classify(record)
-        if self.shipper is not None:
-            self.shipper.add(record)
-        elif self.collector is not None:
-            record.worker = self.node
-            self.collector.add_record(record)
+        self.keep(record)
 
     def classify(self, rec: RequestRecord) -> None:
         """Flag warm-up (time-based) and cool-down; per-user request warm-up is set by the user."""
         if self.test_start is None:
             return
-        if self.warmup_s and rec.start_time < self.test_start + self.warmup_s:
+        c = self.config
+        if c.warmup_s and rec.start_time < self.test_start + c.warmup_s:
             rec.warmup = True
-        if self.cooldown_s and self.run_time and rec.start_time > self.test_start + self.run_time - self.cooldown_s:
+        if c.cooldown_s and c.run_time_s and rec.start_time > self.test_start + c.run_time_s - c.cooldown_s:
             rec.cooldown = True
 
-    def on_message(self, environment: Any = None, msg: Any = None, **_: Any) -> None:
-        if self.collector is not None and msg is not None:
-            self.collector.receive(msg.data)
+    # what each role provides -----------------------------------------------------------------
+    def keep(self, record: RequestRecord) -> None:
+        raise NotImplementedError
 
-    def on_stop_request(self, environment: Any = None, msg: Any = None, **_: Any) -> None:
-        """Worker: the master asks us to stop now (see distributed.py); our test_stop ships."""
-        gevent.spawn(self.environment.runner.stop)
+    def _loop(self) -> None:
+        raise NotImplementedError
 
-    def on_test_stopping(self, **_: Any) -> None:
-        """Master: have every worker stop and ship its final payload before Locust stops."""
-        runner = self.environment.runner
-        assert self.collector is not None
-        runner.send_message(STOP_MESSAGE, None)
-        limit = time.monotonic() + (self.environment.stop_timeout or 0) + 15
-        while time.monotonic() < limit:
-            live = [c.id for c in runner.clients.all if c.state != "missing"]
-            if not self.collector.pending(live):
-                return
-            gevent.sleep(0.05)
-        print("locust-llm: some workers did not send their final data in time: "
-              + ", ".join(self.collector.pending([c.id for c in runner.clients.all])), flush=True)
+    def close(self) -> None:
+        self._kill_greenlets()
 
-    def on_test_stop(self, **_: Any) -> None:
-        self.test_stop = time.time()
+    def _kill_greenlets(self) -> None:
         for g in self._greenlets:
             g.kill(block=False)
         self._greenlets = []
-        if self.monitor is not None:
-            self.monitor.stop()
-        if self.mode == "worker":
-            self._ship(final=True)
-        else:
-            self.finish()
 
-    # loops ----------------------------------------------------------------------------------
+
+class WorkerRun(LLMRun):
+    """A worker: ships records and statistics deltas to the master."""
+
+    def __init__(self, environment: Any, config: RunConfig, node: str) -> None:
+        super().__init__(environment, config, node)
+        self.shipper = Shipper(node, dict(config.slos))
+
+    def install(self, runner: Any) -> None:
+        super().install(runner)
+        runner.register_message(STOP_MESSAGE, self.on_stop_request)
+
+    def keep(self, record: RequestRecord) -> None:
+        self.shipper.add(record)
+
+    def on_stop_request(self, environment: Any = None, msg: Any = None, **_: Any) -> None:
+        """The master asks us to stop now (see distributed.py); our test_stop ships."""
+        gevent.spawn(self.environment.runner.stop)
+
+    def on_test_stop(self, **kw: Any) -> None:
+        super().on_test_stop(**kw)
+        self._ship(final=True)
+
     def _ship(self, final: bool = False) -> None:
-        assert self.shipper is not None
         health = self.monitor.to_wire() if self.monitor is not None else None
         self.environment.runner.send_message(MESSAGE, self.shipper.payload(health, final=final))
 
-    def _ship_loop(self) -> None:
+    def _loop(self) -> None:
         while True:
             gevent.sleep(SHIP_INTERVAL)
             self._ship()
 
-    def _master_loop(self) -> None:
+
+class MergingRun(LLMRun):
+    """The roles with the merged view (local runner, master): statistics, timeline, outputs."""
+
+    merges = True
+    #: How far behind the clock the merged view may be (a master hears from workers every
+    #: SHIP_INTERVAL seconds).
+    data_lag_s = 1.0
+
+    def __init__(self, environment: Any, config: RunConfig, node: str) -> None:
+        super().__init__(environment, config, node)
+        self.simulator: Any = None
+        self.writer = RecordWriter(config.report_dir) if config.report_dir else None
+        self.collector = Collector(dict(config.slos), self.writer)
+        self.last_summary: dict[str, Any] | None = None
+        self.summary_hooks: list[Callable[[dict[str, Any]], None]] = []  # add sections to the summary
+
+    def on_test_stop(self, **kw: Any) -> None:
+        super().on_test_stop(**kw)
+        self.finish()
+
+    def _loop(self) -> None:
         runner = self.environment.runner
         while True:
             gevent.sleep(1.0)
             now = time.time()
-            assert self.collector is not None
             self.collector.timeline.users(now, runner.user_count)
             self.collector.timeline.settle(now)
             if self.monitor is not None:
                 self.collector.add_health(self.monitor.to_wire())
-            if self.mode == "master":
-                self._check_workers(runner, now)
+            self.tick(now)
 
-    def _check_workers(self, runner: Any, now: float) -> None:
-        assert self.collector is not None
-        for wid in list(self.collector.workers):
-            client = runner.clients.get(wid)
-            if client is None or client.state == "missing":
-                self.collector.mark_lost(wid, now)
+    def tick(self, now: float) -> None:
+        """Once a second during the test (after the timeline and health are updated)."""
 
     # outputs --------------------------------------------------------------------------------
     def summary(self) -> dict[str, Any]:
-        assert self.collector is not None
         c = self.collector
         s = c.stats.summary()
         ttft50 = s["overall"]["ttft"]["p50"]
@@ -153,8 +182,8 @@ class LLMRun:
             "measured_start": c.stats.total.first_start,
             "measured_end": c.stats.total.last_end,
             "measured_s": c.stats.total.duration_s,
-            "warmup": {"requests_per_user": self._warmup_requests(), "seconds": self.warmup_s},
-            "cooldown_s": self.cooldown_s,
+            "warmup": {"requests_per_user": self._warmup_requests(), "seconds": self.config.warmup_s},
+            "cooldown_s": self.config.cooldown_s,
         }
         s["self_check"] = verdict(list(c.health.values()), ttft50)
         s["workers"] = {
@@ -176,20 +205,75 @@ class LLMRun:
         return counts.pop() if len(counts) == 1 else 1
 
     def finish(self) -> dict[str, Any]:
-        assert self.collector is not None
         if self.monitor is not None:
             self.collector.add_health(self.monitor.to_wire())
         summary = self.summary()
         self.last_summary = summary
-        write_outputs(FinalData(summary, self.collector.timeline.rows(), self.collector.stats), self.report_dir)
+        write_outputs(FinalData(summary, self.collector.timeline.rows(), self.collector.stats),
+                      self.config.report_dir)
         return summary
 
     def close(self) -> None:
-        for g in self._greenlets:
-            g.kill(block=False)
+        super().close()
         if self.writer is not None:
             self.writer.close()
             self.writer = None
         if self.simulator is not None:
             self.simulator.stop()
             self.simulator = None
+
+
+class LocalRun(MergingRun):
+    """A single-process run: records go straight into the merged view."""
+
+    def keep(self, record: RequestRecord) -> None:
+        record.worker = self.node
+        self.collector.add_record(record)
+
+
+class MasterRun(MergingRun):
+    """The master: merges workers' payloads; no users of its own."""
+
+    generates_load = False
+    data_lag_s = SHIP_INTERVAL + 1.0
+
+    def install(self, runner: Any) -> None:
+        super().install(runner)
+        runner.register_message(MESSAGE, self.on_message)
+        self.environment.events.test_stopping.add_listener(self.on_test_stopping)
+
+    def keep(self, record: RequestRecord) -> None:  # pragma: no cover - the master has no users
+        raise RuntimeError("the master runs no users")
+
+    def on_message(self, environment: Any = None, msg: Any = None, **_: Any) -> None:
+        if msg is not None:
+            self.collector.receive(msg.data)
+
+    def on_test_stopping(self, **_: Any) -> None:
+        """Have every worker stop and ship its final payload before Locust stops."""
+        runner = self.environment.runner
+        runner.send_message(STOP_MESSAGE, None)
+        limit = time.monotonic() + (self.environment.stop_timeout or 0) + 15
+        while time.monotonic() < limit:
+            live = [c.id for c in runner.clients.all if c.state != "missing"]
+            if not self.collector.pending(live):
+                return
+            gevent.sleep(0.05)
+        print("locust-llm: some workers did not send their final data in time: "
+              + ", ".join(self.collector.pending([c.id for c in runner.clients.all])), flush=True)
+
+    def tick(self, now: float) -> None:
+        runner = self.environment.runner
+        for wid in list(self.collector.workers):
+            client = runner.clients.get(wid)
+            if client is None or client.state == "missing":
+                self.collector.mark_lost(wid, now)
+
+
+def run_for(environment: Any, config: RunConfig, runner: Any) -> LLMRun:
+    """The role of this process, chosen once from Locust's runner."""
+    if isinstance(runner, MasterRunner):
+        return MasterRun(environment, config, "master")
+    if isinstance(runner, WorkerRunner):
+        return WorkerRun(environment, config, runner.client_id)
+    return LocalRun(environment, config, "local")

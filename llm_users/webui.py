@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .distributed import SHIP_INTERVAL
 from .errors import ConfigError
 from .live import LiveView
 
@@ -102,8 +101,7 @@ def install(web_ui: Any, run: Any) -> LiveView:
 
     environment = run.environment
     opts = environment.parsed_options
-    lag = SHIP_INTERVAL + 1.0 if run.mode == "master" else 1.0
-    live = LiveView(run.slos, lag_s=lag)
+    live = LiveView(run.slos, lag_s=run.data_lag_s)
     live.reset(time.time())
     if run.collector is not None:
         run.collector.live = live
