@@ -1,8 +1,26 @@
-"""The failure tree: every way a request can go wrong, each with a stable category.
+"""The failure tree: every way a request can go wrong, one class per stable category.
 
 A category is a short snake_case word that names the failure class, so Locust's failure
 table and our reports group failures without exploding on per-request details. The message
-keeps the server's own words where there are any.
+keeps the server's own words where there are any. Raw and SDK mode raise the same classes:
+:mod:`llm_users.failures` maps socket, httpx and SDK exceptions onto this tree, in one place.
+
+    LLMRequestError
+    ├── TransportError              connection_error
+    │   ├── ConnectError            connect_error (TLSError: tls_error)
+    │   ├── ConnectionResetError_   connection_reset
+    │   └── TimeoutError_           timeout
+    │       ├── ConnectTimeout      connect_timeout
+    │       ├── FirstByteTimeout    first_byte_timeout
+    │       ├── ReadTimeout         read_timeout
+    │       └── TotalTimeout        total_timeout
+    ├── HTTPStatusError             http_<status>
+    ├── ProtocolError               malformed_stream
+    │   ├── StreamTruncated         stream_truncated
+    │   └── EmptyResponse           empty_response
+    ├── ServerStreamError           server_error (payload code in ``code``)
+    │   └── ServerOverloaded        server_overloaded
+    └── SDKError                    sdk_error (an SDK exception nothing else explains)
 """
 
 from __future__ import annotations
@@ -38,10 +56,34 @@ class ConnectionResetError_(TransportError):
     category = "connection_reset"
 
 
+class TLSError(ConnectError):
+    category = "tls_error"
+
+
 class TimeoutError_(TransportError):
     """A time limit passed: connect, first byte, gap between chunks, or whole request."""
 
     category = "timeout"
+
+
+class ConnectTimeout(TimeoutError_):
+    category = "connect_timeout"
+
+
+class FirstByteTimeout(TimeoutError_):
+    """The request went out; no response byte arrived within the first-byte limit."""
+
+    category = "first_byte_timeout"
+
+
+class ReadTimeout(TimeoutError_):
+    """Bytes were flowing, then none for longer than the read limit."""
+
+    category = "read_timeout"
+
+
+class TotalTimeout(TimeoutError_):
+    category = "total_timeout"
 
 
 class HTTPStatusError(LLMRequestError):
@@ -60,13 +102,37 @@ class ProtocolError(LLMRequestError):
 
 
 class StreamTruncated(ProtocolError):
+    """Events arrived, then the body ended without the protocol's end signal."""
+
     category = "stream_truncated"
 
 
+class EmptyResponse(ProtocolError):
+    """Status and headers, then the body ended without a single event."""
+
+    category = "empty_response"
+
+
 class ServerStreamError(LLMRequestError):
-    """The server reported an error inside a stream that began with HTTP 200."""
+    """The server reported an error inside a stream that began with HTTP 200. ``status``
+    stays None (the HTTP status is the one the server sent); the payload's own code, if it
+    has one, is ``code``."""
 
     category = "server_error"
+
+    def __init__(self, message: str, *, code: int | str | None = None, category: str | None = None):
+        super().__init__(message, category=category)
+        self.code = code
+
+
+class ServerOverloaded(ServerStreamError):
+    category = "server_overloaded"
+
+
+class SDKError(LLMRequestError):
+    """An SDK raised something no other category explains (the message names it)."""
+
+    category = "sdk_error"
 
 
 class ConfigError(Exception):

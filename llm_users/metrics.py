@@ -46,10 +46,13 @@ class RequestRecord:
     reasoning_tokens: int | None = None
     tokens_source: str = "none"  # "usage" (server count) | "estimated" (chunk count) | "none"
     finish_reason: str | None = None
-    status: str = "ok"  # "ok" | "error"
+    status: str = "ok"  # "ok" | "error" | "interrupted" (in flight when the run stopped)
     error_category: str | None = None
     error_message: str | None = None
-    http_status: int | None = None
+    http_status: int | None = None  # the status line the server sent (200 for in-stream failures)
+    error_code: int | str | None = None  # an in-stream error payload's own code/kind
+    partial_output_tokens: int | None = None  # a failed request's last running count before it failed
+    reconnected: bool = False  # a stale idle keep-alive connection was replaced before sending
     response_bytes: int = 0
     server: dict[str, Any] | None = None  # server-side figures (Ollama durations, vLLM metrics)
     worker: str | None = None
@@ -273,10 +276,17 @@ class Stats:
         self.output_tokens = 0
         self.estimated_token_requests = 0
         self.excluded = 0
+        self.interrupted = 0
+        self.stale_reconnects = 0
         self.first_start: float | None = None
         self.last_end: float | None = None
 
     def add(self, rec: RequestRecord) -> None:
+        if rec.reconnected:
+            self.stale_reconnects += 1
+        if rec.status == "interrupted":  # cut by the stop: counted, never a success or failure
+            self.interrupted += 1
+            return
         if rec.warmup:
             self.excluded += 1
             return
@@ -334,6 +344,8 @@ class Stats:
             "failures_by_category": dict(self.failures_by_category),
             "excluded_warmup": self.excluded,
             "excluded_cooldown": self.excluded_cooldown,
+            "interrupted": self.interrupted,
+            "stale_reconnects": self.stale_reconnects,
         }
         for m, dist in self.dists.items():
             out[m] = dist.summary_ms()
@@ -367,6 +379,8 @@ class Stats:
             "estimated_token_requests": self.estimated_token_requests,
             "excluded": self.excluded,
             "excluded_cooldown": self.excluded_cooldown,
+            "interrupted": self.interrupted,
+            "stale_reconnects": self.stale_reconnects,
             "good": self.good,
             "slo_met": dict(self.slo_met),
             "first_start": self.first_start,
@@ -384,6 +398,8 @@ class Stats:
         self.estimated_token_requests += w["estimated_token_requests"]
         self.excluded += w["excluded"]
         self.excluded_cooldown += w["excluded_cooldown"]
+        self.interrupted += w.get("interrupted", 0)
+        self.stale_reconnects += w.get("stale_reconnects", 0)
         self.good += w["good"]
         self.slo_met.update(w["slo_met"])
         self._window(w["first_start"], w["last_end"])
@@ -415,7 +431,8 @@ class StatsByName:
 
     @property
     def empty(self) -> bool:
-        return not (self.total.requests or self.total.excluded or self.total.excluded_cooldown)
+        t = self.total
+        return not (t.requests or t.excluded or t.excluded_cooldown or t.interrupted)
 
     def merge_wire(self, w: dict[str, Any]) -> None:
         self.total.merge_wire(w["total"])

@@ -30,9 +30,24 @@ def register(events: Any = None) -> None:
     if id(events) in _registered:
         return
     _registered.add(id(events))
+    _release_sdk_names()
     llm_events.install(events)
     events.init_command_line_parser.add_listener(llm_options.add_arguments)
     events.init.add_listener(_on_init)
+
+
+def _release_sdk_names() -> None:
+    """Locust imports a locustfile under its file's name, so ``locustfiles/openai.py`` becomes
+    the module ``openai`` and a later ``import openai`` would get the locustfile, not the SDK.
+    Take such a plain module out of ``sys.modules`` under an SDK's name (Locust keeps its own
+    reference to the module; nothing looks it up by that name), so the SDK imports as usual."""
+    from .protocols.backend import all_backends
+
+    names = {r.sdk.module.split(".")[0] for b in all_backends().values() for r in b.routes if r.sdk}
+    for name in names:
+        mod = sys.modules.get(name)
+        if mod is not None and not hasattr(mod, "__path__"):  # a file, where the SDK is a package
+            del sys.modules[name]
 
 
 def _fail(message: str) -> None:
@@ -94,7 +109,7 @@ def _check_settings(config: llm_options.RunConfig) -> None:
         if settings.client == "sdk":
             from .sdk import check_sdk_available
 
-            check_sdk_available(cls)
+            check_sdk_available(cls, settings.endpoint)  # imported now, not inside the first request
         if cls.requires_api_key and not settings.api_key():
             raise ConfigError(
                 f"{cls.__name__} needs an API key in the environment variable {settings.api_key_names()} "

@@ -1,270 +1,147 @@
 """SDK client mode (``--llm-client sdk``): the same request through the backend's official SDK.
 
-This measures what an application built on the SDK experiences: each chunk is stamped with
-``time.perf_counter_ns()`` as the SDK yields it, so SDK parsing and object building are inside
-the numbers. Sync clients run under gevent (Locust monkey-patches sockets); ``max_retries=0``
-so every attempt is one request. The SDKs are the optional extra ``locust-llm[sdk]``.
+This measures what an application built on the SDK experiences, with raw mode's semantics:
+
+- the request is the one the route's builder made for raw mode (its JSON body becomes the
+  SDK call's arguments), so both modes send the same settings;
+- each chunk the SDK yields is dumped back to the wire's JSON shape and goes through the
+  route's own parser into the same :class:`~llm_users.request_state.RequestState` as raw mode,
+  so end signals (``empty_response``, ``stream_truncated``), in-stream error categories, token
+  and reasoning counts are judged by the same rules; SDK exceptions are mapped in
+  :mod:`llm_users.failures`;
+- the SDK's HTTP client is an ``httpx.Client`` of ours: its request hook applies our connect
+  and first-byte limits (whatever timeout the SDK passes), its response hook stamps TTFB when
+  the response head arrives and switches to the read-gap limit; the total limit is a gevent
+  ``Timeout`` as in raw mode. ``max_retries=0``: every attempt is one request.
+
+Sync clients run under gevent (Locust monkey-patches sockets). The SDKs are the optional extra
+``locust-llm[sdk]``, imported when the run is set up (:func:`check_sdk_available`), not inside
+the first request.
 """
 
 from __future__ import annotations
 
 import importlib
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, ConnectError, HTTPStatusError, LLMRequestError, TimeoutError_
+import orjson
+from gevent import Timeout
+
+from .errors import ConfigError, LLMRequestError, TotalTimeout
+from .failures import from_sdk_exception
 from .metrics import RequestRecord
 from .prompts import Messages
+from .protocols.backend import SDKSetup, all_backends
+from .request_state import RequestState
 
 perf_counter_ns = time.perf_counter_ns
 
 
-
-def import_sdk(name: str) -> Any:
-    """Import an SDK package even when a locustfile of the same name shadows it.
-
-    Locust imports ``locustfiles/openai.py`` as the module ``openai`` with its folder first on
-    sys.path, so a plain ``import openai`` would find the locustfile. The real package must own
-    ``sys.modules[name]`` (its own modules import from it); Locust keeps its reference to the
-    locustfile module, so nothing is lost by replacing the entry.
-    """
-    top = name.split(".")[0]
-    mod = sys.modules.get(top)
-    if mod is not None and _is_shadow(mod):
-        del sys.modules[top]
-        mod = None
-    if mod is None:
-        shadow_dirs = [p for p in sys.path if (Path(p or ".") / f"{top}.py").is_file()]
-        saved = list(sys.path)
-        sys.path[:] = [p for p in sys.path if p not in shadow_dirs]
-        try:
-            return importlib.import_module(name)
-        finally:
-            sys.path[:] = saved
-    return importlib.import_module(name)
+def import_sdk(module: str) -> Any:
+    """Import an SDK. A locustfile named like the SDK (``locustfiles/openai.py`` is imported by
+    Locust as the module ``openai``) must not stand in for it: :func:`llm_users.plugin.register`
+    takes such a locustfile out of ``sys.modules`` under the SDK's name, and this refuses a
+    plain file where a package belongs (a run started inside ``locustfiles/`` would find it)."""
+    top = importlib.import_module(module.split(".")[0])
+    if not hasattr(top, "__path__"):  # a plain file where the SDK is a package
+        raise ImportError(f"{module!r} resolves to {top.__file__}, not the SDK package "
+                          "(a locustfile of that name? run locust from another folder)")
+    return importlib.import_module(module)
 
 
-def _is_shadow(mod: Any) -> bool:
-    f = getattr(mod, "__file__", None) or ""
-    return f.endswith(".py") and not f.endswith("__init__.py")
-
-
-def check_sdk_available(user_cls: Any) -> None:
-    """Raise ConfigError with what to install when the SDK for ``user_cls`` is missing."""
-    from .protocols.backend import all_backends
-
-    module = user_cls.descriptor.sdk_module
-    if module is None:
+def check_sdk_available(user_cls: Any, endpoint: str | None = None) -> Any:
+    """Import the SDK the route needs, now (before the run starts), or raise ConfigError with
+    what to install."""
+    route = user_cls.descriptor.route(endpoint)
+    sdk = route.sdk
+    if sdk is None:
         have = sorted(b.name for b in all_backends().values() if b.sdk_module)
         raise ConfigError(f"--llm-client sdk is not available for {user_cls.backend} (it is for {', '.join(have)})")
     try:
-        import_sdk(module)
-    except ImportError:
-        raise ConfigError(f"--llm-client sdk needs the {user_cls.descriptor.sdk_package} package: "
-                          "pip install 'locust-llm[sdk]'") from None
+        return import_sdk(sdk.module)
+    except ImportError as e:
+        raise ConfigError(f"--llm-client sdk needs the {sdk.package} package: pip install 'locust-llm[sdk]' ({e})") \
+            from None
 
 
-class _Stamp:
-    """Fills a record from (text, usage) pieces as the SDK yields them."""
+class SDKSession:
+    """One user's SDK client and the httpx client under it (hooks stamp the current request)."""
 
-    def __init__(self, rec: RequestRecord) -> None:
-        self.rec = rec
-        self.last = 0
+    def __init__(self, user: Any) -> None:
+        t = user.settings.timeouts
+        self.timeouts = t
+        self.current: RequestState | None = None
+        self.request_id = ""
+        # connect, read (the first byte until the head arrives), write, pool: a tuple, which
+        # every httpx flavour takes; the request hook re-applies it whatever the SDK passes
+        self._limits = {"connect": t.connect, "read": t.first_byte, "write": t.read, "pool": t.connect}
+        kwargs: dict[str, Any] = {
+            "timeout": (t.connect, t.first_byte, t.read, t.connect),
+            "verify": user.settings.verify_tls,
+            "event_hooks": {"request": [self._on_request], "response": [self._on_response]},
+        }
+        self.route = user.route
+        binding = self.route.sdk
+        if binding is None:
+            raise ConfigError(f"--llm-client sdk is not available for {user.backend}")
+        self.binding = binding
+        module = check_sdk_available(type(user), user.settings.endpoint)
+        setup = SDKSetup(
+            base_url=user.descriptor.base_url(user.host),
+            api_key=user.api_key,
+            httpx_kwargs=kwargs,
+            options={name: getattr(user, name) for name in user.request_options},
+        )
+        self.client = binding.client(module, setup)
 
-    def start(self) -> None:
-        self.rec.start_time = time.time()
-        self.rec.t0_ns = perf_counter_ns()
+    def _on_request(self, request: Any) -> None:
+        # our limits, whatever the SDK passed per request; the id the simulator traces by
+        request.extensions["timeout"] = dict(self._limits)
+        if self.request_id:
+            request.headers["X-Request-Id"] = self.request_id
 
-    def headers(self) -> None:
-        self.rec.ttfb_ns = perf_counter_ns() - self.rec.t0_ns
-
-    def text(self, text: str | None, reasoning: bool = False) -> None:
-        if not text:
-            return
+    def _on_response(self, response: Any) -> None:
         now = perf_counter_ns()
-        self.rec.token_chunk(now, self.last, 0 if reasoning else len(text))
-        self.last = now
-        if self.rec.reply is not None and not reasoning:
-            self.rec.reply.append(text)
+        state = self.current
+        if state is not None:
+            state.response(response.status_code, now)
+        # bytes flow from here on: the longest gap between reads is the read limit
+        response.request.extensions["timeout"]["read"] = self.timeouts.read
 
-    def usage(self, input_tokens: int | None, output_tokens: int | None) -> None:
-        self.rec.usage(input_tokens, output_tokens)
-
-    def end(self) -> None:
-        rec = self.rec
-        rec.e2e_ns = perf_counter_ns() - rec.t0_ns
-        rec.http_status = rec.http_status or 200
-        rec.settle_tokens()
+    def stream(self, spec: Any, rec: RequestRecord, overload_statuses: frozenset[int]) -> RequestRecord:
+        """One request through the SDK; fills ``rec`` or raises the error tree."""
+        req = self.route.build(spec)
+        body = orjson.loads(req.body)
+        state = RequestState(rec, self.route.parser(), overload_statuses)
+        parser = state.parser
+        self.current = state
+        self.request_id = rec.request_id
+        total = Timeout(self.timeouts.total)
+        total.start()
+        try:
+            state.start()
+            for obj, name in self.binding.stream(self.client, spec, body):
+                now = perf_counter_ns()
+                state.handle(parser.payload(obj, name), now)
+            state.finish(perf_counter_ns())
+        except Timeout as t:
+            if t is not total:
+                raise
+            raise TotalTimeout(f"request exceeded the total limit of {self.timeouts.total:g}s") from None
+        except LLMRequestError:
+            raise
+        except Exception as e:  # whatever the SDK raises: the category raw mode gives that fault
+            raise from_sdk_exception(e, state) from e
+        finally:
+            total.close()
+            self.current = None
+            self.request_id = ""
+        return rec
 
 
 def sdk_stream(user: Any, messages: Messages, rec: RequestRecord) -> RequestRecord:
-    """Run one request through the user's SDK client, mapping SDK errors to our tree."""
+    """Run one request through the user's SDK session (made on first use)."""
     if user._sdk is None:
-        user._sdk = _make_client(user)
-    stamp = _Stamp(rec)
-    try:
-        _STREAMERS[user.backend](user, user._sdk, messages, stamp)
-    except LLMRequestError:
-        raise
-    except Exception as e:  # SDK exceptions: map to categories, never crash the user
-        raise _map_error(e) from e
-    stamp.end()
-    return rec
-
-
-def _make_client(user: Any) -> Any:
-    host = user.host.rstrip("/")
-    key = user.api_key or "EMPTY"
-    t = user.settings.timeouts
-    backend = user.backend
-    if backend in ("openai", "vllm"):
-        import httpx
-
-        openai = import_sdk("openai")
-        base = host if host.endswith("/v1") else host + "/v1"
-        timeout = httpx.Timeout(t.total, connect=t.connect, read=t.read)
-        return openai.OpenAI(base_url=base, api_key=key, max_retries=0, timeout=timeout)
-    if backend == "claude":
-        anthropic = import_sdk("anthropic")
-        return anthropic.Anthropic(base_url=host, api_key=key, max_retries=0, timeout=t.total)
-    if backend == "gemini":
-        genai = import_sdk("google.genai")
-        types = import_sdk("google.genai.types")
-
-        opts = types.HttpOptions(base_url=host, api_version=user.api_version,
-                                 timeout=int((t.total or 600) * 1000))
-        return genai.Client(api_key=key, http_options=opts)
-    if backend == "ollama":
-        ollama = import_sdk("ollama")
-        return ollama.Client(host=host, timeout=t.total)
-    raise ConfigError(f"no SDK mode for {backend}")
-
-
-def _openai(user: Any, client: Any, messages: Messages, stamp: _Stamp) -> None:
-    s = user.settings.sampling
-    kw: dict[str, Any] = {"model": user.model_name, "temperature": s.temperature, "top_p": s.top_p,
-                          "stream": True, "stream_options": {"include_usage": True}}
-    if s.seed is not None:
-        kw["seed"] = s.seed
-    extra = {"ignore_eos": True} if user.backend == "vllm" and s.ignore_eos else None
-    stamp.start()
-    if user.settings.endpoint == "completions":
-        from .protocols.openai import messages_to_prompt
-
-        stream = client.completions.create(prompt=messages_to_prompt(messages), max_tokens=s.max_tokens,
-                                           extra_body=extra, **kw)
-        stamp.headers()
-        for chunk in stream:
-            for choice in chunk.choices:
-                stamp.text(choice.text)
-                if choice.finish_reason:
-                    stamp.rec.finish_reason = choice.finish_reason
-            if chunk.usage:
-                stamp.usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
-        return
-    if user.backend == "openai":
-        kw["max_completion_tokens"] = s.max_tokens
-    else:
-        kw["max_tokens"] = s.max_tokens
-    stream = client.chat.completions.create(messages=messages, extra_body=extra, **kw)
-    stamp.headers()
-    for chunk in stream:
-        for choice in chunk.choices:
-            stamp.text(choice.delta.content)
-            if choice.finish_reason:
-                stamp.rec.finish_reason = choice.finish_reason
-        if chunk.usage:
-            stamp.usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
-
-
-def _claude(user: Any, client: Any, messages: Messages, stamp: _Stamp) -> None:
-    s = user.settings.sampling
-    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
-    kw: dict[str, Any] = {"model": user.model_name, "max_tokens": s.max_tokens, "stream": True,
-                          "messages": [m for m in messages if m["role"] != "system"]}
-    if system:
-        kw["system"] = system
-    stamp.start()
-    stream = client.messages.create(**kw)
-    stamp.headers()
-    input_tokens = None
-    for ev in stream:
-        kind = ev.type
-        if kind == "content_block_delta":
-            d = ev.delta
-            if d.type == "text_delta":
-                stamp.text(d.text)
-            elif d.type == "thinking_delta":
-                stamp.text(d.thinking, reasoning=True)
-        elif kind == "message_start":
-            input_tokens = ev.message.usage.input_tokens
-            stamp.usage(input_tokens, None)
-        elif kind == "message_delta":
-            stamp.usage(input_tokens, ev.usage.output_tokens)
-            if ev.delta.stop_reason:
-                stamp.rec.finish_reason = ev.delta.stop_reason
-
-
-def _gemini(user: Any, client: Any, messages: Messages, stamp: _Stamp) -> None:
-    types = import_sdk("google.genai.types")
-
-    s = user.settings.sampling
-    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
-    contents = [types.Content(role="model" if m["role"] == "assistant" else "user",
-                              parts=[types.Part(text=m["content"])])
-                for m in messages if m["role"] != "system"]
-    config = types.GenerateContentConfig(max_output_tokens=s.max_tokens, temperature=s.temperature,
-                                         top_p=s.top_p, seed=s.seed, system_instruction=system or None)
-    stamp.start()
-    stream = client.models.generate_content_stream(model=user.model_name, contents=contents, config=config)
-    for chunk in stream:
-        if stamp.rec.ttfb_ns is None:
-            stamp.headers()
-        for cand in chunk.candidates or []:
-            for part in (cand.content.parts if cand.content and cand.content.parts else []):
-                stamp.text(part.text, reasoning=bool(part.thought))
-            if cand.finish_reason:
-                stamp.rec.finish_reason = str(cand.finish_reason.value if hasattr(cand.finish_reason, "value")
-                                              else cand.finish_reason)
-        um = chunk.usage_metadata
-        if um is not None and um.candidates_token_count is not None:
-            stamp.usage(um.prompt_token_count, um.candidates_token_count)
-
-
-def _ollama(user: Any, client: Any, messages: Messages, stamp: _Stamp) -> None:
-    s = user.settings.sampling
-    options = {"num_predict": s.max_tokens, "temperature": s.temperature, "top_p": s.top_p}
-    if s.seed is not None:
-        options["seed"] = s.seed
-    stamp.start()
-    stream = client.chat(model=user.model_name, messages=messages, stream=True, options=options)
-    for chunk in stream:
-        if stamp.rec.ttfb_ns is None:
-            stamp.headers()
-        stamp.text(chunk.message.thinking, reasoning=True)
-        stamp.text(chunk.message.content)
-        if chunk.done:
-            stamp.usage(chunk.prompt_eval_count, chunk.eval_count)
-            stamp.rec.finish_reason = chunk.done_reason
-
-
-_STREAMERS = {"openai": _openai, "vllm": _openai, "claude": _claude, "gemini": _gemini, "ollama": _ollama}
-
-
-def _map_error(e: Exception) -> LLMRequestError:
-    """SDK exception -> our error tree, by duck typing (no SDK import needed here)."""
-    name = type(e).__name__
-    status = getattr(e, "status_code", None) or getattr(e, "code", None)
-    if isinstance(status, int) and 400 <= status < 600:
-        return HTTPStatusError(f"HTTP {status}: {_msg(e)}", status=status)
-    if "Timeout" in name:
-        return TimeoutError_(f"{name}: {_msg(e)}", category="read_timeout")
-    if "Connection" in name or "Connect" in name:
-        return ConnectError(f"{name}: {_msg(e)}")
-    return LLMRequestError(f"{name}: {_msg(e)}", category="sdk_error")
-
-
-def _msg(e: Exception) -> str:
-    return (getattr(e, "message", None) or str(e) or type(e).__name__).splitlines()[0][:300]
+        user._sdk = SDKSession(user)
+    return user._sdk.stream(user.request_spec(messages), rec, user.descriptor.overload_statuses)

@@ -11,12 +11,18 @@ syscalls per event), reuse one buffer, and reuse the per-connection timeout time
 
 One :class:`StreamClient` per Locust user: it keeps one keep-alive connection, verifies TLS by
 default, sends ``Accept-Encoding: identity`` and enforces four time limits (connect, first byte,
-gap between reads, whole request). Failures raise the :mod:`llm_users.errors` tree.
+gap between reads, whole request). Failures raise the :mod:`llm_users.errors` tree. A request is
+never sent twice: an idle keep-alive connection is checked (zero-timeout, as urllib3's
+``is_connection_dropped``) *before* sending and replaced if the server closed it; anything that
+fails after the bytes went out is that request's failure. Stamping, events, end rules and
+in-stream error categories are :class:`~llm_users.request_state.RequestState`'s, shared with
+SDK mode.
 """
 
 from __future__ import annotations
 
 import _socket  # the C socket type, which gevent's monkey-patching leaves alone
+import errno
 import socket as _stdsocket  # constants only: the class may be gevent's after monkey-patching
 import time
 import uuid
@@ -25,6 +31,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import gevent
+import gevent.select
 import gevent.socket
 import gevent.ssl
 import httptools
@@ -34,15 +41,18 @@ from gevent import Timeout
 from .errors import (
     ConnectError,
     ConnectionResetError_,
+    ConnectTimeout,
+    FirstByteTimeout,
     HTTPStatusError,
     LLMRequestError,
     ProtocolError,
-    ServerStreamError,
-    StreamTruncated,
-    TimeoutError_,
+    ReadTimeout,
+    TLSError,
+    TotalTimeout,
 )
 from .metrics import RequestRecord
-from .protocols.base import Content, Finish, HTTPRequest, ServerError, StreamParser, Usage, error_message
+from .protocols.base import HTTPRequest, StreamParser, error_message
+from .request_state import DEFAULT_OVERLOAD, RequestState
 
 perf_counter_ns = time.perf_counter_ns
 
@@ -115,6 +125,20 @@ class _Connection:
             except BlockingIOError:
                 continue  # spurious wake-up
 
+    def is_dropped(self) -> bool:
+        """An idle connection that cannot carry a request: the server closed it (EOF or reset)
+        or sent bytes nobody asked for. A zero-timeout check, before anything is sent."""
+        if self.tls:
+            readable, _, _ = gevent.select.select([self.sock], [], [], 0)
+            return bool(readable)
+        try:
+            self.sock.recv(1, _stdsocket.MSG_PEEK)
+        except BlockingIOError:
+            return False  # nothing to read: alive
+        except OSError as e:
+            return e.errno != errno.EINTR
+        return True  # b"" (EOF) or unexpected bytes
+
     def close(self) -> None:
         if self._watcher is not None:
             self._watcher.close()
@@ -166,23 +190,21 @@ class _ReadDeadline:
 
 
 class _Exchange:
-    """httptools callbacks for one request/response; feeds body bytes to the protocol parser."""
+    """httptools callbacks for one request/response; feeds body bytes to the protocol parser
+    and its events to the request's state."""
 
-    __slots__ = (
-        "parser", "record", "now", "status", "headers", "error_body", "done",
-        "last_ns", "t0", "http", "keep_alive",
-    )
+    __slots__ = ("parser", "state", "record", "now", "status", "headers", "error_body", "done", "http",
+                 "keep_alive")
 
-    def __init__(self, parser: StreamParser, record: RequestRecord) -> None:
-        self.parser = parser
-        self.record = record
+    def __init__(self, state: RequestState) -> None:
+        self.state = state
+        self.parser = state.parser
+        self.record = state.record
         self.now = 0
         self.status = 0
         self.headers: dict[bytes, bytes] = {}
         self.error_body = bytearray()
         self.done = False
-        self.last_ns = 0
-        self.t0 = record.t0_ns
         self.http: Any = None
         self.keep_alive = False
 
@@ -192,6 +214,7 @@ class _Exchange:
 
     def on_headers_complete(self) -> None:
         self.status = self.http.get_status_code()
+        self.state.response(self.status, self.now)
 
     def on_body(self, body: bytes) -> None:
         if self.status >= 300:
@@ -200,36 +223,11 @@ class _Exchange:
             return
         events = self.parser.feed(body)
         if events:
-            self.handle(events)
+            self.state.handle(events, self.now)
 
     def on_message_complete(self) -> None:
         self.done = True
         self.keep_alive = self.http.should_keep_alive()
-
-    # protocol events -------------------------------------------------------------------------
-    def handle(self, events: list) -> None:
-        rec = self.record
-        now = self.now
-        for ev in events:
-            cls = ev.__class__
-            if cls is Content:
-                rec.token_chunk(now, self.last_ns, 0 if ev.reasoning else len(ev.text))
-                self.last_ns = now
-                if rec.reply is not None and not ev.reasoning:
-                    rec.reply.append(ev.text)
-            elif cls is Usage:
-                rec.usage(ev.input_tokens, ev.output_tokens, ev.reasoning_tokens, ev.server)
-            elif cls is Finish:
-                rec.finish_reason = ev.reason
-            elif cls is ServerError:
-                raise ServerStreamError(ev.message, status=ev.status, category=_server_category(ev))
-
-
-def _server_category(ev: ServerError) -> str:
-    kind = (ev.kind or "").lower()
-    if "overload" in kind or ev.status in (429, 503, 529):
-        return "server_overloaded"
-    return "server_error"
 
 
 class StreamClient:
@@ -261,6 +259,7 @@ class StreamClient:
                 self._ssl_context.check_hostname = False
                 self._ssl_context.verify_mode = gevent.ssl.CERT_NONE
         self._conn: _Connection | None = None
+        self.reconnects = 0  # stale idle connections replaced before sending
         t = self.timeouts
         self._read_timer = Timeout(t.read)  # thrown by the deadline; its seconds serve TLS reads
         self._read_deadline = _ReadDeadline(t.read, self._read_timer) if t.read is not None else None
@@ -271,7 +270,7 @@ class StreamClient:
         try:
             gsock = gevent.socket.create_connection((self.hostname, self.port), timeout=self.timeouts.connect)
         except TimeoutError as e:
-            raise TimeoutError_(f"connect to {self.hostname}:{self.port} timed out", category="connect_timeout") from e
+            raise ConnectTimeout(f"connect to {self.hostname}:{self.port} timed out") from e
         except OSError as e:
             raise ConnectError(f"cannot connect to {self.hostname}:{self.port}: {e.strerror or e}") from e
         gsock.setsockopt(_stdsocket.IPPROTO_TCP, _stdsocket.TCP_NODELAY, 1)
@@ -281,7 +280,7 @@ class StreamClient:
                 sock = self._ssl_context.wrap_socket(gsock, server_hostname=self.hostname)
             except (OSError, gevent.ssl.SSLError) as e:
                 gsock.close()
-                raise ConnectError(f"TLS handshake with {self.hostname} failed: {e}", category="tls_error") from e
+                raise TLSError(f"TLS handshake with {self.hostname} failed: {e}") from e
             conn = _Connection(sock, tls=True)
         else:
             raw = _socket.socket(fileno=gsock.detach())
@@ -313,46 +312,54 @@ class StreamClient:
         """GET ``path`` and decode its JSON body (raises the error tree on failure)."""
         req = HTTPRequest("GET", path, dict(headers or {}, Accept="application/json"), b"", name=path)
         body = _BodyCollector()
-        self.stream(req, body, RequestRecord("", path, "", ""))  # type: ignore[arg-type]
+        self.stream(req, body, RequestRecord("", path, "", ""))
         try:
             return orjson.loads(body.body)
         except orjson.JSONDecodeError:
             raise ProtocolError(f"GET {path} did not return JSON") from None
 
-    def stream(self, req: HTTPRequest, parser: StreamParser, record: RequestRecord) -> RequestRecord:
+    def stream(self, req: HTTPRequest, parser: StreamParser, record: RequestRecord,
+               overload_statuses: frozenset[int] = DEFAULT_OVERLOAD) -> RequestRecord:
         """Send ``req``, feed the response body to ``parser``, fill ``record``.
 
         Returns the record on success; raises an :class:`LLMRequestError` (with the record
         filled as far as the request got) on failure. A greenlet kill (Locust stopping a user)
         propagates untouched and leaves no half-open connection behind.
         """
+        state = RequestState(record, parser, overload_statuses)
         total = Timeout(self.timeouts.total)
         total.start()
         try:
-            return self._stream_once(req, parser, record, total, allow_retry=True)
+            return self._stream_once(req, state, total)
         except Timeout as t:
             if t is total:
                 self.close()
-                raise TimeoutError_(
-                    f"request exceeded the total limit of {self.timeouts.total:g}s", category="total_timeout"
-                ) from None
+                raise TotalTimeout(f"request exceeded the total limit of {self.timeouts.total:g}s") from None
             raise
         finally:
             total.close()
 
-    def _stream_once(
-        self, req: HTTPRequest, parser: StreamParser, record: RequestRecord, total: Timeout, allow_retry: bool
-    ) -> RequestRecord:
-        reused = self._conn is not None
-        if self._conn is None:
-            self._conn = self._connect()
-            record.connect_ns = self._connect_ns
+    def _ready_connection(self, record: RequestRecord) -> _Connection:
+        """The keep-alive connection if it is still good, else a new one. Checked before
+        sending, so a request is never resent: a server's close is found while idle."""
         conn = self._conn
+        if conn is not None and conn.is_dropped():
+            self.close()
+            conn = None
+            self.reconnects += 1
+            record.reconnected = True
+        if conn is None:
+            conn = self._conn = self._connect()
+            record.connect_ns = self._connect_ns
+        return conn
+
+    def _stream_once(self, req: HTTPRequest, state: RequestState, total: Timeout) -> RequestRecord:
+        record = state.record
+        conn = self._ready_connection(record)
         data = self._request_bytes(req)
-        ex = _Exchange(parser, record)
+        ex = _Exchange(state)
         http = ex.http = httptools.HttpResponseParser(ex)
-        record.start_time = time.time()
-        record.t0_ns = ex.t0 = perf_counter_ns()
+        t0 = state.start()
         first_byte = Timeout(self.timeouts.first_byte)  # a fresh one per request (see recv_into)
         try:
             conn.send_all(data)
@@ -361,23 +368,17 @@ class StreamClient:
             if t is total:
                 raise
             self.close()
-            raise TimeoutError_(
-                f"no response byte within {self.timeouts.first_byte:g}s", category="first_byte_timeout"
-            ) from None
+            raise FirstByteTimeout(f"no response byte within {self.timeouts.first_byte:g}s") from None
         except OSError as e:
             self.close()
-            if reused and allow_retry:
-                return self._stream_once(req, parser, record, total, allow_retry=False)
-            raise ConnectionResetError_(f"connection failed before the response: {e}") from e
+            raise ConnectionResetError_(f"connection lost after the request was sent, before any response: {e}") from e
         finally:
             first_byte.close()
         if n == 0:
             self.close()
-            if reused and allow_retry:  # the server closed an idle keep-alive connection
-                return self._stream_once(req, parser, record, total, allow_retry=False)
-            raise ConnectionResetError_("server closed the connection before responding")
+            raise ConnectionResetError_("server closed the connection after the request was sent, before responding")
         now = ex.now = perf_counter_ns()
-        record.ttfb_ns = now - ex.t0
+        record.ttfb_ns = now - t0
         conn.requests += 1
         deadline = None if conn.tls else self._read_deadline
         try:
@@ -420,9 +421,7 @@ class StreamClient:
             except Timeout as t:
                 if t is total:
                     raise
-                raise TimeoutError_(
-                    f"no bytes for {self.timeouts.read:g}s mid-response", category="read_timeout"
-                ) from None
+                raise ReadTimeout(f"no bytes for {self.timeouts.read:g}s mid-response") from None
             except OSError as e:
                 raise ConnectionResetError_(f"connection lost mid-response: {e}") from e
             ex.now = perf_counter_ns()
@@ -435,16 +434,12 @@ class StreamClient:
                 raise ConnectionResetError_("server closed the connection mid-response")
         rec.response_bytes = received
         end = ex.now
-        rec.http_status = ex.status or None
         if ex.status >= 300 or ex.status == 0:
             raise _status_error(ex)
         events = ex.parser.close()
         if events:
-            ex.handle(events)
-        rec.e2e_ns = end - ex.t0
-        if not ex.parser.complete:
-            raise StreamTruncated("stream ended without the protocol's terminator")
-        rec.settle_tokens()
+            ex.state.handle(events, end)
+        ex.state.finish(end)
 
     @staticmethod
     def _body_until_close(ex: _Exchange) -> bool:
@@ -456,9 +451,13 @@ class _BodyCollector:
     """A "protocol" that keeps the whole body: for small non-streaming calls (GET /v1/models)."""
 
     complete = True
+    frames = 1
 
     def __init__(self) -> None:
         self.body = bytearray()
+
+    def payload(self, obj: dict[str, Any], name: bytes | None = None) -> list:
+        return []
 
     def feed(self, data: bytes) -> list:
         self.body += data

@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Any, ClassVar
 
 import gevent
+from gevent import GreenletExit
 from gevent.lock import BoundedSemaphore
 from locust import User, constant, task
 
@@ -33,6 +34,7 @@ from .protocols import openai as openai_proto
 from .protocols import tgi as tgi_proto
 from .protocols.backend import Backend, RequestSpec, Route
 from .protocols.base import HTTPRequest, StreamParser
+from .request_state import mark_failed, mark_interrupted
 from .stream import StreamClient, new_request_id
 from .workload.build import source_for
 from .workload.source import Messages, WorkItem
@@ -142,7 +144,12 @@ class LLMUser(User):
                 self.source.prepare(ServerProbe(self))
 
     def send(self, messages: Messages, item: WorkItem | None = None) -> RequestRecord:
-        """Send one prompt, record it, fire ``request`` and ``llm_response``."""
+        """Send one prompt, record it, fire ``request`` and ``llm_response``.
+
+        A failure is recorded by :func:`mark_failed` (the same for raw and SDK mode). A stop
+        that kills the user mid-request (Locust's GreenletExit) records the request as
+        ``interrupted`` (fires ``llm_response`` only, not Locust's ``request``) and lets the
+        kill go on."""
         base = self.settings
         if item is not None and item.max_tokens is not None and item.max_tokens != base.sampling.max_tokens:
             self.settings = replace(base, sampling=replace(base.sampling, max_tokens=item.max_tokens))
@@ -152,8 +159,9 @@ class LLMUser(User):
             self.settings = base
 
     def _send(self, messages: Messages, item: WorkItem | None) -> RequestRecord:
+        overload = self.descriptor.overload_statuses
         if self.settings.client == "sdk":
-            from .sdk import sdk_stream  # optional extra: imported only when asked for
+            from .sdk import sdk_stream  # optional extra: imported at start by the plugin's checks
 
             name = self.sdk_name()
             rec = self._new_record(name)
@@ -163,7 +171,7 @@ class LLMUser(User):
             rec = self._new_record(req.name)
             req.headers["X-Request-Id"] = rec.request_id
             parser = self.new_parser()
-            run = lambda: self.stream_client.stream(req, parser, rec)  # noqa: E731
+            run = lambda: self.stream_client.stream(req, parser, rec, overload)  # noqa: E731
         rec.target_output_tokens = self.settings.sampling.max_tokens
         if item is not None:
             rec.target_input_tokens = item.target_input_tokens
@@ -178,13 +186,15 @@ class LLMUser(User):
             run()
         except LLMRequestError as e:
             exc = e
-            rec.status = "error"
-            rec.error_category = e.category
-            rec.error_message = e.message
-            rec.http_status = e.status or rec.http_status
-            if not rec.t0_ns:
+            if not rec.t0_ns:  # failed before anything was sent (connect)
                 rec.t0_ns = started
                 rec.start_time = time.time() - (time.perf_counter_ns() - started) / 1e9
+            mark_failed(rec, e, time.perf_counter_ns())
+        except GreenletExit:
+            if rec.t0_ns:
+                mark_interrupted(rec, time.perf_counter_ns())
+                self._fire_record(rec)
+            raise
         elapsed_ns = rec.e2e_ns if rec.e2e_ns is not None else time.perf_counter_ns() - rec.t0_ns
         self.environment.events.request.fire(
             request_type="POST",
@@ -196,10 +206,13 @@ class LLMUser(User):
             url=None,
             response=None,
         )
+        self._fire_record(rec)
+        return rec
+
+    def _fire_record(self, rec: RequestRecord) -> None:
         hook = getattr(self.environment.events, "llm_response", None)
         if hook is not None:
             hook.fire(record=rec, user=self)
-        return rec
 
     def _new_record(self, name: str) -> RequestRecord:
         rec = RequestRecord(

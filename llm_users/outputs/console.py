@@ -49,6 +49,19 @@ def summary_table(summary: dict[str, Any]) -> str:
     if ov.get("failures_by_category"):
         cats = ", ".join(f"{k}={v}" for k, v in sorted(ov["failures_by_category"].items()))
         lines.append(f"failures by category: {cats}")
+    interrupted = ov.get("interrupted") or 0
+    if interrupted:
+        lines.append(f"interrupted: {interrupted} requests were in flight when the run stopped (kept in "
+                     "requests.jsonl with their TTFB/TTFT so far; not in these statistics)")
+    completed = (ov.get("requests") or 0) + (ov.get("excluded_warmup") or 0) + (ov.get("excluded_cooldown") or 0)
+    if not completed:
+        why = (f"all {interrupted} requests sent were still in flight at the stop (interrupted): a request takes "
+               "longer than the run; run longer, or check that the server honours the max-token setting"
+               if interrupted else "no request was sent (no users started, or the run ended before any request)")
+        lines.append(f"no request completed: {why}")
+    if ov.get("stale_reconnects"):
+        lines.append(f"note: {ov['stale_reconnects']} idle keep-alive connections were found closed by the server "
+                     "and replaced before sending (nothing was resent)")
     if ov.get("estimated_token_requests"):
         lines.append(f"note: {ov['estimated_token_requests']} requests had no server usage; tokens estimated from chunks")
     window = summary.get("window") or {}

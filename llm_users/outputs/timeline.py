@@ -56,7 +56,7 @@ class Timeline:
         return s
 
     def add(self, rec: RequestRecord) -> None:
-        if rec.warmup:
+        if rec.warmup or rec.status == "interrupted":  # interrupted: in requests.jsonl only
             return
         self._sec(int(rec.start_time)).started += 1
         end = self._sec(int(rec.end_time))

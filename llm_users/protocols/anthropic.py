@@ -12,16 +12,18 @@ by the payload's ``type`` (falling back to the event name) and is tolerant of th
 - ``content_block_delta``: ``text_delta`` -> Content, ``thinking_delta`` -> reasoning Content,
   ``signature_delta``/``input_json_delta``/others ignored;
 - ``message_delta``: ``delta.stop_reason`` -> Finish, ``usage.output_tokens`` (cumulative; the
-  last one wins) -> Usage;
+  last one wins) and ``usage.output_tokens_details.thinking_tokens`` (the share spent on
+  thinking, as the SDK's ``MessageDeltaUsage`` types it) -> Usage;
 - ``message_stop``: the terminator. ``ping``, block start/stop: ignored.
 - ``error`` (``event: error``): ServerError with ``error.message`` and ``kind=error.type``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, Literal
 
-from .backend import Backend, BackendDocs, RequestSpec, Route
+from .backend import Backend, BackendDocs, RequestSpec, Route, SDKBinding, SDKChunk, SDKSetup, sdk_arguments
 from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, bearer, error_message, json_post
 from .sampling import Sampling
 from .sse import SSEJSONParser
@@ -103,10 +105,12 @@ class AnthropicStreamParser(SSEJSONParser):
             if usage:
                 self._note_cache(usage)
                 input_tokens = usage.get("input_tokens")
+                details = usage.get("output_tokens_details") or {}
                 events.append(
                     Usage(
                         input_tokens=self._input if input_tokens is None else input_tokens,
                         output_tokens=usage.get("output_tokens"),
+                        reasoning_tokens=details.get("thinking_tokens"),
                         server=dict(self._server) if self._server else None,
                     )
                 )
@@ -146,14 +150,31 @@ def _build(spec: RequestSpec) -> HTTPRequest:
                          auth=o.get("auth", "x-api-key"), anthropic_version=o.get("anthropic_version", DEFAULT_VERSION))
 
 
+def _sdk_client(anthropic: Any, setup: SDKSetup) -> Any:
+    key = setup.api_key or "EMPTY"
+    bearer_auth = setup.options.get("auth") == "bearer"
+    http = anthropic.DefaultHttpxClient(**setup.httpx_kwargs)
+    return anthropic.Anthropic(
+        base_url=setup.base_url, api_key=None if bearer_auth else key, auth_token=key if bearer_auth else None,
+        max_retries=0, timeout=http.timeout, http_client=http,
+        default_headers={"anthropic-version": setup.options.get("anthropic_version", DEFAULT_VERSION)},
+    )
+
+
+def _sdk_stream(client: Any, spec: RequestSpec, body: dict[str, Any]) -> Iterator[SDKChunk]:
+    create = client.messages.create
+    for event in create(**sdk_arguments(create, body)):  # the 2.x SDK has no temperature: extra_body
+        yield event.to_dict(), event.type.encode()
+
+
+SDK = SDKBinding("anthropic", "anthropic", _sdk_client, _sdk_stream)
+
 CLAUDE = Backend(
     name="claude",
-    routes=(Route("messages", PATH, _build, AnthropicStreamParser, protocol="anthropic"),),
+    routes=(Route("messages", PATH, _build, AnthropicStreamParser, protocol="anthropic", sdk=SDK),),
     auth_header="x-api-key",
     api_key_env="ANTHROPIC_API_KEY",
     overload_statuses=frozenset({429, 503, 529}),
-    sdk_module="anthropic",
-    sdk_package="anthropic",
     docs=BackendDocs(
         locustfile="claude.py", user="ClaudeUser", auth_env="`ANTHROPIC_API_KEY`",
         sampling="`max_tokens`, `temperature` (version 2023-06-01; top_p left at its default)",

@@ -14,8 +14,9 @@ Pure: no I/O, no Locust, no SDK imports.
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -43,6 +44,61 @@ class RequestSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class SDKSetup:
+    """What an SDK client is made from: our base URL and key, and the keyword arguments of the
+    httpx(-compatible) client that carries our time limits and stamps. SDKs use different
+    httpx packages (httpx, httpx2), so each binding makes the client with its SDK's own class:
+    ``client_class(**setup.httpx_kwargs)``."""
+
+    base_url: str
+    api_key: str | None
+    httpx_kwargs: Mapping[str, Any]
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+#: (payload in the wire's JSON shape, SSE event name or None)
+SDKChunk = tuple[dict[str, Any], "bytes | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class SDKBinding:
+    """A route's ``--llm-client sdk`` mode: which SDK, how to make its client, and the call.
+
+    ``stream(client, spec, body)`` sends the request whose JSON ``body`` the route's builder
+    made (so both modes send the same settings) through the SDK and yields each chunk the SDK
+    gives back, dumped to the wire's JSON shape, for the route's parser. No SDK import here:
+    the SDK module comes in as an argument."""
+
+    module: str  # import name
+    package: str  # pip name
+    client: Callable[[Any, SDKSetup], Any]
+    stream: Callable[[Any, RequestSpec, dict[str, Any]], Iterator[SDKChunk]]
+
+
+def sdk_arguments(call: Callable[..., Any], body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` as keyword arguments of an SDK method: the fields its signature names go as
+    they are, the rest in ``extra_body`` (which these SDKs merge into the JSON they send), so
+    the SDK sends what raw mode sends even where its signature lags the API."""
+    params = _parameters(call)
+    known = {k: v for k, v in body.items() if k in params}
+    extra = {k: v for k, v in body.items() if k not in params}
+    if extra:
+        known["extra_body"] = extra
+    return known
+
+
+def _parameters(call: Callable[..., Any]) -> frozenset[str]:
+    key = getattr(call, "__func__", call)
+    cached = _SIGNATURES.get(key)
+    if cached is None:
+        cached = _SIGNATURES[key] = frozenset(inspect.signature(call).parameters)
+    return cached
+
+
+_SIGNATURES: dict[Any, frozenset[str]] = {}
+
+
+@dataclass(frozen=True, slots=True)
 class Route:
     """One ``--llm-endpoint`` value of a backend: its path, how to build it, how to parse it.
 
@@ -55,6 +111,7 @@ class Route:
     build: Callable[[RequestSpec], HTTPRequest]
     parser: Callable[[], StreamParser]
     protocol: str
+    sdk: SDKBinding | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +135,6 @@ class Backend:
     auth_header: str | None  # the header that carries the key ("Authorization" = Bearer)
     api_key_env: str | None  # comma-separated variable names, first set wins
     overload_statuses: frozenset[int] = frozenset({429, 503})
-    sdk_module: str | None = None  # the official SDK's import name (``--llm-client sdk``)
-    sdk_package: str | None = None  # its pip name
     strip_v1: bool = False  # accept a base URL given the SDK way (".../v1")
     discover_model: bool = False  # ask GET /v1/models when no model was given
     sends_ignore_eos: bool = False  # the request can carry ignore_eos (so output length is exact)
@@ -88,6 +143,12 @@ class Backend:
     @property
     def default_endpoint(self) -> str:
         return self.routes[0].endpoint
+
+    @property
+    def sdk_module(self) -> str | None:
+        """The official SDK of the default route (``--llm-client sdk``), if it has one."""
+        sdk = self.routes[0].sdk
+        return sdk.module if sdk else None
 
     @property
     def endpoints(self) -> tuple[str, ...]:

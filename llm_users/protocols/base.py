@@ -15,9 +15,12 @@ Events are small frozen objects:
 - :class:`ServerError`: an error payload inside a stream (these arrive on HTTP 200).
 
 ``parser.complete`` is true once the protocol's terminator was seen ([DONE], a finish reason,
-the final frame, ``done: true``...). ``close()`` returns the events of whatever complete frame
-was left; the caller checks ``complete`` afterwards and reports ``stream_truncated`` when it is
-false. Payloads that do not parse raise :class:`~llm_users.errors.ProtocolError`
+the final frame, ``done: true``...) and ``parser.frames`` counts the payloads decoded. ``close()``
+returns the events of whatever complete frame was left; the caller
+(:class:`~llm_users.request_state.RequestState`) then reports ``empty_response`` when no frame
+came at all and ``stream_truncated`` when ``complete`` is false. ``payload(obj, name)`` takes
+one already-decoded payload (what an SDK yields, dumped back to the wire's JSON shape) through
+the same rules, so SDK mode shares every end rule and category with raw mode. Payloads that do not parse raise :class:`~llm_users.errors.ProtocolError`
 (``malformed_stream``) with the offending bytes (truncated) in the message.
 """
 
@@ -62,10 +65,13 @@ class StreamParser(Protocol):
     """What the stream client needs from a protocol parser."""
 
     complete: bool
+    frames: int
 
     def feed(self, data: bytes) -> list[Event]: ...
 
     def close(self) -> list[Event]: ...
+
+    def payload(self, obj: dict[str, Any], name: bytes | None = None) -> list[Event]: ...
 
 
 @dataclass(slots=True)

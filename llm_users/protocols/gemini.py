@@ -16,9 +16,11 @@ no sentinel), as does a prompt blocked with ``promptFeedback.blockReason``. Erro
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator
 from typing import Any
 
-from .backend import Backend, BackendDocs, RequestSpec, Route
+from .backend import Backend, BackendDocs, RequestSpec, Route, SDKBinding, SDKChunk, SDKSetup
 from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, error_message, json_post
 from .sampling import Sampling
 from .sse import SSEJSONParser
@@ -124,15 +126,32 @@ def _build(spec: RequestSpec) -> HTTPRequest:
                          api_version=spec.options.get("api_version", DEFAULT_API_VERSION))
 
 
+def _sdk_client(genai: Any, setup: SDKSetup) -> Any:
+    types = importlib.import_module(genai.__name__ + ".types")
+    httpx = importlib.import_module("httpx")
+    opts = types.HttpOptions(base_url=setup.base_url, httpx_client=httpx.Client(**setup.httpx_kwargs),
+                             api_version=setup.options.get("api_version", DEFAULT_API_VERSION))
+    return genai.Client(api_key=setup.api_key or "EMPTY", http_options=opts)
+
+
+def _sdk_stream(client: Any, spec: RequestSpec, body: dict[str, Any]) -> Iterator[SDKChunk]:
+    config = dict(body["generationConfig"])
+    if "systemInstruction" in body:
+        config["systemInstruction"] = body["systemInstruction"]
+    model = spec.model.removeprefix("models/")
+    for chunk in client.models.generate_content_stream(model=model, contents=body["contents"], config=config):
+        yield chunk.model_dump(mode="json", by_alias=True, exclude_none=True), None
+
+
+SDK = SDKBinding("google.genai", "google-genai", _sdk_client, _sdk_stream)
+
 GEMINI = Backend(
     name="gemini",
     routes=(Route("generate", "/v1beta/models/{model}:streamGenerateContent?alt=sse", _build, GeminiStreamParser,
-                  protocol="gemini"),),
+                  protocol="gemini", sdk=SDK),),
     auth_header="x-goog-api-key",
     api_key_env="GEMINI_API_KEY,GOOGLE_API_KEY",
     overload_statuses=frozenset({429, 503}),
-    sdk_module="google.genai",
-    sdk_package="google-genai",
     docs=BackendDocs(
         locustfile="gemini.py", user="GeminiUser", auth_env="`GEMINI_API_KEY` or `GOOGLE_API_KEY`",
         sampling="`generationConfig.maxOutputTokens/temperature/topP`",

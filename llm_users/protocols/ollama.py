@@ -11,12 +11,13 @@ nanoseconds (zero-valued fields are omitted: read them as 0). Thinking models pu
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, Literal
 
 import orjson
 
 from ..errors import ProtocolError
-from .backend import Backend, BackendDocs, RequestSpec, Route
+from .backend import Backend, BackendDocs, RequestSpec, Route, SDKBinding, SDKChunk, SDKSetup
 from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, bearer, error_message, json_post
 from .openai import compat_route, messages_to_prompt
 from .sampling import Sampling
@@ -80,19 +81,26 @@ class OllamaStreamParser:
     Lines end in ``\\n``; ``\\r\\n`` and blank lines are tolerated. Complete on ``done: true``.
     """
 
-    __slots__ = ("_buf", "complete")
+    __slots__ = ("_buf", "complete", "frames")
 
     def __init__(self) -> None:
-        self._buf = b""
+        self._buf = bytearray()  # the unfinished last line: appended to, joined once when it ends
         self.complete = False
+        self.frames = 0
 
     def feed(self, data: bytes) -> list[Event]:
-        buf = self._buf + data if self._buf else data
-        if b"\n" not in data:
-            self._buf = buf
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            self._buf += data
             return []
-        lines = buf.split(b"\n")
-        self._buf = lines.pop()
+        if self._buf:
+            self._buf += data[: cut + 1]
+            block = bytes(self._buf)
+        else:
+            block = data[: cut + 1]
+        self._buf = bytearray(data[cut + 1:])
+        lines = block.split(b"\n")
+        lines.pop()
         events: list[Event] = []
         for line in lines:
             self._line(line, events)
@@ -101,7 +109,7 @@ class OllamaStreamParser:
     def close(self) -> list[Event]:
         """End of body: a last line without its ``\\n`` counts if it is a whole JSON object;
         a cut-off fragment is dropped (the caller sees ``complete`` false)."""
-        rest, self._buf = self._buf, b""
+        rest, self._buf = bytes(self._buf), bytearray()
         events: list[Event] = []
         if rest.strip():
             try:
@@ -111,11 +119,22 @@ class OllamaStreamParser:
             self._line(rest, events)
         return events
 
+    def payload(self, obj: dict[str, Any], name: bytes | None = None) -> list[Event]:
+        """One decoded line (SDK mode) through the same rules as a line off the wire."""
+        self.frames += 1
+        events: list[Event] = []
+        try:
+            self._chunk(obj, events)
+        except (AttributeError, TypeError, ValueError):
+            raise ProtocolError(f"unexpected Ollama line shape: {str(obj)[:120]}") from None
+        return events
+
     def _line(self, line: bytes, events: list[Event]) -> None:
         if line[-1:] == b"\r":
             line = line[:-1]
         if not line or line.isspace():
             return
+        self.frames += 1
         obj = json_object(line, "NDJSON line")
         try:
             self._chunk(obj, events)
@@ -153,12 +172,26 @@ class OllamaStreamParser:
             self.complete = True
 
 
+def _sdk_client(ollama: Any, setup: SDKSetup) -> Any:
+    headers = {"Authorization": f"Bearer {setup.api_key}"} if setup.api_key else None
+    return ollama.Client(host=setup.base_url, headers=headers, **setup.httpx_kwargs)
+
+
+def _sdk_stream(client: Any, spec: RequestSpec, body: dict[str, Any]) -> Iterator[SDKChunk]:
+    call = client.chat if "messages" in body else client.generate
+    for part in call(**body):
+        yield part.model_dump(exclude_none=True), None
+
+
+SDK = SDKBinding("ollama", "ollama", _sdk_client, _sdk_stream)
+
+
 def _route(endpoint: Endpoint) -> Route:
     def build(spec: RequestSpec) -> HTTPRequest:
         return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling,
                              api_key=spec.api_key, endpoint=endpoint)
 
-    return Route(endpoint, PATHS[endpoint], build, OllamaStreamParser, protocol="ollama")
+    return Route(endpoint, PATHS[endpoint], build, OllamaStreamParser, protocol="ollama", sdk=SDK)
 
 
 OLLAMA = Backend(
@@ -167,8 +200,6 @@ OLLAMA = Backend(
     auth_header="Authorization",
     api_key_env=None,
     overload_statuses=frozenset({429, 503}),
-    sdk_module="ollama",
-    sdk_package="ollama",
     docs=BackendDocs(
         locustfile="ollama.py", user="OllamaUser", auth_env="none",
         sampling="`options.num_predict/temperature/top_p`",

@@ -14,9 +14,10 @@ server. The parser yields :mod:`~llm_users.protocols.base` events from body byte
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, Literal
 
-from .backend import Backend, BackendDocs, RequestSpec, Route
+from .backend import Backend, BackendDocs, RequestSpec, Route, SDKBinding, SDKChunk, SDKSetup, sdk_arguments
 from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, bearer, error_message, json_post
 from .sampling import Sampling
 from .sse import SSEJSONParser
@@ -138,20 +139,36 @@ def _err_type(err: Any) -> str | None:
     return None
 
 
+# SDK mode: the openai package -----------------------------------------------------------------
+def _sdk_client(openai: Any, setup: SDKSetup) -> Any:
+    http = openai.DefaultHttpxClient(**setup.httpx_kwargs)
+    return openai.OpenAI(base_url=setup.base_url + "/v1", api_key=setup.api_key or "EMPTY", max_retries=0,
+                         timeout=http.timeout, http_client=http)
+
+
+def _sdk_stream(client: Any, spec: RequestSpec, body: dict[str, Any]) -> Iterator[SDKChunk]:
+    create = client.completions.create if "prompt" in body else client.chat.completions.create
+    for chunk in create(**sdk_arguments(create, body)):  # vLLM's ignore_eos/min_tokens: extra_body
+        yield chunk.to_dict(), None
+
+
+SDK = SDKBinding("openai", "openai", _sdk_client, _sdk_stream)
+
+
 # the backends that speak this protocol natively ----------------------------------------------
 def _route(endpoint: Endpoint, dialect: Dialect) -> Route:
     def build(spec: RequestSpec) -> HTTPRequest:
         return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling,
                              endpoint=endpoint, dialect=dialect, api_key=spec.api_key)
 
-    return Route(endpoint, PATHS[endpoint], build, OpenAIStreamParser, protocol="openai")
+    return Route(endpoint, PATHS[endpoint], build, OpenAIStreamParser, protocol="openai", sdk=SDK)
 
 
 def compat_route(endpoint: str) -> Route:
     """The OpenAI-compatible chat route other backends also serve (TGI's Messages API, Ollama's
     /v1): ``max_tokens`` only."""
     r = _route("chat", "compat")
-    return Route(endpoint, r.path, r.build, r.parser, r.protocol)
+    return Route(endpoint, r.path, r.build, r.parser, r.protocol, sdk=r.sdk)
 
 
 VLLM = Backend(
@@ -159,8 +176,6 @@ VLLM = Backend(
     routes=(_route("chat", "vllm"), _route("completions", "vllm")),
     auth_header="Authorization",
     api_key_env=None,
-    sdk_module="openai",
-    sdk_package="openai",
     strip_v1=True,
     discover_model=True,
     sends_ignore_eos=True,
@@ -176,8 +191,6 @@ OPENAI = Backend(
     routes=(_route("chat", "openai"), _route("completions", "openai")),
     auth_header="Authorization",
     api_key_env="OPENAI_API_KEY",
-    sdk_module="openai",
-    sdk_package="openai",
     strip_v1=True,
     discover_model=True,
     docs=BackendDocs(

@@ -21,26 +21,39 @@ Frame = tuple[bytes | None, bytes]
 
 
 class SSEDecoder:
-    __slots__ = ("_buf", "_event", "_data")
+    """Linear in the bytes fed, however long a line is: each piece is scanned once for line
+    ends, an unfinished line is appended to a bytearray, and only a finished line is joined."""
+
+    __slots__ = ("_buf", "_cr", "_event", "_data")
 
     def __init__(self) -> None:
-        self._buf = b""
+        self._buf = bytearray()  # the unfinished last line
+        self._cr = False  # the last piece ended in CR: a LF starting the next one belongs to it
         self._event: bytes | None = None
         self._data: list[bytes] = []
 
     def feed(self, data: bytes) -> list[Frame]:
-        buf = self._buf + data if self._buf else data
-        if b"\r" in buf:
-            # A CR at the very end may be the first half of a CRLF: keep it for the next piece.
-            hold = b"\r" if buf.endswith(b"\r") else b""
-            if hold:
-                buf = buf[:-1]
-            buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-            lines = buf.split(b"\n")
-            self._buf = lines.pop() + hold
+        if self._cr:
+            self._cr = False
+            if data[:1] == b"\n":
+                data = data[1:]
+        cut = max(data.rfind(b"\n"), data.rfind(b"\r"))
+        if cut < 0:
+            self._buf += data
+            return []
+        if self._buf:
+            self._buf += data[: cut + 1]
+            block = bytes(self._buf)
+            self._buf = bytearray(data[cut + 1:])
         else:
-            lines = buf.split(b"\n")
-            self._buf = lines.pop()
+            block = data[: cut + 1]
+            self._buf = bytearray(data[cut + 1:])
+        if block[-1] == 13 and not self._buf:  # CR last: maybe half of a CRLF split across pieces
+            self._cr = True
+        if b"\r" in block:
+            block = block.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        lines = block.split(b"\n")
+        lines.pop()  # the block ends with a line end: the last piece is empty
         frames: list[Frame] = []
         for line in lines:
             self._line(line, frames)
@@ -50,9 +63,8 @@ class SSEDecoder:
         """End of body: a frame whose lines all arrived is dispatched even without the blank
         line; a partial last line is dropped (the caller judges truncation)."""
         frames: list[Frame] = []
-        if self._buf.endswith(b"\r"):
-            self._line(self._buf[:-1], frames)
-        self._buf = b""
+        self._buf = bytearray()
+        self._cr = False
         self._line(b"", frames)
         return frames
 
@@ -94,12 +106,13 @@ class SSEJSONParser:
     JSON has an unexpected shape (a list where an object belongs...) is a ProtocolError too.
     """
 
-    __slots__ = ("_sse", "complete")
+    __slots__ = ("_sse", "complete", "frames")
     protocol = "SSE"
 
     def __init__(self) -> None:
         self._sse = SSEDecoder()
         self.complete = False
+        self.frames = 0
 
     def feed(self, data: bytes) -> list[Event]:
         return self._frames(self._sse.feed(data))
@@ -110,6 +123,7 @@ class SSEJSONParser:
     def _frames(self, frames: list[Frame]) -> list[Event]:
         events: list[Event] = []
         for name, payload in frames:
+            self.frames += 1
             if self._sentinel(payload):
                 continue
             obj = json_object(payload)
@@ -117,6 +131,16 @@ class SSEJSONParser:
                 self._chunk(obj, name, events)
             except (AttributeError, TypeError, ValueError, IndexError, KeyError):
                 raise ProtocolError(f"unexpected {self.protocol} payload shape: {payload[:120]!r}") from None
+        return events
+
+    def payload(self, obj: dict[str, Any], name: bytes | None = None) -> list[Event]:
+        """One decoded payload (SDK mode) through the same rules as a frame off the wire."""
+        self.frames += 1
+        events: list[Event] = []
+        try:
+            self._chunk(obj, name, events)
+        except (AttributeError, TypeError, ValueError, IndexError, KeyError):
+            raise ProtocolError(f"unexpected {self.protocol} payload shape: {str(obj)[:120]}") from None
         return events
 
     def _sentinel(self, payload: bytes) -> bool:

@@ -20,6 +20,8 @@ FAULT_KINDS = (
     "stall",
     "truncate",
     "midstream_error",
+    "empty_200",
+    "reset_after_read",
 )
 
 DEFAULT_MAX_TOKENS = 512

@@ -13,7 +13,9 @@ Retry-After on 429), ``reset`` (TCP RST mid-stream), ``malformed`` (one non-JSON
 then the stream goes on), ``stall`` (no bytes for ``--stall-ms``, then the stream goes on),
 ``truncate`` (the HTTP body ends cleanly but without the protocol's final frames and
 terminator), ``midstream_error`` (the protocol's own in-stream error payload on HTTP 200, then
-the body ends).
+the body ends), ``empty_200`` (status 200 and the stream's headers, then the body ends without a
+single event), ``reset_after_read`` (the request is read, then the connection is reset before
+any response byte: on a reused keep-alive connection a client must not resend it).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from dataclasses import dataclass
 from .config import FAULT_KINDS
 
 HTTP_FAULTS = {"http_429": 429, "http_500": 500, "http_503": 503}
+#: faults that strike before the stream starts (no chunk position)
+BEFORE_STREAM = frozenset({"empty_200", "reset_after_read"})
 
 
 @dataclass(frozen=True, slots=True)

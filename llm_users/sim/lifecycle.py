@@ -19,7 +19,7 @@ from .engine import QueueFull
 from .faults import Fault, FaultHeaderError, draw_fault, parse_fault_header
 from .state import SimState
 from .stats import RouteStats
-from .streamer import Streamer, chunked
+from .streamer import Streamer, chunked, reset_connection
 from .text import count_input_tokens
 from .timing import request_rng
 from .trace import Record
@@ -111,6 +111,15 @@ async def _serve(
         status = fault.http_status
         if status is not None:
             return _refuse(sim, rs, rec, dialect.fault(status, stream=job.stream, retry_after=cfg.retry_after_s))
+        if fault.kind == "reset_after_read":
+            reset_connection(request.transport)
+            return _finish(sim, rs, rec, job, "reset", 0, web.Response(), fault)
+        if fault.kind == "empty_200":
+            resp = web.StreamResponse(status=200, headers={"Content-Type": render.content_type, **render.headers()})
+            resp.enable_chunked_encoding()
+            await resp.prepare(request)
+            await resp.write_eof()
+            return _finish(sim, rs, rec, job, "empty", 0, resp, fault)
     try:
         waiter = sim.engine.try_acquire()
     except QueueFull:

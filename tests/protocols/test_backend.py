@@ -60,7 +60,7 @@ def test_descriptor_facts() -> None:
     b = all_backends()
     assert b["vllm"].sends_ignore_eos and not any(b[n].sends_ignore_eos for n in b if n != "vllm")
     assert 529 in b["claude"].overload_statuses and 529 not in b["openai"].overload_statuses
-    assert {n: x.sdk_module for n, x in b.items()} == {
+    assert {n: x.sdk_module for n, x in b.items()} == {  # the default route's SDK
         "vllm": "openai", "openai": "openai", "tgi": None, "ollama": "ollama", "claude": "anthropic",
         "gemini": "google.genai"}
     assert b["openai"].base_url("http://h:1/v1/") == "http://h:1"

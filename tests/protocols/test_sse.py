@@ -65,12 +65,16 @@ def test_close_drops_a_partial_last_line() -> None:
     assert decode(b'data: {"a":1}\n\ndata: {"b":') == [(None, b'{"a":1}')]
 
 
-def test_cr_at_the_end_of_a_piece_waits_for_a_possible_lf() -> None:
+def test_cr_at_the_end_of_a_piece_ends_the_line_and_swallows_a_following_lf() -> None:
+    # A CR is a line end on its own (WHATWG): the frame goes out at once, not one piece later;
+    # a LF that starts the next piece is the second half of a CRLF, not a blank line.
     d = SSEDecoder()
     assert d.feed(b"data: x\r") == []
     assert d.feed(b"\n") == []
-    assert d.feed(b"\r") == []
-    assert d.feed(b"\n") == [(None, b"x")]
+    assert d.feed(b"\r") == [(None, b"x")]
+    assert d.feed(b"\n") == []
+    assert d.feed(b"data: y\r\n\r") == [(None, b"y")]
+    assert d.feed(b"\ndata: z\n\n") == [(None, b"z")]
     assert d.close() == []
 
 
