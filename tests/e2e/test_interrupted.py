@@ -1,0 +1,33 @@
+"""Issue 9 item 7: a request in flight when the run stops is recorded as ``interrupted`` (with
+its TTFT so far), counted on the console and in summary.json, and kept out of the statistics."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import read_records, read_summary, run_locust
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("client", ["raw", "sdk"])
+def test_a_request_that_outlives_the_run_is_recorded_as_interrupted(client: str, sim_factory, tmp_path) -> None:
+    # 2,000 tokens at 10 ms each: one request takes 20 s, the run 3 s
+    sim = sim_factory("--ttft-ms", "50", "--itl-ms", "10", "--output-tokens", "2000")
+    report = tmp_path / client
+    proc = run_locust("vllm.py", "--host", sim.url, "-u", "1", "-r", "1", "-t", "3s", "--llm-client", client,
+                      "--llm-max-tokens", "2000", report=report)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = read_records(report)
+    assert len(records) == 1, records
+    rec = records[0]
+    assert rec["status"] == "interrupted" and rec["error_category"] == "interrupted"
+    assert 40e6 < rec["ttft_ns"] < 1e9  # the TTFT it had, about the simulator's 50 ms
+    assert 2e9 < rec["e2e_ns"] < 6e9  # cut by the stop, about 3 s in
+    assert rec["output_tokens"] is None and rec["chunks"] > 50
+    summary = read_summary(report)
+    ov = summary["overall"]
+    assert ov["interrupted"] == 1
+    assert ov["requests"] == 0 and ov["failures"] == 0 and ov["ttft"]["count"] == 0  # not in the statistics
+    assert "interrupted: 1 requests were in flight" in proc.stdout
+    assert "no request completed: all 1 requests sent were still in flight" in proc.stdout
