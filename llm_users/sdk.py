@@ -81,6 +81,7 @@ class SDKSession:
             "verify": user.settings.verify_tls,
             "event_hooks": {"request": [self._on_request], "response": [self._on_response]},
         }
+        self.user = user
         self.route = user.route
         binding = self.route.sdk
         if binding is None:
@@ -98,6 +99,7 @@ class SDKSession:
     def _on_request(self, request: Any) -> None:
         # our limits, whatever the SDK passed per request; the id the simulator traces by
         request.extensions["timeout"] = dict(self._limits)
+        request.headers.update(self.user.extra_headers)
         if self.request_id:
             request.headers["X-Request-Id"] = self.request_id
 

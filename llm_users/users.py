@@ -67,6 +67,8 @@ class LLMUser(User):
     requires_api_key: ClassVar[bool] = False
     client: str = "raw"  # "raw" (our stream client) or "sdk" (the backend's official SDK)
     warmup_requests: int = 1  # each user's first N requests are flagged warm-up
+    #: headers added to every request, in raw and SDK mode (routing headers, test faults...)
+    extra_headers: dict[str, str] = {}  # noqa: RUF012 - replaced, never mutated
     #: class attributes handed to the backend's request builder (RequestSpec.options)
     request_options: ClassVar[tuple[str, ...]] = ()
 
@@ -169,6 +171,7 @@ class LLMUser(User):
         else:
             req = self.build_request(messages)
             rec = self._new_record(req.name)
+            req.headers.update(self.extra_headers)
             req.headers["X-Request-Id"] = rec.request_id
             parser = self.new_parser()
             run = lambda: self.stream_client.stream(req, parser, rec, overload)  # noqa: E731
