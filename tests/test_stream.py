@@ -180,3 +180,40 @@ def test_first_byte_limit_is_per_request() -> None:
             assert send(c).chunks == 1, i
     finally:
         srv.close()
+
+
+def test_chunk_after_a_4_mib_frame_is_stamped_when_it_arrives() -> None:
+    """Framing is linear: a 4 MiB SSE line is scanned once, so the chunk right behind it is
+    stamped within a few ms of its write (the old join-and-resplit took 70-110 ms here)."""
+    import time
+
+    import gevent
+    import gevent.socket
+
+    big = b'data: {"choices":[{"index":0,"delta":{"content":"' + b"x" * (4 << 20) + b'"}}]}\n\n'
+    small = b'data: {"choices":[{"index":0,"delta":{"content":"y"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+    listener = gevent.socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    written: list[int] = []
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        body = b"%x\r\n%b\r\n" % (len(big), big)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" + body)
+        written.append(time.perf_counter_ns())
+        conn.sendall(b"%x\r\n%b\r\n0\r\n\r\n" % (len(small), small))
+        gevent.sleep(0.5)
+        conn.close()
+
+    server = gevent.spawn(serve)
+    try:
+        c = StreamClient(f"http://127.0.0.1:{listener.getsockname()[1]}")
+        rec = send(c)
+    finally:
+        server.kill()
+        listener.close()
+    assert rec.chunks == 2 and rec.finish_reason == "stop"
+    stamped = rec.t0_ns + rec.ttft_ns + rec.itl_ns[0]
+    assert 0 <= stamped - written[0] < 15e6, (stamped - written[0]) / 1e6
