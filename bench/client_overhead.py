@@ -33,6 +33,14 @@ retried, then flagged.
     .venv/bin/python bench/client_overhead.py            # about 8 minutes (more when runs are retried)
     .venv/bin/python bench/client_overhead.py --quick    # about 2 minutes
     .venv/bin/python bench/client_overhead.py --steps 60,320 --duration 8 --clients ours,floor
+    .venv/bin/python bench/client_overhead.py --steps 280 --clients ours --start even,locust,locust-off
+
+``--start`` chooses how the streams start (issue 15): ``even`` (the default above: first requests
+spread evenly over one request's length; ``ours`` runs with ``--llm-spawn-spread off`` so that
+spread is the only one), ``locust`` (Locust's way: ``-r --spawn-rate`` users at once every
+second, with our default ``--llm-spawn-spread on``) and ``locust-off`` (Locust's bursts as they
+are: ``--llm-spawn-spread off``). The ``locust`` modes run ``ours`` and ``fasthttp`` (which has
+no spread: its first requests go out with each batch); ``floor`` starts evenly only.
 
 Writes bench/results/client_overhead.json and, unless --no-profile, a py-spy profile of our
 client at a high rate (bench/results/profile_ours.txt). docs/benchmarks.md explains it all.
@@ -43,6 +51,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import platform
 import shutil
@@ -227,12 +236,28 @@ class Simulator:
 
 
 # clients -------------------------------------------------------------------------------------
+START_MODES = ("even", "locust", "locust-off")
+
+
+def start_s(n: int, start: str, args: argparse.Namespace) -> float:
+    """How long the streams take to start: the even spread, or Locust's batches (one each
+    second, the last one's users then spread over up to 1 s)."""
+    return args.spread if start == "even" else math.ceil(n / args.spawn_rate) + 1.0
+
+
+def label(r: dict[str, Any]) -> str:
+    """A result's row name: the client, and its start mode unless even."""
+    start = r.get("start", "even")
+    return r["client"] if start == "even" else f"{r['client']}/{start}"
+
+
 def client_command(kind: str, n: int, url: str, stream_s: float, args: argparse.Namespace,
-                   workdir: Path) -> tuple[list[str], dict[str, str], Path]:
+                   workdir: Path, start: str = "even") -> tuple[list[str], dict[str, str], Path]:
     """The command line, environment and per-request output file of one client run."""
     env = dict(os.environ)
+    spread = args.spread if start == "even" else 0.0
     env.update({
-        "BENCH_STREAMS": str(n), "BENCH_SPREAD_S": f"{args.spread:g}", "BENCH_HOLD_S": f"{args.hold:g}",
+        "BENCH_STREAMS": str(n), "BENCH_SPREAD_S": f"{spread:g}", "BENCH_HOLD_S": f"{args.hold:g}",
         "BENCH_MAX_TOKENS": str(args.output_tokens), "PYTHONUNBUFFERED": "1",
     })
     pin = [*_prio(args), "taskset", "-c", str(args.client_cpu)]
@@ -243,7 +268,8 @@ def client_command(kind: str, n: int, url: str, stream_s: float, args: argparse.
                "--spread", f"{args.spread:g}", "--max-tokens", str(args.output_tokens), "--drain", f"{args.tail:g}"]
         return cmd, env, out
     locust = [*pin, str(VENV_BIN / "locust")]
-    common = ["--host", url, "--headless", "-u", str(n), "-r", str(n), "-t", f"{max(1, round(stream_s))}s",
+    rate = str(n) if start == "even" else f"{args.spawn_rate:g}"
+    common = ["--host", url, "--headless", "-u", str(n), "-r", rate, "-t", f"{max(1, round(stream_s))}s",
               "--stop-timeout", f"{args.tail:g}", "--loglevel", "WARNING"]
     if kind == "fasthttp":
         out = workdir / "fasthttp.jsonl"
@@ -251,7 +277,8 @@ def client_command(kind: str, n: int, url: str, stream_s: float, args: argparse.
         return [*locust, "-f", str(BENCH / "fasthttp_locustfile.py"), *common], env, out
     report = workdir / "ours"
     cmd = [*locust, "-f", str(args.ours_locustfile), *common, "--llm-report", str(report),
-           "--llm-max-tokens", str(args.output_tokens)]
+           "--llm-max-tokens", str(args.output_tokens),
+           "--llm-spawn-spread", "on" if start == "locust" else "off"]
     return cmd, env, report / "requests.jsonl"
 
 
@@ -374,13 +401,14 @@ def wait_quiet(args: argparse.Namespace) -> float | None:
             return load
 
 
-def run_measured(kind: str, n: int, sim: Simulator, args: argparse.Namespace, tmp: Path, tag: str) -> dict[str, Any]:
+def run_measured(kind: str, n: int, sim: Simulator, args: argparse.Namespace, tmp: Path, tag: str,
+                 start: str = "even") -> dict[str, Any]:
     """One run, repeated (up to --retries times) while the client waited for its core (other
     jobs, the hypervisor) more than --disturbed-pct of its window; keeps the least disturbed."""
     tries = []
     for attempt in range(args.retries + 1):
         load = wait_quiet(args)
-        r = run_one(kind, n, sim, args, tmp / f"{tag}-try{attempt}")
+        r = run_one(kind, n, sim, args, tmp / f"{tag}-try{attempt}", start)
         r["load_before_pct"] = load
         r["attempt"] = attempt
         tries.append(r)
@@ -394,10 +422,12 @@ def run_measured(kind: str, n: int, sim: Simulator, args: argparse.Namespace, tm
     return best
 
 
-def run_one(kind: str, n: int, sim: Simulator, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+def run_one(kind: str, n: int, sim: Simulator, args: argparse.Namespace, workdir: Path,
+            start: str = "even") -> dict[str, Any]:
     workdir.mkdir(parents=True, exist_ok=True)
-    stream_s = args.spread + args.warmup + args.duration + 0.5
-    cmd, env, out = client_command(kind, n, sim.url, stream_s, args, workdir)
+    starting = start_s(n, start, args)
+    stream_s = starting + args.warmup + args.duration + 0.5
+    cmd, env, out = client_command(kind, n, sim.url, stream_s, args, workdir, start)
     sim.clear()
     log_path = workdir / "client.log"
     with open(log_path, "w") as log:
@@ -406,7 +436,7 @@ def run_one(kind: str, n: int, sim: Simulator, args: argparse.Namespace, workdir
         t_ready = _wait_ready(proc, log_path, 60)
         time.sleep(args.hold * 0.6)
         rss_base = rss_kb(proc.pid)
-        _sleep_until(t_ready + args.hold + args.spread + args.warmup)
+        _sleep_until(t_ready + args.hold + starting + args.warmup)
         rss_open = rss_kb(proc.pid)
         k0, x0, d0 = core_busy_ms(args.client_cpu), preemptions(proc.pid), run_delay_ms(proc.pid)
         sd0 = run_delay_ms(sim.pid)
@@ -440,6 +470,7 @@ def run_one(kind: str, n: int, sim: Simulator, args: argparse.Namespace, workdir
     cpu = c1 - c0
     res.update({
         "client": kind,
+        "start": start,
         "streams": n,
         "offered_chunks_per_s": offered_rate(n, args),
         "window_s": win_s,
@@ -511,7 +542,7 @@ def capacity(rows: list[dict[str, Any]], bound_ms: float) -> dict[str, Any] | No
 def summarise(results: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
     by_client: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in results:
-        by_client[r["client"]].append(r)
+        by_client[label(r)].append(r)
     calm_n = min(args.steps, key=lambda n: abs(offered_rate(n, args) - args.calm_rate))
     clients: dict[str, Any] = {}
     for kind, rows in by_client.items():
@@ -584,10 +615,11 @@ def table(results: list[dict[str, Any]]) -> str:
             "itl50", "itl99", "simcpu%", "wait%")
     rows = [head]
     notes = []
-    for r in sorted(results, key=lambda r: (r["streams"], CLIENTS.index(r["client"]))):
+    for r in sorted(results, key=lambda r: (r["streams"], START_MODES.index(r.get("start", "even")),
+                                            CLIENTS.index(r["client"]))):
         mark = "*" if r.get("disturbed") else ""
         rows.append((
-            r["client"] + mark, str(r["streams"]), _f(r["offered_chunks_per_s"], "{:.0f}"),
+            label(r) + mark, str(r["streams"]), _f(r["offered_chunks_per_s"], "{:.0f}"),
             _f(r["chunks_per_s"], "{:.0f}"), _f(r["sim_chunks_per_s"], "{:.0f}"), _f(r["client_cpu_pct"], "{:.0f}"),
             _f(r["cpu_ms_per_1k_chunks"], "{:.1f}"), _f(r["rss_per_stream_kb"], "{:.1f}"),
             _f(r["ttft_err_p50_ms"], "{:.3f}"), _f(r["ttft_err_p99_ms"], "{:.3f}"),
@@ -624,7 +656,7 @@ def table(results: list[dict[str, Any]]) -> str:
 
 def summary_text(s: dict[str, Any]) -> str:
     out = ["", "sustained capacity (TTFT error p99 < 5 ms | < 1 ms), CPU at the calm step, memory:"]
-    for kind in CLIENTS:
+    for kind in [*CLIENTS, *sorted(k for k in s["clients"] if k not in CLIENTS)]:
         c = s["clients"].get(kind)
         if not c:
             continue
@@ -637,7 +669,7 @@ def summary_text(s: dict[str, Any]) -> str:
                 flag = " (sim-limited)" if cap["limited_by_sim"] else " (top step)" if cap["at_top_step"] else ""
                 parts.append(f"{cap['chunks_per_s']:7.0f}/s N={cap['streams']:<4d}{flag}")
         calm = c["calm_cpu_ms_per_1k_chunks"]
-        out.append(f"  {kind:9s} {parts[0]} | {parts[1]} | {_f(calm, '{:.1f}')} ms/1k chunks at "
+        out.append(f"  {kind:18s} {parts[0]} | {parts[1]} | {_f(calm, '{:.1f}')} ms/1k chunks at "
                    f"{_f(c['calm_chunks_per_s'], '{:.0f}')}/s | {c['rss_per_stream_kb']:.1f} KB/stream "
                    f"(N={c['rss_streams']})")
     out.append("targets:")
@@ -767,6 +799,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--hold", type=float, default=1.0, help="client pause before any stream (memory baseline)")
     ap.add_argument("--spread", type=float, help="first requests spread over this many seconds (default: one "
                     "request's length, TTFT + (tokens-1) x ITL)")
+    ap.add_argument("--start", default="even", help="how streams start, comma-separated: even (default), "
+                    "locust (-r batches, our spawn spread on), locust-off (-r batches as Locust sends them)")
+    ap.add_argument("--spawn-rate", type=float, default=70.0, help="-r of the locust start modes (default 70)")
     ap.add_argument("--tail", type=float, default=10.0, help="longest wait for requests in flight at the end")
     ap.add_argument("--sim-cpu", type=int, default=0)
     ap.add_argument("--client-cpu", type=int, default=1)
@@ -797,6 +832,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     a.calm_repeats = a.calm_repeats if a.calm_repeats is not None else (0 if a.quick else 2)
     a.profile_s = a.profile_s or (4.0 if a.quick else 8.0)
     a.clients = [c.strip() for c in a.clients.split(",") if c.strip()]
+    a.start = [m.strip() for m in a.start.split(",") if m.strip()]
+    for m in a.start:
+        if m not in START_MODES:
+            ap.error(f"unknown --start mode {m!r}: choose from {', '.join(START_MODES)}")
+    if a.spawn_rate <= 0:
+        ap.error("--spawn-rate must be more than 0")
     a.profile = [] if a.no_profile else [c.strip() for c in a.profile.split(",") if c.strip()]
     for c in a.clients + a.profile:
         if c not in CLIENTS:
@@ -844,12 +885,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="client_overhead-") as td:
             tmp = Path(td)
+            runs = [(start, kind) for start in args.start for kind in args.clients
+                    if start == "even" or kind != "floor"]
             for n, rep in plan:
-                for kind in args.clients:
-                    r = run_measured(kind, n, sim, args, tmp, f"{kind}-{n}-r{rep}")
+                for start, kind in runs:
+                    if rep and start != "even":
+                        continue  # the calm repeats compare CPU; start modes are compared at each step once
+                    r = run_measured(kind, n, sim, args, tmp, f"{kind}-{start}-{n}-r{rep}", start)
                     r["repeat"] = rep
                     results.append(r)
-                    print(f"  {kind:9s} N={n:4d}: {r['chunks_per_s']:6.0f} chunks/s (offered "
+                    print(f"  {label(r):18s} N={n:4d}: {r['chunks_per_s']:6.0f} chunks/s (offered "
                           f"{r['offered_chunks_per_s']:.0f}, sim wrote {r['sim_chunks_per_s']:.0f} at "
                           f"{r['sim_cpu_pct']:.0f}% CPU), client CPU {r['client_cpu_pct']:.0f}% = "
                           f"{_f(r['cpu_ms_per_1k_chunks'], '{:.1f}')} ms/1k chunks, TTFT error p50/p99 "

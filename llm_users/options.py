@@ -51,6 +51,10 @@ def add_arguments(parser: Any) -> None:
     opt("--llm-read-timeout", "longest gap between reads mid-stream, seconds (default 60)", type=float, web=True)
     opt("--llm-timeout", "whole-request time limit, seconds (default 600)", type=float, web=True)
     opt("--llm-insecure", "true/false: skip TLS certificate verification (default false)", web=True)
+    opt("--llm-spawn-spread", "on/off: each new user waits a random part of its spawn interval (<= 1 s) before "
+        "its first request, so a batch of -r users does not stream in phase (default on)", web=True)
+    opt("--llm-think-jitter", "extra random pause before each later request, up to this long, e.g. 200ms "
+        "(default 0: off); keeps fixed-length closed loops from re-aligning", web=True)
     opt("--llm-report", "directory for summary.json, summary.csv and requests.jsonl")
     opt("--llm-warmup", "exclude from statistics: N = each user's first N requests (default 1), or a time like 30s")
     opt("--llm-cooldown", "exclude requests that start in the last part of the run, e.g. 10s (needs -t)")
@@ -89,6 +93,8 @@ class Settings:
     client: str
     timeouts: Timeouts
     verify_tls: bool
+    spawn_spread: bool = True  # first request at a random offset within the spawn interval
+    think_jitter_s: float = 0.0  # each later request waits up to this much more (uniform)
 
     def api_key(self) -> str | None:
         """The key from the first named variable that is set (names are comma-separated)."""
@@ -139,7 +145,15 @@ def settings_for(user_cls: Any, options: Any) -> Settings:
         client=client,
         timeouts=timeouts,
         verify_tls=not parse_bool(get("llm_insecure", False), "--llm-insecure"),
+        spawn_spread=parse_bool(get("llm_spawn_spread", True), "--llm-spawn-spread"),
+        think_jitter_s=_jitter(get("llm_think_jitter", None)),
     )
+
+
+def _jitter(text: Any) -> float:
+    if text is None or str(text).strip() in ("", "0", "off"):
+        return 0.0
+    return parse_duration_s(str(text), "--llm-think-jitter")
 
 
 DEFAULT_PROMETHEUS_PORT = 9646

@@ -2,7 +2,8 @@
 
 When the generator is saturated, every latency it measures includes its own delay: the
 numbers become upper bounds. :class:`SelfMonitor` samples continuously on each node; the
-verdict compares its lag p99 with the measured TTFT p50 (and flags sustained CPU > 90%).
+verdict compares its lag p99 with the measured TTFT p50 (and flags sustained CPU > 90%), and
+names the cause when the lag comes in 1-second bursts: users started in phase (issue 15).
 """
 
 from __future__ import annotations
@@ -19,6 +20,14 @@ from .metrics import Distribution
 LAG_SHARE = 0.05  # lag p99 above 5% of TTFT p50 means the numbers are upper bounds
 CPU_LIMIT = 0.90
 CPU_SUSTAINED_SHARE = 0.5  # "stays above": more than half of the sampled seconds
+# Lag in 1-second bursts (users started in phase, issue 15): where in the wall-clock second the
+# lag samples above BURST_LAG_NS fall, in PHASE_BINS bins; bursts when the busiest
+# BURST_WINDOW_BINS adjacent bins hold BURST_SHARE of them (an even spread would hold 15%).
+BURST_LAG_NS = 2_000_000
+PHASE_BINS = 20
+BURST_WINDOW_BINS = 3
+BURST_SHARE = 0.6
+BURST_MIN_SAMPLES = 20
 
 
 class SelfMonitor:
@@ -35,6 +44,7 @@ class SelfMonitor:
         self.node = node
         self.interval = interval
         self.lag = Distribution()
+        self.phase = [0] * PHASE_BINS  # lag samples above BURST_LAG_NS by their place in the second
         self.cpu: list[tuple[float, float]] = []  # (unix second, share of one core)
         self._greenlet: Any = None
         self._running = False
@@ -67,7 +77,10 @@ class SelfMonitor:
 
     def _record(self, t0: int) -> None:
         if self._running:
-            self.lag.add(time.perf_counter_ns() - t0)
+            lag = time.perf_counter_ns() - t0
+            self.lag.add(lag)
+            if lag > BURST_LAG_NS:
+                self.phase[int(time.time() % 1.0 * PHASE_BINS) % PHASE_BINS] += 1
 
     def _cpu_loop(self) -> None:
         cpu0, wall0 = time.process_time(), time.monotonic()
@@ -80,8 +93,9 @@ class SelfMonitor:
 
     def to_wire(self) -> dict[str, Any]:
         """Delta since the last call (the lag histogram and CPU samples are then reset)."""
-        w = {"node": self.node, "lag": self.lag.to_wire(), "cpu": self.cpu}
+        w = {"node": self.node, "lag": self.lag.to_wire(), "cpu": self.cpu, "phase": self.phase}
         self.lag = Distribution()
+        self.phase = [0] * PHASE_BINS
         self.cpu = []
         return w
 
@@ -92,11 +106,23 @@ class NodeHealth:
     def __init__(self, node: str) -> None:
         self.node = node
         self.lag = Distribution()
+        self.phase = [0] * PHASE_BINS
         self.cpu: list[tuple[float, float]] = []
 
     def merge_wire(self, w: dict[str, Any]) -> None:
         self.lag.merge_wire(w["lag"])
         self.cpu.extend((float(t), float(c)) for t, c in w["cpu"])
+        for i, n in enumerate(w.get("phase") or []):
+            self.phase[i % PHASE_BINS] += int(n)
+
+    def burst_share(self) -> float | None:
+        """Share of the high-lag samples in the busiest BURST_WINDOW_BINS of the second (None
+        with too few to tell)."""
+        total = sum(self.phase)
+        if total < BURST_MIN_SAMPLES:
+            return None
+        peak = max(sum(self.phase[(i + k) % PHASE_BINS] for k in range(BURST_WINDOW_BINS)) for i in range(PHASE_BINS))
+        return peak / total
 
     def summary(self) -> dict[str, Any]:
         shares = sorted(c for _, c in self.cpu)
@@ -108,6 +134,7 @@ class NodeHealth:
             "cpu_share_max": shares[-1] if shares else None,
             "cpu_busy_seconds": busy,
             "cpu_seconds_sampled": len(shares),
+            "lag_bursts": {"samples_over_2ms": sum(self.phase), "share_in_150ms_of_each_second": self.burst_share()},
         }
 
 
@@ -124,6 +151,11 @@ def verdict(nodes: list[NodeHealth], ttft_p50_ms: float | None) -> dict[str, Any
         if s["cpu_seconds_sampled"] and s["cpu_busy_seconds"] > CPU_SUSTAINED_SHARE * s["cpu_seconds_sampled"]:
             reasons.append(f"CPU above {CPU_LIMIT:.0%} for {s['cpu_busy_seconds']} of "
                            f"{s['cpu_seconds_sampled']} s")
+        share = n.burst_share()
+        if reasons and share is not None and share >= BURST_SHARE:
+            reasons.append(f"users in phase: lag comes in 1-second bursts ({share:.0%} of the lag above "
+                           f"{BURST_LAG_NS / 1e6:.0f} ms falls in the same 150 ms of each second); start them "
+                           "with --llm-spawn-spread on or a lower -r")
         s["saturated"] = bool(reasons)
         s["reasons"] = reasons
         out_nodes.append(s)

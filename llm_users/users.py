@@ -35,6 +35,7 @@ from .protocols import tgi as tgi_proto
 from .protocols.backend import Backend, RequestSpec, Route
 from .protocols.base import HTTPRequest, StreamParser
 from .request_state import mark_failed, mark_interrupted
+from .spawn import first_request_delay, think_jitter, user_rng
 from .stream import StreamClient, new_request_id
 from .workload.build import source_for
 from .workload.source import Messages, WorkItem
@@ -89,6 +90,7 @@ class LLMUser(User):
         self._warmup_requests = (config.warmup_requests if config.warmup_requests is not None
                                  else self.warmup_requests)
         self.user_number = next(_user_numbers)
+        self.rng = user_rng(environment, self.user_number)  # spawn offset, think jitter (spawn.py)
         self.source = source_for(environment.parsed_options, type(self))
         self.lane = self.source.lane(self.user_number)
         self.api_key = self.settings.api_key()
@@ -124,6 +126,9 @@ class LLMUser(User):
         return self.route.parser()
 
     def on_start(self) -> None:
+        delay = first_request_delay(self.settings.spawn_spread, self.environment, self.rng)
+        if delay:  # out of phase with the rest of its spawn batch (llm_users/spawn.py)
+            gevent.sleep(delay)
         if self.descriptor.discover_model and self.settings.model is None:
             self.model_name = _discover_model(self.stream_client, self.backend)
         self.prepare_workload()
@@ -132,8 +137,9 @@ class LLMUser(User):
     @task
     def generate(self) -> None:
         item = self.lane.next()
-        if item.think_s > 0:
-            gevent.sleep(item.think_s)
+        pause = item.think_s + (think_jitter(self.settings.think_jitter_s, self.rng) if self._sent else 0.0)
+        if pause > 0:
+            gevent.sleep(pause)
         rec = self.send(item.messages, item)
         self.lane.reply(item, "".join(rec.reply) if rec.ok and rec.reply is not None else None)
 

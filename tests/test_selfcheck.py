@@ -52,3 +52,29 @@ def test_monitor_samples_and_sees_a_blocked_loop() -> None:
     assert s["loop_lag_ms"]["count"] >= 10
     assert s["loop_lag_ms"]["max"] >= 30  # the 50 ms block was seen
     assert process_cpu_seconds() > 0
+
+
+def test_lag_in_one_second_bursts_is_named() -> None:
+    """Users in phase: the lag over 2 ms falls at the same place in every second."""
+    bursty = health("w", 12.0, [0.5] * 10)
+    bursty.phase = [0] * 20
+    bursty.phase[7], bursty.phase[8] = 40, 25  # 350-450 ms into each second
+    bursty.phase[15] = 5
+    v = verdict([bursty], ttft_p50_ms=50.0)
+    reasons = v["nodes"][0]["reasons"]
+    assert v["saturated"] and any(r.startswith("users in phase") and "--llm-spawn-spread" in r for r in reasons)
+    assert v["nodes"][0]["lag_bursts"]["share_in_150ms_of_each_second"] == 65 / 70
+
+    spread = health("w", 12.0, [0.5] * 10)
+    spread.phase = [4] * 20  # the same amount of lag, all over the second
+    reasons = verdict([spread], ttft_p50_ms=50.0)["nodes"][0]["reasons"]
+    assert reasons and not any(r.startswith("users in phase") for r in reasons)
+
+
+def test_phase_counts_travel_and_merge() -> None:
+    m = SelfMonitor("w")
+    m.phase[3] = 2
+    h = NodeHealth("w")
+    h.merge_wire(m.to_wire())
+    h.merge_wire({"lag": m.to_wire()["lag"], "cpu": [], "phase": [1] * 20})
+    assert h.phase[3] == 3 and sum(h.phase) == 22 and m.phase == [0] * 20

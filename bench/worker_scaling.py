@@ -1,0 +1,214 @@
+"""Worker scaling: does N load-generating processes give N times the capacity of one?
+
+For each process count N (``--processes 1,2``: 1 is a plain local run, N > 1 is Locust's
+``--processes N``), the harness runs our client (locustfiles/vllm.py) against the simulator at
+a fixed per-stream pace (ITL 20 ms, TTFT 20 ms, 128 tokens: 50 chunks/s per stream), stepping
+the streams per process up (``--streams``), and measures per step:
+
+- chunks/s received in the measured window (from the run's requests.jsonl: every chunk's
+  time is t0 + TTFT + the ITL gaps), in total and per process;
+- the client's CPU (utime+stime of every process of the locust tree, from /proc, over the
+  window) in % of one core, and milliseconds of CPU per 1,000 chunks;
+- the client self-check's loop lag p99 (worst process), from summary.json.
+
+A step is *sustained* when the client received at least 97 % of the offered chunks and the
+self-check did not flag it (lag p99 under 5 % of TTFT p50, CPU not pinned). A process count's
+capacity is its highest sustained step; scaling = capacity(N) / (N x capacity(1)), target >= 0.9.
+
+The simulator is pinned to ``--sim-cpus`` and the client to ``--client-cpus`` (taskset), so
+the client never competes with the server it measures. On a 2-core machine that leaves one
+core for the client: run N = 1 (the default there); with more cores give each process its own::
+
+    .venv/bin/python bench/worker_scaling.py                                  # 2 cores: N = 1
+    .venv/bin/python bench/worker_scaling.py --processes 1,2,4 --sim-cpus 0-1 --client-cpus 2-5
+
+Prints a table and writes bench/results/worker_scaling.json. Not a test: nothing asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+sys.path.insert(0, str(ROOT))
+
+from llm_users.sim.launcher import start_simulator  # noqa: E402
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpus(spec: str) -> list[int]:
+    out: list[int] = []
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        out += list(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def tree_cpu_s(root: int) -> float:
+    """utime + stime of a process and all its live descendants, seconds."""
+    total, todo, seen = 0.0, [root], set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                parts = f.read().rsplit(")", 1)[1].split()
+            total += (int(parts[11]) + int(parts[12])) / CLK_TCK
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total
+
+
+def chunk_times(record: dict[str, Any]) -> list[float]:
+    if record.get("ttft_ns") is None:
+        return []
+    t = record["start_time"] + record["ttft_ns"] / 1e9
+    out = [t]
+    for gap in record.get("itl_ns") or []:
+        t += gap / 1e9
+        out.append(t)
+    return out
+
+
+def run_step(n_proc: int, streams: int, sim_url: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    users = streams * n_proc
+    report = tmp / f"n{n_proc}-s{streams}"
+    run_s = args.ramp + args.warmup + args.duration + 1
+    cmd = ["taskset", "-c", args.client_cpus, str(VENV_BIN / "locust"), "-f", str(ROOT / "locustfiles" / "vllm.py"),
+           "--host", sim_url, "--headless", "--only-summary", "-u", str(users), "-r", str(max(1, users / args.ramp)),
+           "-t", f"{run_s:g}s", "--stop-timeout", "10", "--llm-report", str(report), "--llm-model", "sim-model",
+           "--llm-max-tokens", str(args.output_tokens), "--llm-prometheus-port", "0", "--loglevel", "WARNING"]
+    if n_proc > 1:
+        cmd += ["--processes", str(n_proc)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")}
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    t_start = time.time()
+    time.sleep(args.ramp + args.warmup + 0.5)
+    w0, c0 = time.time(), tree_cpu_s(proc.pid)
+    time.sleep(args.duration)
+    w1, c1 = time.time(), tree_cpu_s(proc.pid)
+    _, err = proc.communicate(timeout=run_s + 60)
+    records = []
+    with open(report / "requests.jsonl") as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    per_worker: dict[str, int] = {}
+    chunks = 0
+    for r in records:
+        k = sum(1 for t in chunk_times(r) if w0 <= t < w1)
+        chunks += k
+        per_worker[r.get("worker") or "local"] = per_worker.get(r.get("worker") or "local", 0) + k
+    window = w1 - w0
+    summary = json.loads((report / "summary.json").read_text())
+    check = summary.get("self_check", {})
+    lag99 = max((n["loop_lag_ms"]["p99"] or 0 for n in check.get("nodes", [])), default=None)
+    offered = users * args.output_tokens / ((args.ttft_ms + (args.output_tokens - 1) * args.itl_ms) / 1000)
+    res = {
+        "processes": n_proc, "streams_per_process": streams, "streams": users, "offered_chunks_per_s": offered,
+        "chunks_per_s": chunks / window, "chunks_per_s_per_process": chunks / window / n_proc,
+        "per_worker_chunks_per_s": {w: c / window for w, c in per_worker.items()},
+        "client_cpu_pct": 100 * (c1 - c0) / window,
+        "cpu_ms_per_1k_chunks": 1000 * (c1 - c0) / (chunks / 1000) if chunks else None,
+        "lag_p99_ms": lag99, "self_check_saturated": bool(check.get("saturated")),
+        "exit_code": proc.returncode, "started": t_start,
+    }
+    res["sustained"] = res["chunks_per_s"] >= 0.97 * offered and not res["self_check_saturated"]
+    if proc.returncode not in (0, 1):
+        res["error"] = err[-500:]
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--processes", default="1", help="process counts, comma-separated (default 1; e.g. 1,2,4)")
+    ap.add_argument("--streams", default="80,160,240,320,400", help="streams per process, the steps")
+    ap.add_argument("--sim-cpus", default="0", help="CPUs of the simulator (taskset list, default 0)")
+    ap.add_argument("--client-cpus", default="1", help="CPUs of the client processes (default 1)")
+    ap.add_argument("--itl-ms", type=float, default=20.0)
+    ap.add_argument("--ttft-ms", type=float, default=20.0)
+    ap.add_argument("--output-tokens", type=int, default=128)
+    ap.add_argument("--ramp", type=float, default=3.0, help="seconds to start all users (default 3)")
+    ap.add_argument("--warmup", type=float, default=3.0, help="seconds after the ramp before measuring")
+    ap.add_argument("--duration", type=float, default=8.0, help="measured window per step, seconds")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "worker_scaling.json"))
+    args = ap.parse_args(argv)
+    procs = [int(x) for x in args.processes.split(",")]
+    steps = [int(x) for x in args.streams.split(",")]
+    if not shutil.which("taskset"):
+        print("worker_scaling: taskset (util-linux) is needed", file=sys.stderr)
+        return 2
+    if set(cpus(args.sim_cpus)) & set(cpus(args.client_cpus)):
+        print("worker_scaling: --sim-cpus and --client-cpus must not overlap", file=sys.stderr)
+        return 2
+    if max(procs) > len(cpus(args.client_cpus)):
+        print(f"worker_scaling: note: {max(procs)} processes on {len(cpus(args.client_cpus))} client CPU(s) share "
+              "cores; give each its own for a scaling figure", file=sys.stderr)
+    sim = start_simulator(["--ttft-ms", f"{args.ttft_ms:g}", "--itl-ms", f"{args.itl_ms:g}", "--output-tokens",
+                           str(args.output_tokens), "--max-batch", "100000"])
+    subprocess.run(["taskset", "-a", "-p", "-c", args.sim_cpus, str(sim.pid)], capture_output=True, check=False)
+    print(f"simulator {sim.url} on CPUs {args.sim_cpus}; clients on CPUs {args.client_cpus}; ITL {args.itl_ms:g} ms, "
+          f"TTFT {args.ttft_ms:g} ms, {args.output_tokens} tokens: {1000 / args.itl_ms:.0f} chunks/s per stream",
+          flush=True)
+    results = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="worker_scaling-") as td:
+            for n in procs:
+                for s in steps:
+                    r = run_step(n, s, sim.url, args, Path(td))
+                    results.append(r)
+                    print(f"  N={n} streams/process={s:4d}: {r['chunks_per_s']:7.0f} chunks/s of "
+                          f"{r['offered_chunks_per_s']:.0f} offered, CPU {r['client_cpu_pct']:.0f}%, "
+                          f"{r['cpu_ms_per_1k_chunks'] or 0:.1f} ms/1k, lag p99 {r['lag_p99_ms'] or 0:.2f} ms"
+                          f"{'' if r['sustained'] else '  (not sustained)'}", flush=True)
+                    if not r["sustained"]:
+                        break
+    finally:
+        sim.stop()
+    head = ("N", "streams/proc", "offered/s", "chunks/s", "per proc/s", "cpu%", "ms/1k", "lag99 ms", "sustained")
+    lines = [head] + [(str(r["processes"]), str(r["streams_per_process"]), f"{r['offered_chunks_per_s']:.0f}",
+                       f"{r['chunks_per_s']:.0f}", f"{r['chunks_per_s_per_process']:.0f}",
+                       f"{r['client_cpu_pct']:.0f}", f"{r['cpu_ms_per_1k_chunks'] or 0:.1f}",
+                       f"{r['lag_p99_ms'] or 0:.2f}", "yes" if r["sustained"] else "no") for r in results]
+    widths = [max(len(row[i]) for row in lines) for i in range(len(head))]
+    print()
+    for i, row in enumerate(lines):
+        print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
+        if i == 0:
+            print("-" * (sum(widths) + 2 * (len(widths) - 1)))
+    capacity = {n: max((r["chunks_per_s"] for r in results if r["processes"] == n and r["sustained"]), default=None)
+                for n in procs}
+    print("\ncapacity (highest sustained step, chunks/s):", ", ".join(f"N={n}: {c or 0:.0f}" for n, c in capacity.items()))
+    scaling = {}
+    if capacity.get(1):
+        for n, c in capacity.items():
+            if n > 1 and c:
+                scaling[n] = c / (n * capacity[1])
+                print(f"  N={n}: {scaling[n]:.2f} x N x one process's ({'MET' if scaling[n] >= 0.9 else 'MISS'} >= 0.9)")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"schema": "locust-llm/bench/worker_scaling/1", "settings": vars(args),
+                               "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                                           "loadavg": os.getloadavg()},
+                               "results": results, "capacity": capacity, "scaling": scaling}, indent=2))
+    print(f"written {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
