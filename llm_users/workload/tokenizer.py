@@ -19,11 +19,12 @@ from dataclasses import replace
 from typing import Any
 
 import orjson
+from gevent.lock import BoundedSemaphore
 
 from ..errors import LLMRequestError
 from ..metrics import RequestRecord
 from ..protocols.base import HTTPRequest, bearer, json_post
-from ..stream import new_request_id
+from ..stream import StreamClient, new_request_id
 from .source import Messages
 
 log = logging.getLogger(__name__)
@@ -77,13 +78,19 @@ class _Body:
 
 
 class ServerProbe:
-    """The :class:`~llm_users.workload.source.Probe` for one Locust user's server."""
+    """The :class:`~llm_users.workload.source.Probe` for one Locust user's server.
+
+    It has its own connection, one call at a time (a lock), since the source keeps it for
+    counting every later prompt and any user's greenlet may call it."""
 
     def __init__(self, user: Any) -> None:
         self.user = user
         self.backend: str = user.backend
         self.shape: str | None = None
         self._tried = False
+        self.client = StreamClient(user.client_base_url(user.host), timeouts=user.settings.timeouts,
+                                   verify_tls=user.settings.verify_tls)
+        self._lock = BoundedSemaphore()
 
     def prompt_tokens(self, messages: Messages) -> int | None:
         """One real request with one output token (not recorded); the server's prompt count."""
@@ -93,7 +100,8 @@ class ServerProbe:
         try:
             req = user.build_request(messages)
             rec = RequestRecord(new_request_id(), req.name, user.backend, user.model_name)
-            user.stream_client.stream(req, user.new_parser(), rec)
+            with self._lock:
+                self.client.stream(req, user.new_parser(), rec)
         finally:
             user.settings = saved
         return rec.input_tokens
@@ -118,7 +126,8 @@ class ServerProbe:
         req: HTTPRequest = json_post(path, body, accept="application/json", auth=bearer(user.api_key))
         sink = _Body()
         try:
-            user.stream_client.stream(req, sink, RequestRecord("", path, "", ""))  # type: ignore[arg-type]
+            with self._lock:
+                self.client.stream(req, sink, RequestRecord("", path, "", ""))  # type: ignore[arg-type]
             return token_count(orjson.loads(sink.body))
         except (LLMRequestError, orjson.JSONDecodeError) as e:
             if not quiet:

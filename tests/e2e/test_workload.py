@@ -1,0 +1,92 @@
+"""Issue 12 workloads against the simulator, in real locust processes: synthetic prompts of an
+exact server-counted length (tokenizer path and calibration path), output lengths, and datasets.
+
+One simulator serves every case: its prompt count is deterministic (one token per word, plus
+``--template-tokens 7`` per chat message, which the client must measure and subtract).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from llm_users.sim.launcher import start_simulator
+from tests.helpers import get_json, read_records, read_summary, run_locust
+
+pytestmark = pytest.mark.slow
+
+KEYS = {"OPENAI_API_KEY": "sk-test-not-a-real-key", "ANTHROPIC_API_KEY": "sk-ant-test-key",
+        "GEMINI_API_KEY": "gm-test-key"}
+TEMPLATE = 7
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[Any]:
+    s = start_simulator(["--ttft-ms", "5", "--itl-ms", "1", "--template-tokens", str(TEMPLATE), "--seed", "5"])
+    yield s
+    s.stop()
+
+
+def _run(sim: Any, locustfile: str, tmp_path, *args: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    report = tmp_path / "r"
+    proc = run_locust(locustfile, "--host", sim.url, "-u", "2", "-r", "2", "-t", "3s", "--stop-timeout", "10",
+                      *args, report=report, env=KEYS)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = read_records(report)
+    assert records and all(r["status"] == "ok" for r in records), records[:2]
+    return records, read_summary(report)
+
+
+@pytest.mark.parametrize(("locustfile", "target", "overhead"), [
+    ("vllm.py", "128", TEMPLATE), ("vllm.py", "512", TEMPLATE), ("vllm.py", "2048", TEMPLATE),
+    ("tgi.py", "512", 0),  # /generate_stream: a raw prompt, no chat template
+])
+def test_exact_lengths_on_the_tokenizer_path(sim, tmp_path, locustfile: str, target: str, overhead: int) -> None:
+    records, summary = _run(sim, locustfile, tmp_path, "--llm-input-tokens", target, "--llm-output-tokens", "8")
+    trace = {t["request_id"]: t for t in get_json(sim.url + "/_sim/trace")}
+    for r in records:
+        assert r["target_input_tokens"] == int(target)
+        assert r["input_tokens"] == trace[r["request_id"]]["input_tokens"] == int(target), r
+        assert r["output_tokens"] == r["target_output_tokens"] == 8
+    source = summary["workload"]["source"]
+    assert source["kind"] == "synthetic" and source["method"] == "tokenizer"
+    assert source["overhead_tokens"] == overhead
+    err = summary["workload"]["input_tokens_error"]
+    assert err["exact_share"] == 1.0 and err["abs_tokens"]["p99"] == 0 and err["requests"] >= 2
+
+
+@pytest.mark.parametrize("locustfile", ["ollama.py", "claude.py"])  # no tokenizer endpoint: calibrated
+def test_lengths_on_the_calibration_path(sim, tmp_path, locustfile: str) -> None:
+    records, summary = _run(sim, locustfile, tmp_path, "--llm-input-tokens", "512", "--llm-output-tokens", "8")
+    for r in records:
+        assert abs(r["input_tokens"] - 512) <= 0.02 * 512, r
+    source = summary["workload"]["source"]
+    assert source["method"] == "calibration" and source["overhead_tokens"] == TEMPLATE
+    assert summary["workload"]["input_tokens_error"]["pct"]["p99"] <= 2.0
+
+
+def test_length_distributions(sim, tmp_path) -> None:
+    records, summary = _run(sim, "vllm.py", tmp_path, "--llm-input-tokens", "128:2048", "--llm-output-tokens",
+                            "4:24", "--llm-workload-seed", "3")
+    assert len({r["target_input_tokens"] for r in records}) > 3  # drawn, not fixed
+    for r in records:
+        assert 128 <= r["input_tokens"] == r["target_input_tokens"] <= 2048
+        assert 4 <= r["output_tokens"] == r["target_output_tokens"] <= 24
+    assert summary["workload"]["source"]["input_tokens"] == "128:2048"
+    assert summary["workload"]["source"]["output_tokens"] == "4:24"
+
+
+def test_jsonl_dataset_with_per_item_lengths(sim, tmp_path) -> None:
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"prompt": "one two three", "max_tokens": 5}\n'
+                    '{"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "four"}],'
+                    ' "output_tokens": 9}\n')
+    records, summary = _run(sim, "vllm.py", tmp_path, "--llm-dataset", str(data))
+    by_len = {r["output_tokens"] for r in records}
+    assert by_len == {5, 9}
+    for r in records:  # one or two chat messages, each with the template's 7
+        assert r["input_tokens"] == (3 + TEMPLATE if r["output_tokens"] == 5 else 3 + 2 * TEMPLATE)
+    src = summary["workload"]["source"]
+    assert src["format"] == "jsonl" and src["path"] == str(data) and len(src["sha256"]) == 64
