@@ -1,0 +1,92 @@
+"""Issue 12: multi-turn sessions on every backend (raw client, and the official SDKs where SDK
+mode exists), in real locust processes against one simulator that keeps every prompt in its
+trace (``--trace-prompts``). Each turn must carry the whole history: every earlier user
+message and every earlier reply, exactly as the simulator produced it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from llm_users.sim.launcher import start_simulator
+from llm_users.sim.text import expected_text
+from tests.helpers import get_json, read_records, read_summary, run_locust
+
+pytestmark = pytest.mark.slow
+
+KEYS = {"OPENAI_API_KEY": "sk-test-not-a-real-key", "ANTHROPIC_API_KEY": "sk-ant-test-key",
+        "GEMINI_API_KEY": "gm-test-key"}
+SEED = 11
+CASES = [(f, "raw") for f in ("vllm.py", "openai.py", "tgi.py", "ollama.py", "claude.py", "gemini.py")] + [
+    (f, "sdk") for f in ("vllm.py", "ollama.py", "claude.py", "gemini.py")]
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[Any]:
+    s = start_simulator(["--ttft-ms", "5", "--itl-ms", "1", "--seed", str(SEED), "--trace-prompts"])
+    yield s
+    s.stop()
+
+
+def _chains(trace: list[dict[str, Any]], chat: bool) -> int:
+    """How many distinct turn-4 prompts extend a turn-3 prompt, which extends a turn-2 prompt,
+    which extends a turn-1 prompt: each the earlier prompt + the simulator's reply to it + more."""
+    unique = {t["prompt"]: t for t in trace}  # sessions of one conversation repeat exactly
+    replies = {p: expected_text(SEED, p, t["output_tokens"]) for p, t in unique.items()}
+
+    def extends(t: dict[str, Any], p: dict[str, Any]) -> bool:
+        reply = replies[p["prompt"]]
+        if chat:  # chat routes: history as messages, the reply as its own content
+            return t["prompt"].startswith(p["prompt"] + "\n" + reply + "\n") and t["messages"] == p["messages"] + 2
+        # TGI generate: one flattened prompt holding the earlier turns and replies
+        return reply.strip() in t["prompt"] and all(w in t["prompt"] for w in p["prompt"].split()[-3:])
+
+    def parent(t: dict[str, Any]) -> dict[str, Any] | None:
+        found = [p for p in unique.values() if len(p["prompt"]) < len(t["prompt"]) and extends(t, p)]
+        return max(found, key=lambda p: len(p["prompt"])) if found else None  # the nearest one
+
+    complete = 0
+    for t in unique.values():
+        depth, node = 1, t
+        while (node := parent(node)) is not None:
+            depth += 1
+        complete += depth >= 4
+    return complete
+
+
+@pytest.mark.parametrize(("locustfile", "client"), CASES)
+def test_four_turn_sessions_send_the_whole_history(sim, tmp_path, locustfile: str, client: str) -> None:
+    get_json(sim.url + "/_sim/trace", method="DELETE")
+    report = tmp_path / "r"
+    # SDK mode: building the SDK's client blocks a user for a second or more at its first request
+    duration = "6s" if client == "sdk" else "3s"
+    proc = run_locust(locustfile, "--host", sim.url, "-u", "2", "-r", "2", "-t", duration, "--stop-timeout", "10",
+                      "--llm-turns", "4", "--llm-max-tokens", "6", "--llm-dataset", "conversations",
+                      "--llm-client", client, report=report, env=KEYS)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = read_records(report)
+    assert all(r["status"] == "ok" for r in records), records[:2]
+    sessions: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
+    for r in records:
+        sessions[r["session_id"]][r["turn"]] = r
+    complete = [s for s in sessions.values() if sorted(s) == [1, 2, 3, 4]]
+    assert complete, {k: sorted(v) for k, v in sessions.items()}
+    for turns in complete:
+        assert [turns[t]["input_tokens"] for t in (1, 2, 3, 4)] == sorted({turns[t]["input_tokens"] for t in (1, 2, 3, 4)})
+    trace = get_json(sim.url + "/_sim/trace")
+    assert all(t["prompt"] for t in trace)
+    assert _chains(trace, chat=locustfile != "tgi.py") >= len({c[4]["input_tokens"] for c in complete})
+    if client == "raw":  # the raw client tags requests: each record's own prompt is checked too
+        by_id = {t["request_id"]: t for t in trace}
+        for turns in complete:
+            for t in (2, 3, 4):
+                prev, cur = by_id[turns[t - 1]["request_id"]], by_id[turns[t]["request_id"]]
+                assert expected_text(SEED, prev["prompt"], prev["output_tokens"]).strip() in cur["prompt"]
+    by_turn = read_summary(report)["by_turn"]
+    assert [b["turn"] for b in by_turn] == [1, 2, 3, 4]
+    assert by_turn[3]["input_tokens_mean"] > by_turn[0]["input_tokens_mean"]
+    assert all(b["ttft"]["p50"] is not None for b in by_turn[1:])
