@@ -70,6 +70,9 @@ def add_arguments(parser: Any) -> None:
     from .workload.build import add_arguments as add_workload_arguments
 
     add_workload_arguments(opt)
+    from .outputs.cost import add_arguments as add_cost_arguments
+
+    add_cost_arguments(opt)
 
 
 def parse_bool(value: Any, name: str) -> bool:

@@ -71,6 +71,9 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
         from .workload.summary import attach as attach_workload
 
         attach_workload(environment, run)
+        from .outputs.cost import attach as attach_cost
+
+        attach_cost(environment, run)
         if run.merges:  # Prometheus endpoint and /metrics scraping (exporters/live.py)
             from exporters.live import attach
 

@@ -144,6 +144,9 @@ def render(summary: dict[str, Any], rows: list[dict[str, Any]], stats: Any = Non
         share = slo["share_meeting_all"]
         parts.append(f"<p><b>Goodput:</b> {_fmt(slo['goodput_rps'])} req/s met every SLO ({html.escape(limits)}); "
                      f"{'-' if share is None else f'{share:.1%}'} of measured requests.</p>")
+    from .html_workload import sections as workload_sections
+
+    parts.append(workload_sections(summary))
     charts = []
     if stats is not None:
         for metric, title in (("ttft", "TTFT distribution (CDF)"), ("itl", "ITL distribution (CDF)")):

@@ -13,6 +13,7 @@ Warm-up and cool-down records are left out, as everywhere.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any
 
 from ..metrics import RequestRecord, Stats
@@ -31,6 +32,7 @@ class WorkloadStats:
         self.by_turn: dict[int, Stats] = {}
         self.errors: list[int] = []  # achieved - target, tokens
         self.rel: list[float] = []  # |achieved - target| / target
+        self.achieved: list[int] = []
         self.by_prefix: dict[int, Stats] = {}
         self.cache_hit: dict[bool, Stats] = {}
 
@@ -45,6 +47,7 @@ class WorkloadStats:
         if rec.ok and rec.target_input_tokens and rec.input_tokens is not None and rec.turn in (None, 1):
             d = rec.input_tokens - rec.target_input_tokens
             self.errors.append(d)
+            self.achieved.append(rec.input_tokens)
             self.rel.append(abs(d) / rec.target_input_tokens)
         if rec.prefix_id is not None:
             st = self.by_prefix.get(rec.prefix_id)
@@ -70,6 +73,10 @@ class WorkloadStats:
             "abs_tokens": {"p50": _pct(absd, 50), "p99": _pct(absd, 99), "max": absd[-1]},
             "pct": {"p50": 100 * (_pct(rel, 50) or 0), "p99": 100 * (_pct(rel, 99) or 0), "max": 100 * rel[-1]},
             "mean_signed_tokens": sum(self.errors) / len(self.errors),
+            # achieved - target, tokens -> requests (clipped to +-100 so it stays small)
+            "histogram": {str(k): v for k, v in sorted(Counter(max(-100, min(100, e)) for e in self.errors).items())},
+            "achieved": {"p50": _pct(sorted(self.achieved), 50), "p99": _pct(sorted(self.achieved), 99),
+                         "min": min(self.achieved), "max": max(self.achieved)},
         }
 
     def turns(self) -> list[dict[str, Any]]:

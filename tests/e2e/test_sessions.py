@@ -90,3 +90,5 @@ def test_four_turn_sessions_send_the_whole_history(sim, tmp_path, locustfile: st
     assert [b["turn"] for b in by_turn] == [1, 2, 3, 4]
     assert by_turn[3]["input_tokens_mean"] > by_turn[0]["input_tokens_mean"]
     assert all(b["ttft"]["p50"] is not None for b in by_turn[1:])
+    page = (report / "report.html").read_text()
+    assert "Sessions: latency by turn" in page and "Latency by session turn" in page  # table and chart

@@ -90,3 +90,17 @@ def test_jsonl_dataset_with_per_item_lengths(sim, tmp_path) -> None:
         assert r["input_tokens"] == (3 + TEMPLATE if r["output_tokens"] == 5 else 3 + 2 * TEMPLATE)
     src = summary["workload"]["source"]
     assert src["format"] == "jsonl" and src["path"] == str(data) and len(src["sha256"]) == 64
+
+
+def test_cost_equals_the_hand_computed_total(sim, tmp_path) -> None:
+    records, summary = _run(sim, "vllm.py", tmp_path, "--llm-input-tokens", "300", "--llm-output-tokens", "20",
+                            "--llm-price", "in=2.5,out=10,currency=USD")
+    measured = [r for r in records if not r["warmup"]]
+    by_hand = sum(r["input_tokens"] for r in measured) * 2.5 / 1e6 + sum(r["output_tokens"] for r in measured) * 10 / 1e6
+    cost = summary["cost"]
+    assert round(cost["total"], 2) == round(by_hand, 2) and cost["total"] == pytest.approx(by_hand, rel=1e-12)
+    assert cost["requests"] == len(measured) and cost["currency"] == "USD"
+    assert cost["per_1k_output_tokens"] == pytest.approx(by_hand / sum(r["output_tokens"] for r in measured) * 1000)
+    page = (tmp_path / "r" / "report.html").read_text()
+    assert "<h2>Cost</h2>" in page and f"{cost['total']:.3f}" in page
+    assert "Input length: achieved vs target" in page
