@@ -318,6 +318,15 @@ class StreamClient:
         except orjson.JSONDecodeError:
             raise ProtocolError(f"GET {path} did not return JSON") from None
 
+    def call_json(self, req: HTTPRequest) -> Any:
+        """Send a small non-streaming request and decode its JSON answer (e.g. POST /tokenize)."""
+        body = _BodyCollector()
+        self.stream(req, body, RequestRecord("", req.name, "", ""))
+        try:
+            return orjson.loads(body.body)
+        except orjson.JSONDecodeError:
+            raise ProtocolError(f"{req.method} {req.path} did not return JSON") from None
+
     def stream(self, req: HTTPRequest, parser: StreamParser, record: RequestRecord,
                overload_statuses: frozenset[int] = DEFAULT_OVERLOAD) -> RequestRecord:
         """Send ``req``, feed the response body to ``parser``, fill ``record``.

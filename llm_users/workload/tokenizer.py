@@ -18,7 +18,6 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-import orjson
 from gevent.lock import BoundedSemaphore
 
 from ..errors import LLMRequestError
@@ -61,20 +60,6 @@ def token_count(data: Any) -> int | None:
         if isinstance(data.get("tokens"), list):
             return len(data["tokens"])
     return None
-
-
-class _Body:
-    complete = True
-
-    def __init__(self) -> None:
-        self.body = bytearray()
-
-    def feed(self, data: bytes) -> list:
-        self.body += data
-        return []
-
-    def close(self) -> list:
-        return []
 
 
 class ServerProbe:
@@ -124,12 +109,10 @@ class ServerProbe:
         user = self.user
         path, body = SHAPES[shape](user.model_name, text)
         req: HTTPRequest = json_post(path, body, accept="application/json", auth=bearer(user.api_key))
-        sink = _Body()
         try:
             with self._lock:
-                self.client.stream(req, sink, RequestRecord("", path, "", ""))  # type: ignore[arg-type]
-            return token_count(orjson.loads(sink.body))
-        except (LLMRequestError, orjson.JSONDecodeError) as e:
+                return token_count(self.client.call_json(req))
+        except LLMRequestError as e:
             if not quiet:
                 log.warning("locust-llm: tokenize (%s) failed: %s", shape, e)
             return None
