@@ -53,6 +53,8 @@ class RequestRecord:
     error_code: int | str | None = None  # an in-stream error payload's own code/kind
     partial_output_tokens: int | None = None  # a failed request's last running count before it failed
     reconnected: bool = False  # a stale idle keep-alive connection was replaced before sending
+    server_model: str | None = None  # the model the server says answered
+    sampling_issues: list[str] | None = None  # what the server did not honour (see sampling_issues())
     response_bytes: int = 0
     server: dict[str, Any] | None = None  # server-side figures (Ollama durations, vLLM metrics)
     worker: str | None = None
@@ -140,6 +142,35 @@ def slo_results(rec: RequestRecord, slos: dict[str, float]) -> dict[str, bool]:
               "itl": max(rec.itl_ns) if rec.itl_ns else 0}
     return {k: values[k] is not None and values[k] <= limit for k, limit in slos.items()}
 _RECORD_FIELDS = set(_RECORD_ORDER)
+
+
+#: The sampling checks, each with the hint a person needs (summary.json and the console say it once).
+SAMPLING_HINTS = {
+    "over_max_tokens": "the server reported more output tokens than the requested maximum: it ignores the "
+                       "max-token field this backend sends (llama.cpp ignores max_completion_tokens); use the "
+                       "vLLM user (max_tokens) against a server that is not OpenAI's",
+    "short_under_ignore_eos": "the server stopped before the requested maximum although ignore_eos was sent: it "
+                              "does not honour ignore_eos, so output lengths vary between requests",
+    "model_mismatch": "the server answered with another model than the one requested: check --llm-model",
+}
+
+
+def sampling_issues(rec: RequestRecord, max_tokens: int, ignore_eos_sent: bool) -> list[str] | None:
+    """What a successful request shows the server did not honour: output tokens (the server's
+    own count) above the requested maximum, short of it although ignore_eos was sent, or a
+    model other than the one asked for (a dated or tagged variant, ``gpt-4o-mini-2024-07-18`` for
+    ``gpt-4o-mini``, is the same model)."""
+    issues = []
+    out = rec.output_tokens if rec.tokens_source == "usage" else None
+    if out is not None and out > max_tokens:
+        issues.append("over_max_tokens")
+    elif out is not None and ignore_eos_sent and out < max_tokens:
+        issues.append("short_under_ignore_eos")
+    asked = rec.model
+    if rec.server_model and asked and asked != "default" and not rec.server_model.removeprefix("models/").startswith(
+            asked.removeprefix("models/")):
+        issues.append("model_mismatch")
+    return issues or None
 
 
 def new_histogram() -> HdrHistogram:
@@ -278,6 +309,7 @@ class Stats:
         self.excluded = 0
         self.interrupted = 0
         self.stale_reconnects = 0
+        self.sampling: Counter[str] = Counter()
         self.first_start: float | None = None
         self.last_end: float | None = None
 
@@ -319,6 +351,8 @@ class Stats:
             d["e2e"].add(rec.e2e_ns)
         self.input_tokens += rec.input_tokens or 0
         self.output_tokens += rec.output_tokens or 0
+        if rec.sampling_issues:
+            self.sampling.update(rec.sampling_issues)
         if rec.tokens_source == "estimated":
             self.estimated_token_requests += 1
 
@@ -346,6 +380,8 @@ class Stats:
             "excluded_cooldown": self.excluded_cooldown,
             "interrupted": self.interrupted,
             "stale_reconnects": self.stale_reconnects,
+            "sampling_issues": {k: {"requests": n, "hint": SAMPLING_HINTS.get(k, "")}
+                                for k, n in sorted(self.sampling.items())},
         }
         for m, dist in self.dists.items():
             out[m] = dist.summary_ms()
@@ -381,6 +417,7 @@ class Stats:
             "excluded_cooldown": self.excluded_cooldown,
             "interrupted": self.interrupted,
             "stale_reconnects": self.stale_reconnects,
+            "sampling": dict(self.sampling),
             "good": self.good,
             "slo_met": dict(self.slo_met),
             "first_start": self.first_start,
@@ -400,6 +437,7 @@ class Stats:
         self.excluded_cooldown += w["excluded_cooldown"]
         self.interrupted += w.get("interrupted", 0)
         self.stale_reconnects += w.get("stale_reconnects", 0)
+        self.sampling.update(w.get("sampling", {}))
         self.good += w["good"]
         self.slo_met.update(w["slo_met"])
         self._window(w["first_start"], w["last_end"])

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from .errors import EmptyResponse, LLMRequestError, ServerOverloaded, ServerStreamError, StreamTruncated
 from .metrics import RequestRecord
-from .protocols.base import Content, Event, Finish, ServerError, StreamParser, Usage
+from .protocols.base import Content, Event, Finish, ModelName, ServerError, StreamParser, Usage
 
 perf_counter_ns = time.perf_counter_ns
 
@@ -69,6 +69,8 @@ class RequestState:
                 rec.finish_reason = ev.reason  # type: ignore[union-attr]
             elif cls is ServerError:
                 raise self.server_error(ev)  # type: ignore[arg-type]
+            elif cls is ModelName and rec.server_model is None:
+                rec.server_model = ev.name  # type: ignore[union-attr]
 
     def server_error(self, ev: ServerError) -> ServerStreamError:
         """An error payload inside a 200 stream: ``server_overloaded`` when its kind says

@@ -25,7 +25,7 @@ from locust import User, constant, task
 
 from . import protocols
 from .errors import LLMRequestError
-from .metrics import RequestRecord
+from .metrics import RequestRecord, sampling_issues
 from .options import Settings, run_config
 from .protocols import anthropic as anthropic_proto
 from .protocols import gemini as gemini_proto
@@ -204,6 +204,9 @@ class LLMUser(User):
                 mark_interrupted(rec, time.perf_counter_ns())
                 self._fire_record(rec)
             raise
+        else:
+            s = self.settings.sampling
+            rec.sampling_issues = sampling_issues(rec, s.max_tokens, s.ignore_eos and self.descriptor.sends_ignore_eos)
         elapsed_ns = rec.e2e_ns if rec.e2e_ns is not None else time.perf_counter_ns() - rec.t0_ns
         self.environment.events.request.fire(
             request_type="POST",

@@ -59,6 +59,8 @@ def summary_table(summary: dict[str, Any]) -> str:
                "longer than the run; run longer, or check that the server honours the max-token setting"
                if interrupted else "no request was sent (no users started, or the run ended before any request)")
         lines.append(f"no request completed: {why}")
+    for kind, issue in (ov.get("sampling_issues") or {}).items():
+        lines.append(f"WARNING: sampling not honoured ({kind}): {issue['requests']} requests; {issue['hint']}")
     if ov.get("stale_reconnects"):
         lines.append(f"note: {ov['stale_reconnects']} idle keep-alive connections were found closed by the server "
                      "and replaced before sending (nothing was resent)")

@@ -24,7 +24,18 @@ from collections.abc import Iterator
 from typing import Any, Literal
 
 from .backend import Backend, BackendDocs, RequestSpec, Route, SDKBinding, SDKChunk, SDKSetup, sdk_arguments
-from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, bearer, error_message, json_post
+from .base import (
+    Content,
+    Event,
+    Finish,
+    HTTPRequest,
+    ModelName,
+    ServerError,
+    Usage,
+    bearer,
+    error_message,
+    json_post,
+)
 from .sampling import Sampling
 from .sse import SSEJSONParser
 
@@ -115,6 +126,9 @@ class AnthropicStreamParser(SSEJSONParser):
                     )
                 )
         elif kind == "message_start":
+            model = (obj.get("message") or {}).get("model")
+            if model:
+                events.append(ModelName(str(model)))
             usage = (obj.get("message") or {}).get("usage") or {}
             self._input = usage.get("input_tokens")
             self._note_cache(usage)

@@ -13,6 +13,7 @@ Events are small frozen objects:
   has them). Later ``Usage`` events replace earlier ones field by field.
 - :class:`Finish`: the finish/stop reason.
 - :class:`ServerError`: an error payload inside a stream (these arrive on HTTP 200).
+- :class:`ModelName`: the model the server says answered (once per stream).
 
 ``parser.complete`` is true once the protocol's terminator was seen ([DONE], a finish reason,
 the final frame, ``done: true``...) and ``parser.frames`` counts the payloads decoded. ``close()``
@@ -58,7 +59,12 @@ class ServerError:
     kind: str | None = None
 
 
-Event = Content | Usage | Finish | ServerError
+@dataclass(slots=True, frozen=True)
+class ModelName:
+    name: str
+
+
+Event = Content | Usage | Finish | ServerError | ModelName
 
 
 class StreamParser(Protocol):

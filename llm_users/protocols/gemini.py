@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .backend import Backend, BackendDocs, RequestSpec, Route, SDKBinding, SDKChunk, SDKSetup
-from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, error_message, json_post
+from .base import Content, Event, Finish, HTTPRequest, ModelName, ServerError, Usage, error_message, json_post
 from .sampling import Sampling
 from .sse import SSEJSONParser
 
@@ -74,8 +74,12 @@ class GeminiStreamParser(SSEJSONParser):
     that ends without one was truncated.
     """
 
-    __slots__ = ()
+    __slots__ = ("_model",)
     protocol = "Gemini"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._model = False
 
     def _chunk(self, obj: dict[str, Any], name: bytes | None, events: list[Event]) -> None:
         err = obj.get("error")
@@ -90,6 +94,9 @@ class GeminiStreamParser(SSEJSONParser):
                 )
             )
             return
+        if not self._model and obj.get("modelVersion"):
+            self._model = True
+            events.append(ModelName(str(obj["modelVersion"])))
         reason = None
         candidates = obj.get("candidates")
         if candidates:

@@ -18,7 +18,18 @@ import orjson
 
 from ..errors import ProtocolError
 from .backend import Backend, BackendDocs, RequestSpec, Route, SDKBinding, SDKChunk, SDKSetup
-from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, bearer, error_message, json_post
+from .base import (
+    Content,
+    Event,
+    Finish,
+    HTTPRequest,
+    ModelName,
+    ServerError,
+    Usage,
+    bearer,
+    error_message,
+    json_post,
+)
 from .openai import compat_route, messages_to_prompt
 from .sampling import Sampling
 from .sse import json_object
@@ -81,12 +92,13 @@ class OllamaStreamParser:
     Lines end in ``\\n``; ``\\r\\n`` and blank lines are tolerated. Complete on ``done: true``.
     """
 
-    __slots__ = ("_buf", "complete", "frames")
+    __slots__ = ("_buf", "complete", "frames", "_model")
 
     def __init__(self) -> None:
         self._buf = bytearray()  # the unfinished last line: appended to, joined once when it ends
         self.complete = False
         self.frames = 0
+        self._model = False
 
     def feed(self, data: bytes) -> list[Event]:
         cut = data.rfind(b"\n")
@@ -146,6 +158,9 @@ class OllamaStreamParser:
         if err is not None:
             events.append(ServerError(error_message(err)))
             return
+        if not self._model and obj.get("model"):
+            self._model = True
+            events.append(ModelName(str(obj["model"])))
         message = obj.get("message")
         if message is not None:
             thinking = message.get("thinking")

@@ -18,7 +18,18 @@ from collections.abc import Iterator
 from typing import Any, Literal
 
 from .backend import Backend, BackendDocs, RequestSpec, Route, SDKBinding, SDKChunk, SDKSetup, sdk_arguments
-from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, bearer, error_message, json_post
+from .base import (
+    Content,
+    Event,
+    Finish,
+    HTTPRequest,
+    ModelName,
+    ServerError,
+    Usage,
+    bearer,
+    error_message,
+    json_post,
+)
 from .sampling import Sampling
 from .sse import SSEJSONParser
 
@@ -81,12 +92,13 @@ class OpenAIStreamParser(SSEJSONParser):
     Complete once ``data: [DONE]`` or a ``finish_reason`` was seen.
     """
 
-    __slots__ = ("saw_done",)
+    __slots__ = ("saw_done", "_model")
     protocol = "OpenAI"
 
     def __init__(self) -> None:
         super().__init__()
         self.saw_done = False
+        self._model = False
 
     def _sentinel(self, payload: bytes) -> bool:
         if payload == b"[DONE]":
@@ -102,6 +114,11 @@ class OpenAIStreamParser(SSEJSONParser):
                 status = err.get("code") if isinstance(err.get("code"), int) else err.get("http_status_code")
             events.append(ServerError(error_message(err), status=status, kind=_err_type(err)))
             return
+        if not self._model:
+            model = obj.get("model")
+            if model:
+                self._model = True
+                events.append(ModelName(str(model)))
         choices = obj.get("choices")
         if choices:
             for choice in choices:

@@ -30,6 +30,7 @@ class Job:
     max_tokens: int
     messages: int = 0  # chat messages the prompt was joined from (0: a plain prompt)
     n: int = 0
+    reasoning: int = 0  # of the n tokens, reported as reasoning in usage
     finish: str = "length"  # "length" (max tokens reached) or "stop" (end of sequence)
     stream: bool = True
     k: int = 1  # tokens per chunk

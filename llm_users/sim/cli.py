@@ -100,6 +100,15 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--template-tokens", type=_nonneg(int), default=0, help="prompt tokens a chat template adds "
                    "per message on chat routes, counted in usage and by /tokenize with messages (default 0)")
 
+    g.add_argument("--reasoning-tokens", type=_nonneg(int), default=0, help="of each answer's tokens, N are "
+                   "reported as reasoning in usage (OpenAI completion_tokens_details.reasoning_tokens, Anthropic "
+                   "output_tokens_details.thinking_tokens, Gemini thoughtsTokenCount; default 0)")
+    g.add_argument("--ignore-max-tokens", type=_positive_int, default=None, metavar="N", help="ignore the "
+                   "request's max-token field and answer N tokens, as servers that do not know the field do "
+                   "(llama.cpp and max_completion_tokens); default honour it")
+    g.add_argument("--answer-model", default=None, metavar="NAME", help="report NAME as the model in every "
+                   "answer, whatever the request asked for (a server serving one fixed model)")
+
     g = p.add_argument_group("capacity")
     g.add_argument("--max-batch", type=_positive_int, default=256, help="streams decoding at once; more wait in "
                    "a FIFO queue and the wait adds to TTFT (default 256)")

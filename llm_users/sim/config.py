@@ -57,6 +57,10 @@ class SimConfig:
 
     require_api_key: str | None = None
 
+    reasoning_tokens: int = 0  # of each answer's tokens, reported as reasoning in usage
+    ignore_max_tokens: int | None = None  # ignore the request's max-token field: write N tokens
+    answer_model: str | None = None  # report this model, whatever the request asked for
+
     trace_file: str | None = None
     trace_limit: int = 100_000
     trace_prompts: bool = False

@@ -33,6 +33,10 @@ def new_job(
     how many chat messages the prompt came from (each adds ``--template-tokens`` to the count)."""
     if input_tokens is None:
         input_tokens = count_input_tokens(prompt) + sim.cfg.template_tokens * messages
+    cfg = sim.cfg
+    if cfg.ignore_max_tokens is not None:  # a server that does not know the request's field
+        max_tokens = cfg.ignore_max_tokens
+    model = cfg.answer_model or model
     job = Job(
         protocol=protocol, route=route, model=model, prompt=prompt,
         input_tokens=input_tokens, messages=messages,
@@ -41,6 +45,7 @@ def new_job(
     )
     n = max_tokens if sim.cfg.output_tokens is None else min(sim.cfg.output_tokens, max_tokens)
     job.plan(sim.cfg.output_tokens, sim.tokens.indices(prompt, n))
+    job.reasoning = min(cfg.reasoning_tokens, job.n)
     return job
 
 

@@ -122,8 +122,10 @@ class AnthropicRenderer(Renderer):
             job = self.job
             out += _event(b"content_block_stop", b'{"type":"content_block_stop","index":%d}' % self.text_index)
             out += _event(b"message_delta", b'{"type":"message_delta","delta":{"stop_reason":"%b",'
-                          b'"stop_sequence":null},"usage":{"input_tokens":%d,"output_tokens":%d}}'
-                          % (self.stop_reason().encode(), job.input_tokens, job.n))
+                          b'"stop_sequence":null},"usage":{"input_tokens":%d,"output_tokens":%d%b}}'
+                          % (self.stop_reason().encode(), job.input_tokens, job.n,
+                             b',"output_tokens_details":{"thinking_tokens":%d}' % job.reasoning
+                             if job.reasoning else b""))
             out += _event(b"message_stop", b'{"type":"message_stop"}')
         return out
 

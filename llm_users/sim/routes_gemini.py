@@ -64,8 +64,10 @@ class GeminiRenderer(Renderer):
 
     def _usage(self, c: int) -> bytes:
         p = self.job.input_tokens
-        return b'"usageMetadata":{"promptTokenCount":%d,"candidatesTokenCount":%d,"totalTokenCount":%d}' % (
-            p, c, p + c)
+        r = self.job.reasoning
+        thoughts = b',"thoughtsTokenCount":%d' % r if r else b""
+        return b'"usageMetadata":{"promptTokenCount":%d,"candidatesTokenCount":%d,"totalTokenCount":%d%b}' % (
+            p, c, p + c, thoughts)
 
     def chunk(self, i: int, j: int, last: bool) -> bytes:
         words = self.job.words

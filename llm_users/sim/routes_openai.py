@@ -53,8 +53,9 @@ DIALECT = OpenAIDialect()
 DONE = b"data: [DONE]\n\n"
 
 
-def _usage(p: int, c: int) -> bytes:
-    return b'{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}' % (p, p + c, c)
+def _usage(p: int, c: int, r: int = 0) -> bytes:
+    details = b',"completion_tokens_details":{"reasoning_tokens":%d}' % r if r else b""
+    return b'{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d%b}' % (p, p + c, c, details)
 
 
 class _Base(Renderer):
@@ -76,7 +77,7 @@ class _Base(Renderer):
     def _usage_frame(self) -> bytes:
         if not self.include_usage:
             return b""
-        return b'data: %b"choices":[],"usage":%b}\n\n' % (self.obj_head, _usage(self.job.input_tokens, self.job.n))
+        return b'data: %b"choices":[],"usage":%b}\n\n' % (self.obj_head, _usage(self.job.input_tokens, self.job.n, self.job.reasoning))
 
     def _cont(self, j: int) -> bytes:
         if not self.continuous:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from llm_users.protocols.base import Content, Event, Finish, ServerError, Usage
+from llm_users.protocols.base import Content, Event, Finish, ModelName, ServerError, Usage
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -24,6 +24,7 @@ class Summary:
     finishes: list[str] = field(default_factory=list)
     errors: list[ServerError] = field(default_factory=list)
     complete: bool = False
+    models: list[str] = field(default_factory=list)  # ModelName events: at most one per stream
 
 
 def merge_usage(old: Usage | None, new: Usage) -> Usage:
@@ -53,6 +54,9 @@ def summarize(events: list[Event], complete: bool) -> Summary:
             s.finishes.append(ev.reason)
         elif isinstance(ev, ServerError):
             s.errors.append(ev)
+        elif isinstance(ev, ModelName):
+            s.models.append(ev.name)
+            assert len(s.models) == 1, "the model is reported once per stream"
         else:  # pragma: no cover
             raise AssertionError(f"unknown event {ev!r}")
     return s

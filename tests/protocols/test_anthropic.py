@@ -7,7 +7,7 @@ import pytest
 
 from llm_users.errors import ProtocolError
 from llm_users.protocols.anthropic import AnthropicStreamParser, build_request
-from llm_users.protocols.base import Content, Finish, ServerError, Usage
+from llm_users.protocols.base import Content, Finish, ModelName, ServerError, Usage
 from llm_users.protocols.sampling import Sampling
 
 P = "anthropic"
@@ -81,6 +81,7 @@ def test_text_stream_with_pings(harness) -> None:
     data = harness.read(P, "messages.txt")
     events, complete = harness.parse(AnthropicStreamParser, data)
     assert events == [
+        ModelName("claude-sonnet-4-5"),  # the model the server says answered
         Usage(input_tokens=25),
         Content("Hello"),
         Content(", how can"),

@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from llm_users.errors import ProtocolError
-from llm_users.protocols.base import Content, Finish, ServerError, Usage
+from llm_users.protocols.base import Content, Finish, ModelName, ServerError, Usage
 from llm_users.protocols.gemini import GeminiStreamParser, build_request
 from llm_users.protocols.sampling import Sampling
 
@@ -63,6 +63,7 @@ def test_stream_with_crlf_separators(harness) -> None:
     assert data.count(b"\r\n\r\n") == 4 and data.startswith(b"data: {")
     events, complete = harness.parse(GeminiStreamParser, data)
     assert events == [
+        ModelName("gemini-2.5-flash"),  # the model the server says answered
         Content("The quick"),
         Content(" brown fox jumps"),
         Usage(input_tokens=8, output_tokens=5),

@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from llm_users.errors import ProtocolError
-from llm_users.protocols.base import Content, Finish, ServerError, Usage
+from llm_users.protocols.base import Content, Finish, ModelName, ServerError, Usage
 from llm_users.protocols.ollama import OllamaStreamParser, build_request
 from llm_users.protocols.sampling import Sampling
 
@@ -72,6 +72,7 @@ def test_chat_transcript(harness) -> None:
     data = harness.read(P, "chat.ndjson")
     events, complete = harness.parse(OllamaStreamParser, data)
     assert events == [
+        ModelName("llama3.2"),  # the model the server says answered
         Content("The"),
         Content(" sky"),
         Content(" is blue"),

@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from llm_users.errors import ProtocolError
-from llm_users.protocols.base import Content, Finish, ServerError, Usage
+from llm_users.protocols.base import Content, Finish, ModelName, ServerError, Usage
 from llm_users.protocols.openai import OpenAIStreamParser, build_request
 from llm_users.protocols.sampling import Sampling
 
@@ -115,6 +115,7 @@ def test_openai_chat_transcript(harness) -> None:
 def test_openai_chat_exact_events(harness) -> None:
     events, complete = harness.parse(OpenAIStreamParser, harness.read(P, "chat_openai.txt"))
     assert events == [
+        ModelName("gpt-4o-2024-08-06"),  # the model the server says answered
         Content("Hello"),
         Content(" there"),
         Content("!"),
