@@ -13,6 +13,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+import gevent
+
 from . import events as llm_events
 from . import options as llm_options
 from .errors import ConfigError
@@ -93,6 +95,10 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
             _start_simulator(environment, run)
     environment.events.test_start.add_listener(lambda **_: _refresh_user_settings(environment))
     run.install(runner)
+    # Locust arms its -t timer right after this event, before the event loop has run: libev
+    # times it from the loop's cached "now", stale by all the start-up work (imports, the SDK,
+    # the settings checks), and a 4 s run ended after 1.7 s. Bring the clock up to date.
+    gevent.get_hub().loop.update_now()
 
 
 def _refresh_user_settings(environment: Any) -> None:

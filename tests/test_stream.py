@@ -217,3 +217,39 @@ def test_chunk_after_a_4_mib_frame_is_stamped_when_it_arrives() -> None:
     assert rec.chunks == 2 and rec.finish_reason == "stop"
     stamped = rec.t0_ns + rec.ttft_ns + rec.itl_ns[0]
     assert 0 <= stamped - written[0] < 15e6, (stamped - written[0]) / 1e6
+
+
+def test_a_connection_the_server_closed_while_idle_is_replaced_before_sending() -> None:
+    """Issue 9 item 1: the stale check happens before sending, so the request goes out once, on
+    a new connection, and the record says it reconnected (summary.json counts it)."""
+    import gevent
+    import gevent.socket
+
+    body = b'data: {"choices":[{"index":0,"delta":{"content":"y"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+    answer = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%b" % (len(body), body)
+    listener = gevent.socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    requests: list[int] = []
+
+    def serve() -> None:
+        for n in range(2):
+            conn, _ = listener.accept()
+            conn.recv(65536)
+            requests.append(n)
+            conn.sendall(answer)
+            gevent.sleep(0.05)
+            conn.close()  # idle keep-alive connection closed by the server
+
+    server = gevent.spawn(serve)
+    try:
+        c = StreamClient(f"http://127.0.0.1:{listener.getsockname()[1]}")
+        first = send(c)
+        gevent.sleep(0.2)  # the server has closed the idle connection
+        second = send(c)
+    finally:
+        server.kill()
+        listener.close()
+    assert first.ok and second.ok
+    assert not first.reconnected and second.reconnected and second.connect_ns is not None
+    assert requests == [0, 1] and c.reconnects == 1  # one request per connection: nothing resent

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import read_records, run_locust
+from tests.helpers import read_records, read_summary, run_locust
 
 pytestmark = pytest.mark.slow
 
@@ -41,3 +41,22 @@ def test_sdk_mode_for_tgi_says_what_is_available(tmp_path) -> None:
     proc = run_locust("tgi.py", "--host", "http://127.0.0.1:9", "-u", "1", "-t", "2s", "--llm-client", "sdk")
     assert proc.returncode == 1
     assert "--llm-client sdk is not available for tgi" in proc.stderr
+
+
+def test_sdk_mode_runs_as_long_as_asked(sim_factory, tmp_path) -> None:
+    """Issue 10 item 6: the SDK is imported at start, not inside the first request (which
+    blocked the event loop as Locust armed its run-time timer: -t 4s ran 0.24 s)."""
+    sim = sim_factory("--ttft-ms", "20", "--itl-ms", "2", "--output-tokens", "10")
+    proc = run_locust("claude.py", "--host", sim.url, "-u", "2", "-r", "2", "-t", "4s", "--llm-client", "sdk",
+                      report=tmp_path, env=KEYS)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    window = read_summary(tmp_path)["window"]
+    assert 3.5 < window["test_stop"] - window["test_start"] < 6.0, window
+
+
+def test_llm_users_never_touches_sys_path() -> None:
+    """Issue 8 step 6: locustfiles named like an SDK work without sys.path surgery."""
+    from tests.helpers import ROOT
+
+    offenders = [str(p) for p in (ROOT / "llm_users").rglob("*.py") if "sys.path" in p.read_text()]
+    assert offenders == []
