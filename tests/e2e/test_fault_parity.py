@@ -5,6 +5,9 @@ an SDK, in-process (Locust as a library), against one shared simulator."""
 from __future__ import annotations
 
 import argparse
+import socket
+import struct
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -127,3 +130,119 @@ def test_first_byte_limit_applies_in_both_modes(backend: str, silent_server, mon
         user.on_stop()
     assert outcomes["raw"] == outcomes["sdk"]
     assert outcomes["raw"]["error_category"] == "first_byte_timeout"
+
+
+# Recorded-shape transcripts (tests/fixtures/transcripts, see build.py there), replayed byte for
+# byte over loopback: the first request gets the protocol's ok.http (keep-alive), the second the
+# case under test, on the same connection where the client keeps it (the openai SDK closes a
+# stream's connection after [DONE] without reading the chunked terminator, so it reconnects).
+TRANSCRIPTS = Path(__file__).resolve().parent.parent / "fixtures" / "transcripts"
+PROTOCOL_USERS = {"openai": "vllm", "anthropic": "claude", "gemini": "gemini", "ollama": "ollama"}
+CASE_EXPECTED: dict[str, tuple[str | None, int | None]] = {
+    "ok": (None, 200),
+    "reasoning": (None, 200),
+    "big_frame": (None, 200),
+    "midstream_error": ("server_error", 200),
+    "empty_200": ("empty_response", 200),
+    "truncated": ("stream_truncated", 200),
+    "malformed": ("malformed_stream", 200),
+    "reset_after_read": ("connection_reset", None),
+}
+TRANSCRIPT_CASES = sorted((proto, f.stem) for proto in PROTOCOL_USERS for f in (TRANSCRIPTS / proto).glob("*.http"))
+
+
+def _load(proto: str, case: str) -> bytes:
+    return (TRANSCRIPTS / proto / f"{case}.http").read_bytes().replace(b"@@PAD4MiB@@", b"x" * (4 << 20))
+
+
+@pytest.fixture
+def replay():
+    """A loopback server that answers from transcripts; ``served`` counts requests read."""
+    import gevent
+    import gevent.socket
+
+    class Replay:
+        def __init__(self) -> None:
+            self.listener = gevent.socket.socket()
+            self.listener.bind(("127.0.0.1", 0))
+            self.listener.listen(8)
+            self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+            self.warm = b""
+            self.case = b""
+            self.served = 0
+            self.warm_next = True
+            self.greenlets = [gevent.spawn(self._accept)]
+
+        def _accept(self) -> None:
+            while True:
+                conn, _ = self.listener.accept()
+                self.greenlets.append(gevent.spawn(self._serve, conn))
+
+        def _serve(self, conn: Any) -> None:
+            buf = b""
+            try:
+                while True:
+                    while b"\r\n\r\n" not in buf:
+                        data = conn.recv(65536)
+                        if not data:
+                            return
+                        buf += data
+                    head, _, buf = buf.partition(b"\r\n\r\n")
+                    length = 0
+                    for line in head.split(b"\r\n"):
+                        if line.lower().startswith(b"content-length:"):
+                            length = int(line.split(b":")[1])
+                    while len(buf) < length:
+                        buf += conn.recv(65536)
+                    buf = buf[length:]
+                    self.served += 1
+                    answer = self.warm if self.warm_next else self.case
+                    self.warm_next = False
+                    if answer == b"@@RESET@@":
+                        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                        return
+                    conn.sendall(answer)
+                    if b"Connection: close" in answer.partition(b"\r\n\r\n")[0]:
+                        return
+            finally:
+                conn.close()
+
+        def close(self) -> None:
+            for g in self.greenlets:
+                g.kill()
+            self.listener.close()
+
+    r = Replay()
+    yield r
+    r.close()
+
+
+@pytest.mark.parametrize(("proto", "case"), TRANSCRIPT_CASES)
+def test_raw_and_sdk_mode_agree_on_every_transcript(proto: str, case: str, replay, monkeypatch) -> None:
+    monkeypatch.setenv("LLM_TEST_KEY", "sk-test")
+    backend = PROTOCOL_USERS[proto]
+    replay.warm = _load(proto, "ok")
+    replay.case = _load(proto, case)
+    outcomes = {}
+    for client in ("raw", "sdk"):
+        user = _user(backend, client, replay.url)
+        replay.warm_next = True
+        user.send(MESSAGES)  # the protocol's ok answer on a keep-alive connection
+        before = replay.served
+        rec = user.send(MESSAGES)
+        assert replay.served - before == 1, client  # sent once, never resent
+        outcomes[client] = {f: getattr(rec, f) for f in (*FIELDS, "error_code")}
+        user.on_stop()
+    raw, sdk = outcomes["raw"], outcomes["sdk"]
+    assert raw == sdk, (raw, sdk)
+    category, status = CASE_EXPECTED[case]
+    if proto == "anthropic" and category == "server_error":
+        category = "server_overloaded"  # the transcript's event is overloaded_error
+    assert raw["error_category"] == category and raw["http_status"] == status, raw
+    if category is None:
+        assert raw["status"] == "ok" and raw["output_tokens"] and raw["input_tokens"] and raw["finish_reason"]
+    if case == "reasoning":
+        assert raw["reasoning_tokens"] == {"openai": 5, "anthropic": 7, "gemini": 6}[proto]
+    if case == "midstream_error":
+        assert raw["error_code"] == {"openai": 500, "anthropic": "overloaded_error", "gemini": 500,
+                                     "ollama": None}[proto]
