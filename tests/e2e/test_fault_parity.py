@@ -246,3 +246,39 @@ def test_raw_and_sdk_mode_agree_on_every_transcript(proto: str, case: str, repla
     if case == "midstream_error":
         assert raw["error_code"] == {"openai": 500, "anthropic": "overloaded_error", "gemini": 500,
                                      "ollama": None}[proto]
+
+
+@pytest.fixture
+def full_backlog():
+    """A listener whose accept queue is full: new connections hang in SYN (Linux drops them)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fill = []
+    for _ in range(4):
+        s = socket.socket()
+        s.setblocking(False)
+        try:
+            s.connect(("127.0.0.1", port))
+        except BlockingIOError:
+            pass
+        fill.append(s)
+    yield f"http://127.0.0.1:{port}"
+    for s in fill:
+        s.close()
+    listener.close()
+
+
+@pytest.mark.parametrize("backend", list(USERS))
+def test_connect_limit_applies_in_both_modes(backend: str, full_backlog, monkeypatch) -> None:
+    monkeypatch.setenv("LLM_TEST_KEY", "sk-test")
+    outcomes = {}
+    for client in ("raw", "sdk"):
+        user = _user(backend, client, full_backlog, llm_connect_timeout=0.3)
+        rec = user.send(MESSAGES)
+        outcomes[client] = {f: getattr(rec, f) for f in FIELDS}
+        assert 0.25e9 < rec.e2e_ns < 1.0e9, (client, rec.e2e_ns)  # at the connect limit
+        user.on_stop()
+    assert outcomes["raw"] == outcomes["sdk"]
+    assert outcomes["raw"]["error_category"] == "connect_timeout" and outcomes["raw"]["http_status"] is None
