@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 USERS = {"vllm": VLLMUser, "claude": ClaudeUser, "gemini": GeminiUser, "ollama": OllamaUser}
 FIELDS = ("status", "error_category", "http_status", "output_tokens", "input_tokens", "reasoning_tokens",
-          "finish_reason")
+          "finish_reason", "partial_output_tokens", "error_code")
 MESSAGES = [{"role": "user", "content": "Say something."}]
 
 # fault -> (error_category, http_status) both modes must give; None: the request succeeds
@@ -85,6 +85,7 @@ def _user(backend: str, client: str, host: str, **options: Any) -> Any:
 def _send(user: Any, fault: str | None) -> dict[str, Any]:
     user.extra_headers = {"X-Sim-Fault": f"{fault};after=3"} if fault else {}
     rec = user.send(MESSAGES)
+    assert rec.e2e_ns is not None and rec.e2e_ns > 0  # failures too: when it became visible
     return {f: getattr(rec, f) for f in FIELDS}
 
 
@@ -114,6 +115,9 @@ def test_raw_and_sdk_mode_agree_on_every_fault(backend: str, fault: str | None, 
         assert raw["reasoning_tokens"] == (None if backend == "ollama" else 4)
     else:
         assert raw["status"] == "error" and raw["output_tokens"] is None
+    if backend == "gemini" and fault in ("midstream_error", "truncate", "reset", "malformed", "stall"):
+        # Gemini's usageMetadata is a running count in every chunk: kept apart, not as the output
+        assert raw["partial_output_tokens"] is not None and 0 < raw["partial_output_tokens"] < 12
 
 
 @pytest.mark.parametrize("backend", list(USERS))
@@ -170,6 +174,7 @@ def replay():
             self.warm = b""
             self.case = b""
             self.served = 0
+            self.requests: list[tuple[bytes, bytes]] = []  # (request line, body)
             self.warm_next = True
             self.greenlets = [gevent.spawn(self._accept)]
 
@@ -194,6 +199,7 @@ def replay():
                             length = int(line.split(b":")[1])
                     while len(buf) < length:
                         buf += conn.recv(65536)
+                    self.requests.append((head.split(b"\r\n")[0], buf[:length]))
                     buf = buf[length:]
                     self.served += 1
                     answer = self.warm if self.warm_next else self.case
@@ -231,7 +237,8 @@ def test_raw_and_sdk_mode_agree_on_every_transcript(proto: str, case: str, repla
         before = replay.served
         rec = user.send(MESSAGES)
         assert replay.served - before == 1, client  # sent once, never resent
-        outcomes[client] = {f: getattr(rec, f) for f in (*FIELDS, "error_code")}
+        assert rec.e2e_ns is not None and rec.e2e_ns > 0
+        outcomes[client] = {f: getattr(rec, f) for f in FIELDS}
         user.on_stop()
     raw, sdk = outcomes["raw"], outcomes["sdk"]
     assert raw == sdk, (raw, sdk)
@@ -282,3 +289,60 @@ def test_connect_limit_applies_in_both_modes(backend: str, full_backlog, monkeyp
         user.on_stop()
     assert outcomes["raw"] == outcomes["sdk"]
     assert outcomes["raw"]["error_category"] == "connect_timeout" and outcomes["raw"]["http_status"] is None
+
+
+SAMPLING_FIELDS = {"openai": ("max_tokens", "temperature", "top_p", "ignore_eos", "stream_options"),
+                   "anthropic": ("max_tokens", "temperature", "system"),
+                   "gemini": ("generationConfig",),
+                   "ollama": ("options", "system")}
+
+
+@pytest.mark.parametrize(("proto", "endpoint"), [("openai", None), ("anthropic", None), ("gemini", None),
+                                                 ("ollama", None), ("ollama", "generate")])
+def test_both_modes_send_the_same_request(proto: str, endpoint: str | None, replay, monkeypatch) -> None:
+    """One request, built once: SDK mode sends the raw request's path and sampling (Claude's
+    temperature 0, Ollama's generate endpoint, vLLM's ignore_eos...)."""
+    import json
+
+    monkeypatch.setenv("LLM_TEST_KEY", "sk-test")
+    replay.warm = replay.case = _load(proto, "ok")
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say something."}]
+    sent = {}
+    for client in ("raw", "sdk"):
+        user = _user(PROTOCOL_USERS[proto], client, replay.url, llm_endpoint=endpoint)
+        replay.requests.clear()
+        assert user.send(messages).ok
+        (line, body), = replay.requests
+        sent[client] = (line.split(b" ")[1].split(b"?")[0], json.loads(body))
+        user.on_stop()
+    (raw_path, raw_body), (sdk_path, sdk_body) = sent["raw"], sent["sdk"]
+    assert raw_path == sdk_path
+    assert raw_body.get("model") == sdk_body.get("model") or proto == "gemini"  # Gemini: model in the path
+    for field in SAMPLING_FIELDS[proto]:
+        assert raw_body.get(field) == sdk_body.get(field), (field, raw_body, sdk_body)
+    if proto == "anthropic":
+        assert sdk_body["temperature"] == 0
+    if endpoint == "generate":
+        assert sdk_path == b"/api/generate" and "prompt" in sdk_body
+
+
+@pytest.fixture(scope="module")
+def slow_first_token_sim():
+    from llm_users.sim.launcher import start_simulator
+
+    s = start_simulator(["--ttft-ms", "300", "--itl-ms", "1", "--output-tokens", "3"])
+    yield s
+    s.stop()
+
+
+@pytest.mark.parametrize("backend", list(USERS))
+def test_ttfb_is_the_response_head_in_both_modes(backend: str, slow_first_token_sim, monkeypatch) -> None:
+    """The simulator sends the head at once and the first token 300 ms later, as real servers
+    do: TTFB is the head in both modes (SDK mode once stamped it at the first parsed chunk)."""
+    monkeypatch.setenv("LLM_TEST_KEY", "sk-test")
+    for client in ("raw", "sdk"):
+        user = _user(backend, client, slow_first_token_sim.url)
+        rec = user.send(MESSAGES)
+        user.on_stop()
+        assert rec.ok, rec.error_message
+        assert rec.ttfb_ns < 150e6 and 290e6 < rec.ttft_ns < 600e6, (client, rec.ttfb_ns, rec.ttft_ns)
