@@ -73,7 +73,7 @@ def workload_options(options: Any, user_cls: Any = None) -> WorkloadOptions:
         prefix_count=prefix_count,
         turns=turns,
         think_s=parse_duration_s(think, "--llm-think-time") if (think := get("llm_think_time")) else 0.0,
-        seed=int(get("llm_workload_seed") or 0),
+        seed=int(get("llm_workload_seed") or get("llm_seed") or 0),
     )
 
 

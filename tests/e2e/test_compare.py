@@ -1,0 +1,76 @@
+"""Issue 12: llm-compare on real report directories. Two runs against the same seeded simulator
+are "no significant difference"; a run with TTFT 120 ms against one with 100 ms is flagged as
+regressed and ``--fail-on ttft.p50>+10%`` exits 1; the HTML page is rendered by Chromium.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import run_locust
+
+pytestmark = pytest.mark.slow
+COMPARE = str(Path(sys.executable).parent / "llm-compare")
+SIM = "--ttft-dist lognormal --ttft-sd-ms 15 --itl-ms 2 --output-tokens 12 --seed 7"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    out = {}
+    for name, ttft in (("a", 100), ("b", 100), ("slow", 120)):
+        report = tmp_path_factory.mktemp(name) / name
+        proc = run_locust("vllm.py", "-u", "4", "-r", "4", "-t", "4s", "--stop-timeout", "10",
+                          "--llm-sim-args", f"--ttft-ms {ttft} {SIM}", report=report)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        out[name] = report
+    return out
+
+
+def _compare(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([COMPARE, *args], capture_output=True, text=True, timeout=120)
+
+
+def test_same_seeded_simulator_is_no_significant_difference(runs) -> None:
+    proc = _compare(str(runs["a"]), str(runs["b"]), "--fail-on", "ttft.p50>+10%,failures>0")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    verdicts = re.findall(r"^\s+(ttft|tpot|e2e)\.(p50|p99)\s.*?(regressed|improved|no significant difference|"
+                          r"too few requests)", proc.stdout, re.M)
+    assert len(verdicts) == 6, proc.stdout
+    assert {v[2] for v in verdicts if v[1] == "p50"} == {"no significant difference"}, proc.stdout
+    # ~120 requests a run: too few for a p99 verdict (it needs 500), never a false call
+    assert {v[2] for v in verdicts if v[1] == "p99"} <= {"no significant difference", "too few requests"}
+    assert "every --fail-on rule passed (2)" in proc.stdout
+
+
+def test_slower_ttft_is_flagged_and_fails(runs, tmp_path) -> None:
+    page = tmp_path / "compare.html"
+    proc = _compare(str(runs["a"]), str(runs["slow"]), "--fail-on", "ttft.p50>+10%", "--out", str(page))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert re.search(r"^\s+ttft\.p50\s+\+1\d\.\d+ \(\+\d+\.\d%\).*regressed$", proc.stdout, re.M), proc.stdout
+    assert "llm-compare: FAIL slow: ttft.p50>+10%: +" in proc.stderr
+    # the table carries every headline metric side by side with its delta
+    assert re.search(r"^ttft\.p50\s+[\d.]+\s+[\d.]+\s+\+", proc.stdout, re.M)
+    text = page.read_text()
+    assert "<script" not in text and not re.search(r"(src|href)=['\"]?https?:", text)
+    assert text.count("<svg") >= 3 and "regressed" in text
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium is not installed (Debian package 'chromium'; .ci/run installs it)")
+    dom = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                          "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                          f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", page.as_uri()],
+                         check=True, capture_output=True, text=True, timeout=120).stdout
+    assert dom.count("<svg") >= 3 and "<td>regressed</td>" in dom and "ttft.p50" in dom
+
+
+def test_bad_input_is_one_line(runs, tmp_path) -> None:
+    proc = _compare(str(runs["a"]), str(tmp_path))
+    assert proc.returncode == 2 and proc.stderr.strip().startswith("llm-compare: ") and "summary.json" in proc.stderr
+    proc = _compare(str(runs["a"]), str(runs["b"]), "--fail-on", "ttft.p50 is big")
+    assert proc.returncode == 2 and "cannot read" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
