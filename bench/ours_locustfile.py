@@ -18,10 +18,12 @@ import time
 import gevent
 from locust import events
 
+import exporters
 from llm_users import plugin
 from llm_users.users import VLLMUser
 
 plugin.register(events)
+exporters.register(events)  # the Prometheus /metrics endpoint (docs/prometheus.md)
 
 STREAMS = int(os.environ.get("BENCH_STREAMS", "1"))
 SPREAD_S = float(os.environ.get("BENCH_SPREAD_S", "1"))

@@ -1,7 +1,8 @@
 """Wiring of the exporter and the scraper into a run (the master or the local runner).
 
-:func:`attach` is called once from :mod:`llm_users.plugin` at Locust's ``init``: it starts the
-Prometheus endpoint at once (so it serves in headless runs and between web-UI tests), starts
+:func:`attach` runs once per run, on the ``llm_run_ready`` event that :mod:`llm_users.plugin`
+fires at Locust's ``init`` for the master or the local runner (:func:`register` adds the
+listener; the plugin core never imports this package). It starts the Prometheus endpoint at once (so it serves in headless runs and between web-UI tests), starts
 scraping at ``test_start``, takes a last scrape at ``test_stop`` (before the run writes its
 report: these listeners are added first) and, at ``quitting``, keeps the endpoint up for
 ``--llm-prometheus-linger`` seconds so Prometheus gets the final numbers, then stops it.
@@ -13,6 +14,8 @@ import logging
 from typing import Any
 
 import gevent
+
+from llm_users import events as llm_events
 
 from .prometheus import Exporter, LLMCollector, build_registry
 from .scrape import Scraper
@@ -84,3 +87,22 @@ def attach(environment: Any, run: Any) -> Live:
     ev.quitting.add_listener(live.on_quitting)
     run.summary_hooks.append(live.add_sections)
     return live
+
+
+_registered: set[int] = set()
+
+
+def register(events: Any = None) -> None:
+    """Attach the exporter to every run that fires ``llm_run_ready`` on these events (once)."""
+    if events is None:
+        from locust import events as default_events
+
+        events = default_events
+    if id(events) in _registered:
+        return
+    _registered.add(id(events))
+    llm_events.install_run_ready(events).add_listener(attach_on_ready)
+
+
+def attach_on_ready(environment: Any, run: Any, **_: Any) -> None:
+    attach(environment, run)

@@ -30,11 +30,34 @@ class LLMEvents:
     :param user: the User instance that sent it (None when re-fired on the master).
     """
 
+    llm_run_ready: EventHook
+    """
+    Fired once at Locust's ``init``, in the process that holds the merged view (the master or
+    the local runner), when the run exists and before it adds its own listeners: extensions
+    (the Prometheus exporter in ``exporters/``) attach to the run here, from outside.
+
+    Event arguments:
+
+    :param environment: Locust's Environment.
+    :param run: the :class:`llm_users.run.MergingRun` (its ``collector``, ``config`` and
+        ``summary_hooks``).
+    """
+
 
 def install(events: Any) -> EventHook:
-    """Add ``llm_response`` to ``events`` unless it is there; return the hook."""
-    hook = getattr(events, "llm_response", None)
+    """Add ``llm_response`` and ``llm_run_ready`` to ``events`` unless there; return the first."""
+    install_run_ready(events)
+    return _hook(events, "llm_response")
+
+
+def install_run_ready(events: Any) -> EventHook:
+    """Add ``llm_run_ready`` to ``events`` unless it is there; return the hook."""
+    return _hook(events, "llm_run_ready")
+
+
+def _hook(events: Any, name: str) -> EventHook:
+    hook = getattr(events, name, None)
     if hook is None:
         hook = EventHook()
-        events.llm_response = hook
+        setattr(events, name, hook)
     return hook

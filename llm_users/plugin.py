@@ -76,10 +76,8 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
         from .outputs.cost import attach as attach_cost
 
         attach_cost(environment, run)
-        if run.merges:  # Prometheus endpoint and /metrics scraping (exporters/live.py)
-            from exporters.live import attach
-
-            attach(environment, run)
+        if isinstance(run, MergingRun):  # extensions attach here (e.g. exporters.register)
+            environment.events.llm_run_ready.fire(environment=environment, run=run)
     except ConfigError as e:
         _fail(str(e))
     environment.llm_run = run

@@ -8,10 +8,12 @@ With no --host it runs against the embedded simulator (a key is still required, 
 
 from locust import events
 
+import exporters
 from llm_users import plugin
 from llm_users.users import GeminiUser
 
 plugin.register(events)
+exporters.register(events)  # the Prometheus /metrics endpoint (docs/prometheus.md)
 
 
 class Gemini(GeminiUser):

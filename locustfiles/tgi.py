@@ -7,10 +7,12 @@
 
 from locust import events
 
+import exporters
 from llm_users import plugin
 from llm_users.users import TGIUser
 
 plugin.register(events)
+exporters.register(events)  # the Prometheus /metrics endpoint (docs/prometheus.md)
 
 
 class TGI(TGIUser):

@@ -8,10 +8,12 @@ The model is asked of the server (GET /v1/models) unless --llm-model is given.
 
 from locust import events
 
+import exporters
 from llm_users import plugin
 from llm_users.users import VLLMUser
 
 plugin.register(events)
+exporters.register(events)  # the Prometheus /metrics endpoint (docs/prometheus.md)
 
 
 class VLLM(VLLMUser):

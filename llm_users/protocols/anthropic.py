@@ -55,7 +55,6 @@ def build_request(
     auth: AuthStyle = "x-api-key",
     anthropic_version: str = DEFAULT_VERSION,
     include_sampling: bool | None = None,
-    path_prefix: str = "",
     extra_headers: dict[str, str] | None = None,
 ) -> HTTPRequest:
     """A streaming Messages request.
@@ -80,7 +79,7 @@ def build_request(
     if auth not in ("x-api-key", "bearer"):
         raise ValueError(f"unknown auth style {auth!r}: use 'x-api-key' or 'bearer'")
     key_header = (("x-api-key", api_key) if auth == "x-api-key" else bearer(api_key)) if api_key else None
-    return json_post(path_prefix + PATH, body, accept="text/event-stream", auth=key_header,
+    return json_post(PATH, body, accept="text/event-stream", auth=key_header,
                      headers={"anthropic-version": anthropic_version}, extra_headers=extra_headers)
 
 

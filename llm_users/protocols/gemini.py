@@ -35,7 +35,6 @@ def build_request(
     sampling: Sampling,
     api_key: str | None = None,
     api_version: str = DEFAULT_API_VERSION,
-    path_prefix: str = "",
     extra_headers: dict[str, str] | None = None,
 ) -> HTTPRequest:
     """A streaming generateContent request."""
@@ -62,7 +61,7 @@ def build_request(
     if sampling.stop:
         config["stopSequences"] = list(sampling.stop)
     body["generationConfig"] = config
-    name = f"{path_prefix}/{api_version}/models/{model}:streamGenerateContent"
+    name = f"/{api_version}/models/{model}:streamGenerateContent"
     return json_post(name + "?alt=sse", body, accept="text/event-stream", name=name,
                      auth=("x-goog-api-key", api_key) if api_key else None, extra_headers=extra_headers)
 

@@ -56,7 +56,6 @@ def build_request(
     sampling: Sampling,
     api_key: str | None = None,
     endpoint: Endpoint = "chat",
-    path_prefix: str = "",
     extra_headers: dict[str, str] | None = None,
 ) -> HTTPRequest:
     """A streaming Ollama chat or generate request."""
@@ -82,7 +81,7 @@ def build_request(
         options["stop"] = list(sampling.stop)
     body["options"] = options
     body["stream"] = True
-    return json_post(path_prefix + PATHS[endpoint], body, accept="application/x-ndjson", auth=bearer(api_key),
+    return json_post(PATHS[endpoint], body, accept="application/x-ndjson", auth=bearer(api_key),
                      extra_headers=extra_headers)
 
 

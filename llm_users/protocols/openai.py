@@ -47,7 +47,6 @@ def build_request(
     endpoint: Endpoint = "chat",
     dialect: Dialect = "openai",
     api_key: str | None = None,
-    path_prefix: str = "",
     extra_headers: dict[str, str] | None = None,
 ) -> HTTPRequest:
     """A streaming chat or completions request in the given dialect."""
@@ -75,7 +74,7 @@ def build_request(
             body["min_tokens"] = sampling.min_tokens
     body["stream"] = True
     body["stream_options"] = {"include_usage": True}
-    return json_post(path_prefix + PATHS[endpoint], body, accept="text/event-stream", auth=bearer(api_key),
+    return json_post(PATHS[endpoint], body, accept="text/event-stream", auth=bearer(api_key),
                      extra_headers=extra_headers)
 
 
@@ -92,17 +91,16 @@ class OpenAIStreamParser(SSEJSONParser):
     Complete once ``data: [DONE]`` or a ``finish_reason`` was seen.
     """
 
-    __slots__ = ("saw_done", "_model")
+    __slots__ = ("_model",)
     protocol = "OpenAI"
 
     def __init__(self) -> None:
         super().__init__()
-        self.saw_done = False
         self._model = False
 
     def _sentinel(self, payload: bytes) -> bool:
         if payload == b"[DONE]":
-            self.complete = self.saw_done = True
+            self.complete = True
             return True
         return False
 

@@ -32,7 +32,6 @@ def build_request(
     sampling: Sampling,
     api_key: str | None = None,
     path: Path = "/generate_stream",
-    path_prefix: str = "",
     extra_headers: dict[str, str] | None = None,
 ) -> HTTPRequest:
     """A streaming TGI generate request. ``model`` is unused on the wire (TGI serves one model)
@@ -56,7 +55,7 @@ def build_request(
     body: dict[str, Any] = {"inputs": messages_to_prompt(messages), "parameters": params}
     if path == "/":
         body["stream"] = True
-    return json_post(path_prefix + path, body, accept="text/event-stream", auth=bearer(api_key),
+    return json_post(path, body, accept="text/event-stream", auth=bearer(api_key),
                      extra_headers=extra_headers)
 
 
