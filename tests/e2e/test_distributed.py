@@ -78,7 +78,9 @@ def test_processes_2_merges_exactly(sim_factory, tmp_path) -> None:
     sim = sim_factory("--ttft-ms", "40", "--itl-ms", "4", "--itl-dist", "normal", "--itl-sd-ms", "1",
                       "--output-tokens", "30", "--seed", "4")
     report = tmp_path / "r"
-    proc = run_locust("vllm.py", "--processes", "2", "--host", sim.url, "-u", "8", "-r", "8", "-t", "6s",
+    port = str(free_port())  # not Locust's default 5557: other runs on the machine may hold it
+    proc = run_locust("vllm.py", "--processes", "2", "--master-bind-port", port, "--master-port", port,
+                      "--host", sim.url, "-u", "8", "-r", "8", "-t", "6s",
                       "--stop-timeout", "10", report=report, csv_prefix=tmp_path / "locust")
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = assert_exact_merge(report)
