@@ -73,6 +73,9 @@ def add_arguments(parser: Any) -> None:
     from .outputs.cost import add_arguments as add_cost_arguments
 
     add_cost_arguments(opt)
+    from .outputs.export import add_arguments as add_export_arguments
+
+    add_export_arguments(opt)
 
 
 def parse_bool(value: Any, name: str) -> bool:

@@ -78,6 +78,12 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
         attach_cost(environment, run)
         if isinstance(run, MergingRun):  # extensions attach here (e.g. exporters.register)
             environment.events.llm_run_ready.fire(environment=environment, run=run)
+        from .outputs.environment import attach as attach_environment
+
+        attach_environment(environment, run)  # after the extensions: it reads the sections they add (GPU)
+        from .outputs.export import attach as attach_export
+
+        attach_export(environment, run)  # after environment: it reads the server's model id
     except ConfigError as e:
         _fail(str(e))
     environment.llm_run = run

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 _SECRET_WORDS = ("key", "token", "secret", "password", "auth")
+#: option names that say "tokens" (a count: --llm-max-tokens, --llm-input-tokens) hold no secret
+_COUNTS = re.compile(r"tokens(_|$)")
 
 
 def redact_config(options: Any) -> dict[str, Any]:
@@ -14,7 +17,8 @@ def redact_config(options: Any) -> dict[str, Any]:
     items = vars(options).items() if hasattr(options, "__dict__") else dict(options).items()
     out: dict[str, Any] = {}
     for k, v in items:
-        if any(w in k.lower() for w in _SECRET_WORDS) and not k.endswith("_env"):
+        name = _COUNTS.sub("", k.lower())
+        if any(w in name for w in _SECRET_WORDS) and not k.endswith("_env"):
             continue
         if isinstance(v, str | int | float | bool) or v is None:
             out[k] = v

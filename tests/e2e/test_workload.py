@@ -7,6 +7,7 @@ One simulator serves every case: its prompt count is deterministic (one token pe
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -104,3 +105,42 @@ def test_cost_equals_the_hand_computed_total(sim, tmp_path) -> None:
     page = (tmp_path / "r" / "report.html").read_text()
     assert "<h2>Cost</h2>" in page and f"{cost['total']:.3f}" in page
     assert "Input length: achieved vs target" in page
+
+
+VLLM_BENCH_KEYS = {  # what `vllm bench serve --save-result` writes (vLLM benchmarks/serve.py)
+    "date", "backend", "label", "model_id", "tokenizer_id", "num_prompts", "request_rate", "burstiness",
+    "max_concurrency", "duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
+    "request_throughput", "request_goodput", "output_throughput", "total_token_throughput",
+    "max_output_tokens_per_s", "max_concurrent_requests",
+    *(f"{s}_{m}_ms" for m in ("ttft", "tpot", "itl", "e2el") for s in ("mean", "median", "std", "p99")),
+}
+
+
+def test_environment_and_vllm_bench_export(sim, tmp_path) -> None:
+    export = tmp_path / "bench" / "vllm.json"
+    secret = "sk-this-must-never-show-12345"
+    report = tmp_path / "r"
+    proc = run_locust("vllm.py", "--host", sim.url, "-u", "2", "-r", "2", "-t", "3s", "--stop-timeout", "10",
+                      "--llm-output-tokens", "6", "--llm-export", "vllm-bench", str(export),
+                      "--llm-api-key-env", "MY_VLLM_KEY", report=report, env={"MY_VLLM_KEY": secret})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = read_summary(report)
+    env = summary["environment"]
+    assert env["locust_version"] and env["tool"]["name"] == "locust-llm" and env["python"]["version"]
+    assert "--llm-export" in env["command_line"] and env["options"]["llm_output_tokens"] == "6"
+    assert env["dataset"]["path"].endswith("short.json") and len(env["dataset"]["sha256"]) == 64
+    assert env["server"]["model_id"] == "sim-model" and env["server"]["version"] == "0.0.0-sim"
+    assert env["client"]["hostname"] and env["client"]["cpus"] >= 1
+    for f in report.iterdir():
+        assert secret not in f.read_text(errors="replace"), f
+    data = json.loads(export.read_text())
+    assert set(data) >= VLLM_BENCH_KEYS, VLLM_BENCH_KEYS - set(data)
+    ov = summary["overall"]
+    assert data["completed"] == ov["successes"] and data["failed"] == ov["failures"]
+    assert data["total_input_tokens"] == ov["input_tokens"] and data["total_output_tokens"] == ov["output_tokens"]
+    assert data["duration"] == summary["window"]["measured_s"]
+    assert data["output_throughput"] == ov["output_tokens_per_s"]
+    assert data["model_id"] == "sim-model" and data["backend"] == "openai-chat"
+    for theirs, ours in (("ttft", "ttft"), ("tpot", "tpot"), ("itl", "itl"), ("e2el", "e2e")):
+        assert data[f"median_{theirs}_ms"] == ov[ours]["p50"] and data[f"p99_{theirs}_ms"] == ov[ours]["p99"]
+        assert data[f"mean_{theirs}_ms"] == ov[ours]["mean"] and data[f"std_{theirs}_ms"] > 0

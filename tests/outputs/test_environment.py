@@ -1,0 +1,19 @@
+"""outputs/environment.py: secrets never reach the environment block."""
+
+from __future__ import annotations
+
+from llm_users.outputs.environment import MASK, command_line, scrub
+
+
+def test_command_line_masks_secret_flags_only() -> None:
+    argv = ["locust", "--api-key", "sk-1", "--llm-api-key-env", "OPENAI_API_KEY", "--token=abc",
+            "--llm-output-tokens", "64", "--llm-sim-args", "--ttft-ms 5 --output-tokens 5", "--llm-max-tokens", "9"]
+    assert command_line(argv) == ["locust", "--api-key", MASK, "--llm-api-key-env", "OPENAI_API_KEY",
+                                  f"--token={MASK}", "--llm-output-tokens", "64", "--llm-sim-args",
+                                  "--ttft-ms 5 --output-tokens 5", "--llm-max-tokens", "9"]
+
+
+def test_scrub_masks_secret_environment_values(monkeypatch) -> None:
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-very-secret")
+    out = scrub({"a": ["x tok-very-secret y"], "b": {"c": "tok-very-secret"}})
+    assert out == {"a": [f"x {MASK} y"], "b": {"c": MASK}}
