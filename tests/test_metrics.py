@@ -111,3 +111,24 @@ def test_record_dict_roundtrip() -> None:
     d = r.to_dict()
     assert d["tpot_ns"] == r.tpot_ns
     assert RequestRecord.from_dict(d) == r
+
+
+def test_interrupted_reconnects_and_sampling_issues_count_and_merge() -> None:
+    """Issue 9: interrupted requests are counted apart from successes and failures (their TTFT
+    is in no histogram); stale reconnects and sampling issues are counted; all merge exactly."""
+    a, b = Stats(), Stats()
+    a.add(rec(1, status="interrupted", error_category="interrupted", ttft_ns=7_000_000))
+    a.add(rec(2, reconnected=True, sampling_issues=["over_max_tokens", "model_mismatch"]))
+    b.add(rec(3, sampling_issues=["over_max_tokens"]))
+    b.add(rec(4, status="error", error_category="empty_response", reconnected=True))
+    merged = Stats()
+    for s in (a, b):
+        merged.merge_wire(msgpack.unpackb(msgpack.packb(s.to_wire())))
+    out = merged.summary()
+    assert out["interrupted"] == 1 and out["requests"] == 3 and out["failures"] == 1
+    assert out["ttft"]["count"] == 2  # the interrupted request's 7 ms is not among them
+    assert out["stale_reconnects"] == 2
+    assert {k: v["requests"] for k, v in out["sampling_issues"].items()} == {"over_max_tokens": 2,
+                                                                            "model_mismatch": 1}
+    assert all(v["hint"] for v in out["sampling_issues"].values())
+    assert out["failures_by_category"] == {"empty_response": 1}

@@ -12,20 +12,22 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize(
-    ("sim_args", "issues"),
+    ("sim_args", "issues", "client"),
     [
         # ignores max_tokens (answers 30 for a max of 20) and reports its own model
-        (["--ignore-max-tokens", "30", "--answer-model", "other-model"], {"over_max_tokens", "model_mismatch"}),
+        (["--ignore-max-tokens", "30", "--answer-model", "other-model"], {"over_max_tokens", "model_mismatch"}, "raw"),
+        (["--ignore-max-tokens", "30", "--answer-model", "other-model"], {"over_max_tokens", "model_mismatch"}, "sdk"),
         # honours max_tokens but stops at 10 although ignore_eos was sent
-        (["--output-tokens", "10"], {"short_under_ignore_eos"}),
+        (["--output-tokens", "10"], {"short_under_ignore_eos"}, "raw"),
         # honours everything: nothing to say
-        ([], set()),
+        ([], set(), "raw"),
     ],
 )
-def test_ignored_sampling_is_reported(sim_args: list[str], issues: set[str], sim_factory, tmp_path) -> None:
+def test_ignored_sampling_is_reported(sim_args: list[str], issues: set[str], client: str, sim_factory,
+                                      tmp_path) -> None:
     sim = sim_factory("--ttft-ms", "5", "--itl-ms", "1", *sim_args)
     proc = run_locust("vllm.py", "--host", sim.url, "-u", "2", "-r", "2", "-t", "2s", "--llm-model", "sim-model",
-                      "--llm-max-tokens", "20", report=tmp_path)
+                      "--llm-max-tokens", "20", "--llm-client", client, report=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     ov = read_summary(tmp_path)["overall"]
     assert set(ov["sampling_issues"]) == issues, ov["sampling_issues"]
