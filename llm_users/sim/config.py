@@ -22,6 +22,7 @@ FAULT_KINDS = (
     "midstream_error",
     "empty_200",
     "reset_after_read",
+    "big_frame",
 )
 
 DEFAULT_MAX_TOKENS = 512

@@ -15,7 +15,8 @@ then the stream goes on), ``stall`` (no bytes for ``--stall-ms``, then the strea
 terminator), ``midstream_error`` (the protocol's own in-stream error payload on HTTP 200, then
 the body ends), ``empty_200`` (status 200 and the stream's headers, then the body ends without a
 single event), ``reset_after_read`` (the request is read, then the connection is reset before
-any response byte: on a reused keep-alive connection a client must not resend it).
+any response byte: on a reused keep-alive connection a client must not resend it), ``big_frame``
+(the token at the fault's chunk is 4 MiB of text: one 4 MiB frame, then the stream goes on).
 """
 
 from __future__ import annotations
