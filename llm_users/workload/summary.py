@@ -27,6 +27,18 @@ def _pct(sorted_values: list[float], p: float) -> float | None:
     return sorted_values[k]
 
 
+_CACHED_KEYS = ("cache_read_input_tokens", "cachedContentTokenCount", "cached_tokens", "cached_input_tokens")
+
+
+def _cached(rec: RequestRecord) -> int | None:
+    """Cached prompt tokens when the server said (None: it did not say)."""
+    server = rec.server or {}
+    for key in _CACHED_KEYS:
+        if isinstance(server.get(key), int | float):
+            return int(server[key])
+    return None
+
+
 class WorkloadStats:
     def __init__(self) -> None:
         self.by_turn: dict[int, Stats] = {}
@@ -54,7 +66,7 @@ class WorkloadStats:
             if st is None:
                 st = self.by_prefix[rec.prefix_id] = Stats()
             st.add(rec)
-        cached = (rec.server or {}).get("cached_input_tokens") if rec.server else None
+        cached = _cached(rec)
         if cached is not None:
             hit = cached > 0
             st = self.cache_hit.get(hit)
