@@ -26,7 +26,7 @@ h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #
 table{border-collapse:collapse;font-size:.85em}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
 .bad{background:#fde2e2;padding:.6em;border:1px solid #e99}.ok{background:#e3f6e3;padding:.6em;border:1px solid #9c9}
-.charts{display:flex;flex-wrap:wrap;gap:1em}.chart svg{width:560px;height:auto}
+.charts{display:flex;flex-wrap:wrap;gap:1em}table.first th{text-align:left}.chart svg{width:560px;height:auto}
 """
 
 
@@ -123,6 +123,9 @@ def _percentile_table(summary: dict[str, Any]) -> str:
 def render(summary: dict[str, Any], rows: list[dict[str, Any]], stats: Any = None) -> str:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>locust-llm report</title>"
              f"<style>{_CSS}</style></head><body><h1>locust-llm report</h1>"]
+    from .html_header import complete_rows, header
+
+    parts.append(header(summary, rows))
     check = summary.get("self_check") or {}
     cls = "bad" if check.get("saturated") else "ok"
     parts.append(f"<p class='{cls}'><b>Client self-check:</b> {html.escape(check.get('message', 'n/a'))}</p>")
@@ -155,7 +158,7 @@ def render(summary: dict[str, Any], rows: list[dict[str, Any]], stats: Any = Non
     charts.append(time_chart(rows, {"ttft_p50_ms": "TTFT p50", "ttft_p99_ms": "TTFT p99",
                                     "itl_p50_ms": "ITL p50", "itl_p99_ms": "ITL p99"}, "ms",
                              "Latency over time vs active users"))
-    charts.append(time_chart(rows, {"output_tokens_per_s": "output tokens/s"}, "tokens/s",
+    charts.append(time_chart(complete_rows(rows, summary), {"output_tokens_per_s": "output tokens/s"}, "tokens/s",
                              "Throughput over time vs active users"))
     extra = sorted({k for r in rows for k in r if k.startswith(("gpu_", "server_"))})
     if extra:

@@ -133,6 +133,9 @@ def test_environment_and_vllm_bench_export(sim, tmp_path) -> None:
     assert env["client"]["hostname"] and env["client"]["cpus"] >= 1
     for f in report.iterdir():
         assert secret not in f.read_text(errors="replace"), f
+    page = (report / "report.html").read_text()  # the first screen says what ran
+    for text in ("Failures over time", "vllm.py", "2 users", "sim-model", "(version 0.0.0-sim)", "UTC"):
+        assert text in page, text
     data = json.loads(export.read_text())
     assert set(data) >= VLLM_BENCH_KEYS, VLLM_BENCH_KEYS - set(data)
     ov = summary["overall"]

@@ -1,0 +1,30 @@
+"""outputs/html_header.py: the report's first screen and the partial last second."""
+
+from __future__ import annotations
+
+from llm_users.outputs.html_header import complete_rows, header
+
+
+def _rows(n: int, t0: int = 1000) -> list[dict]:
+    return [{"time": t0 + i, "users": 4, "failures": i % 2, "output_tokens_per_s": 100.0} for i in range(n)]
+
+
+def test_partial_last_second_is_left_out() -> None:
+    rows = _rows(10)
+    assert complete_rows(rows, {"window": {"test_stop": 1009.4}}) == rows[:-1]  # second 1009 only 0.4 s long
+    assert complete_rows(rows, {"window": {"test_stop": 1010.0}}) == rows  # ended on the second: whole
+    assert complete_rows(rows, {"window": {}}) == rows
+
+
+def test_first_screen_says_what_ran() -> None:
+    summary = {
+        "host": "http://h:1", "overall": {"requests": 40, "failures": 3},
+        "window": {"test_start": 1796000000.0, "test_stop": 1796000030.5, "measured_s": 29.0},
+        "environment": {"options": {"locustfile": "locustfiles/vllm.py", "num_users": 8, "spawn_rate": 2.0},
+                        "backends_models": [{"backend": "vllm", "model": "m1"}],
+                        "server": {"model_id": "m1", "version": "0.9"}},
+    }
+    page = header(summary, _rows(31, 1796000000))
+    for text in ("2026-", "30.5", "vllm", "m1", "(version 0.9)", "locustfiles/vllm.py", "8 users, spawned at 2/s",
+                 "40 measured, 3 failed", "Failures over time", "<svg"):
+        assert text in page, text
