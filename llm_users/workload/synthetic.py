@@ -113,6 +113,8 @@ class Fitter:
         return round(self._words(head) * self.tokens_per_word)
 
     def describe(self) -> dict[str, Any]:
+        if self.method == "none":  # a master: each load-generating process measured its own
+            return {"method": "measured on each worker"}
         d: dict[str, Any] = {"method": self.method, "overhead_tokens": self.overhead,
                              "tokens_per_word": round(self.tokens_per_word, 4)}
         if self.method == "calibration":

@@ -14,7 +14,7 @@ import pytest
 
 from llm_users.sim.launcher import start_simulator
 from llm_users.sim.text import expected_text
-from tests.helpers import get_json, read_records, read_summary, run_locust
+from tests.helpers import free_port, get_json, read_records, read_summary, run_locust
 
 pytestmark = pytest.mark.slow
 
@@ -62,9 +62,7 @@ def _chains(trace: list[dict[str, Any]], chat: bool) -> int:
 def test_four_turn_sessions_send_the_whole_history(sim, tmp_path, locustfile: str, client: str) -> None:
     get_json(sim.url + "/_sim/trace", method="DELETE")
     report = tmp_path / "r"
-    # SDK mode: building the SDK's client blocks a user for a second or more at its first request
-    duration = "6s" if client == "sdk" else "3s"
-    proc = run_locust(locustfile, "--host", sim.url, "-u", "2", "-r", "2", "-t", duration, "--stop-timeout", "10",
+    proc = run_locust(locustfile, "--host", sim.url, "-u", "2", "-r", "2", "-t", "3s", "--stop-timeout", "10",
                       "--llm-turns", "4", "--llm-max-tokens", "6", "--llm-dataset", "conversations",
                       "--llm-client", client, report=report, env=KEYS)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -92,3 +90,37 @@ def test_four_turn_sessions_send_the_whole_history(sim, tmp_path, locustfile: st
     assert all(b["ttft"]["p50"] is not None for b in by_turn[1:])
     page = (report / "report.html").read_text()
     assert "Sessions: latency by turn" in page and "Latency by session turn" in page  # table and chart
+
+
+def test_distributed_sessions_synthetic_turns_and_cost(sim, tmp_path) -> None:
+    """Master + 2 worker processes: synthetic 4-turn sessions, merged by_turn, cost to the cent."""
+    get_json(sim.url + "/_sim/trace", method="DELETE")
+    report = tmp_path / "r"
+    port = str(free_port())
+    proc = run_locust("vllm.py", "--processes", "2", "--master-bind-port", port, "--master-port", port,
+                      "--host", sim.url, "-u", "4", "-r", "4", "-t", "4s", "--stop-timeout", "10",
+                      "--llm-turns", "4", "--llm-input-tokens", "40", "--llm-output-tokens", "5",
+                      "--llm-price", "in=1,out=2", report=report)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = read_records(report)
+    assert len({r["worker"] for r in records}) == 2 and all(r["status"] == "ok" for r in records)
+    trace = {t["request_id"]: t for t in get_json(sim.url + "/_sim/trace")}
+    sessions: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
+    for r in records:
+        sessions[r["session_id"]][r["turn"]] = r
+    complete = [s for s in sessions.values() if sorted(s) == [1, 2, 3, 4]]
+    assert complete
+    for turns in complete:
+        assert turns[1]["input_tokens"] == turns[1]["target_input_tokens"] == 40  # exact on each worker
+        for t in (2, 3, 4):
+            prev, cur = trace[turns[t - 1]["request_id"]], trace[turns[t]["request_id"]]
+            reply = expected_text(SEED, prev["prompt"], prev["output_tokens"])
+            assert cur["prompt"].startswith(prev["prompt"] + "\n" + reply + "\n")
+    summary = read_summary(report)
+    by_turn = summary["by_turn"]
+    measured = [r for r in records if not r["warmup"]]
+    assert [b["turn"] for b in by_turn] == [1, 2, 3, 4]
+    assert sum(b["requests"] for b in by_turn) == len(measured)
+    by_hand = sum(r["input_tokens"] for r in measured) / 1e6 + sum(r["output_tokens"] for r in measured) * 2 / 1e6
+    assert round(summary["cost"]["total"], 2) == round(by_hand, 2)
+    assert summary["cost"]["total"] == pytest.approx(by_hand, rel=1e-12)

@@ -147,3 +147,22 @@ def test_environment_and_vllm_bench_export(sim, tmp_path) -> None:
     for theirs, ours in (("ttft", "ttft"), ("tpot", "tpot"), ("itl", "itl"), ("e2el", "e2e")):
         assert data[f"median_{theirs}_ms"] == ov[ours]["p50"] and data[f"p99_{theirs}_ms"] == ov[ours]["p99"]
         assert data[f"mean_{theirs}_ms"] == ov[ours]["mean"] and data[f"std_{theirs}_ms"] > 0
+
+
+
+def test_shared_prefixes(sim_factory, tmp_path) -> None:
+    own = sim_factory("--ttft-ms", "5", "--itl-ms", "1", "--template-tokens", str(TEMPLATE), "--trace-prompts")
+    records, summary = _run(own, "vllm.py", tmp_path, "--llm-input-tokens", "256", "--llm-prefix-tokens", "128",
+                            "--llm-prefix-count", "2", "--llm-output-tokens", "4")
+    trace = {t["request_id"]: t for t in get_json(own.url + "/_sim/trace")}
+    heads: dict[int, set[str]] = {0: set(), 1: set()}
+    for r in records:
+        assert r["input_tokens"] == 256 and r["prefix_id"] in (0, 1)
+        words = trace[r["request_id"]]["prompt"].split()
+        heads[r["prefix_id"]].add(" ".join(words[:128]))
+    assert len(heads[0]) == len(heads[1]) == 1 and heads[0] != heads[1]  # two shared 128-token prefixes
+    tails = [" ".join(trace[r["request_id"]]["prompt"].split()[128:]) for r in records]
+    assert len(set(tails)) == len(tails)  # the rest of every prompt is its own
+    by_prefix = summary["workload"]["prefixes"]["by_prefix"]
+    assert [p["prefix"] for p in by_prefix] == [0, 1] and all(p["ttft"]["p50"] for p in by_prefix)
+    assert summary["workload"]["source"]["prefix_tokens"] == 128
