@@ -65,7 +65,7 @@ class LiveView:
     def count(self, rec: RequestRecord) -> None:
         """Every record, once (its statistics come through ``stats``): the per-second counts."""
         end = rec.end_time
-        if end < self.since:
+        if end < self.since or rec.status == "interrupted":  # cut by the stop: in requests.jsonl only
             return
         sec = self._seconds.get(int(end))
         if sec is None:
