@@ -21,6 +21,7 @@ import gevent
 from locust.runners import MasterRunner, WorkerRunner
 
 from .distributed import MESSAGE, SHIP_INTERVAL, STOP_MESSAGE, Collector, Shipper
+from .lagtrace import span
 from .metrics import RequestRecord
 from .options import RunConfig
 from .outputs import SCHEMA, FinalData, RecordWriter, write_outputs
@@ -125,8 +126,9 @@ class WorkerRun(LLMRun):
         self._ship(final=True)
 
     def _ship(self, final: bool = False) -> None:
-        health = self.monitor.to_wire() if self.monitor is not None else None
-        self.environment.runner.send_message(MESSAGE, self.shipper.payload(health, final=final))
+        with span("shipper"):
+            health = self.monitor.to_wire() if self.monitor is not None else None
+            self.environment.runner.send_message(MESSAGE, self.shipper.payload(health, final=final))
 
     def _loop(self) -> None:
         while True:
@@ -159,11 +161,14 @@ class MergingRun(LLMRun):
         while True:
             gevent.sleep(1.0)
             now = time.time()
-            self.collector.timeline.users(now, runner.user_count)
-            self.collector.timeline.settle(now)
+            with span("timeline"):
+                self.collector.timeline.users(now, runner.user_count)
+                self.collector.timeline.settle(now)
             if self.monitor is not None:
-                self.collector.add_health(self.monitor.to_wire())
-            self.tick(now)
+                with span("selfcheck"):
+                    self.collector.add_health(self.monitor.to_wire())
+            with span("tick"):
+                self.tick(now)
 
     def tick(self, now: float) -> None:
         """Once a second during the test (after the timeline and health are updated)."""
@@ -172,7 +177,7 @@ class MergingRun(LLMRun):
     def summary(self) -> dict[str, Any]:
         c = self.collector
         s = c.stats.summary()
-        ttft50 = s["overall"]["ttft"]["p50"]
+        ttft50, ttft99 = s["overall"]["ttft"]["p50"], s["overall"]["ttft"]["p99"]
         s["schema"] = SCHEMA
         s["host"] = self.environment.host
         s["simulator"] = self.simulator is not None
@@ -185,7 +190,7 @@ class MergingRun(LLMRun):
             "warmup": {"requests_per_user": self._warmup_requests(), "seconds": self.config.warmup_s},
             "cooldown_s": self.config.cooldown_s,
         }
-        s["self_check"] = verdict(list(c.health.values()), ttft50)
+        s["self_check"] = verdict(list(c.health.values()), ttft50, ttft99)
         s["workers"] = {
             "reported": sorted(c.workers),
             "lost": c.lost_workers(self.test_stop),
@@ -228,7 +233,8 @@ class LocalRun(MergingRun):
 
     def keep(self, record: RequestRecord) -> None:
         record.worker = self.node
-        self.collector.add_record(record)
+        with span("stats"):
+            self.collector.add_record(record)
 
 
 class MasterRun(MergingRun):

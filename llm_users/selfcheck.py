@@ -3,7 +3,10 @@
 When the generator is saturated, every latency it measures includes its own delay: the
 numbers become upper bounds. :class:`SelfMonitor` samples continuously on each node; the
 verdict compares its lag p99 with the measured TTFT p50 (and flags sustained CPU > 90%), and
-names the cause when the lag comes in 1-second bursts: users started in phase (issue 15).
+names the cause when the lag comes in 1-second bursts: users started in phase (issue 15). The
+probes feed a :class:`~llm_users.lagtrace.LagTrace`, which attributes late ones to gc passes
+and our own periodic work; when the client's own pauses could make up the TTFT tail the
+verdict says so with the figure (:func:`stall_reason`, issue 14).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 import gevent
 from gevent import monkey
 
+from . import lagtrace
 from .metrics import Distribution
 
 LAG_SHARE = 0.05  # lag p99 above 5% of TTFT p50 means the numbers are upper bounds
@@ -28,6 +32,7 @@ PHASE_BINS = 20
 BURST_WINDOW_BINS = 3
 BURST_SHARE = 0.6
 BURST_MIN_SAMPLES = 20
+STALL_MS = 1.0  # loop lag p99 from which the client's own pauses are named in the verdict
 
 
 class SelfMonitor:
@@ -37,7 +42,9 @@ class SelfMonitor:
     ready event (a chunk that just arrived) waits for the loop to get to it. A plain OS thread
     (not a greenlet) hands in the callbacks, so a loop blocked by busy code is caught in the
     act; timing a ``gevent.sleep`` instead would add libev/epoll's millisecond timer rounding
-    and miss any block that falls inside the sleep.
+    and miss any block that falls inside the sleep. Probes are due on a fixed schedule and
+    lag is counted from the due time, so a pause that also holds the GIL (a gc pass) is seen:
+    the thread cannot hand its callback in until the pause ends.
     """
 
     def __init__(self, node: str, interval: float = 0.01) -> None:
@@ -46,6 +53,9 @@ class SelfMonitor:
         self.lag = Distribution()
         self.phase = [0] * PHASE_BINS  # lag samples above BURST_LAG_NS by their place in the second
         self.cpu: list[tuple[float, float]] = []  # (unix second, share of one core)
+        self.trace_file = os.environ.get(lagtrace.ENV_FILE) or None
+        # with LOCUST_LLM_LAG_TRACE: every event kept and greenlet runs timed (the bench's mode)
+        self.trace = lagtrace.LagTrace(keep_raw=bool(self.trace_file), greenlets=bool(self.trace_file))
         self._greenlet: Any = None
         self._running = False
 
@@ -53,6 +63,7 @@ class SelfMonitor:
         if self._running:
             return
         self._running = True
+        lagtrace.install(self.trace)
         loop = gevent.get_hub().loop
         start_thread = monkey.get_original("_thread", "start_new_thread")
         start_thread(self._probe, (loop,))
@@ -63,22 +74,36 @@ class SelfMonitor:
         if self._greenlet is not None:
             self._greenlet.kill(block=False)
             self._greenlet = None
+        if lagtrace.current() is self.trace:
+            lagtrace.uninstall()
+            if self.trace_file:
+                import orjson
+
+                with open(self.trace_file, "wb") as f:
+                    f.write(orjson.dumps(self.trace.to_dict()))
 
     def _probe(self, loop: Any) -> None:
-        """Runs in its own OS thread: every interval, time a callback through the loop."""
+        """Runs in its own OS thread: a callback through the loop every interval, due on a
+        fixed schedule (a probe the thread could not send in time is sent late, up to 100)."""
         sleep = monkey.get_original("time", "sleep")
         pc = time.perf_counter_ns
+        step = int(self.interval * 1e9)
+        due = pc() + step
         while self._running:
-            sleep(self.interval)
+            wait = due - pc()
+            if wait > 0:
+                sleep(wait / 1e9)
             try:
-                loop.run_callback_threadsafe(self._record, pc())
+                loop.run_callback_threadsafe(self._record, due)
             except Exception:  # the loop is gone (process exiting)
                 return
+            due = max(due + step, pc() - 100 * step)
 
-    def _record(self, t0: int) -> None:
+    def _record(self, due: int) -> None:
         if self._running:
-            lag = time.perf_counter_ns() - t0
+            lag = time.perf_counter_ns() - due
             self.lag.add(lag)
+            self.trace.probe(due, lag)
             if lag > BURST_LAG_NS:
                 self.phase[int(time.time() % 1.0 * PHASE_BINS) % PHASE_BINS] += 1
 
@@ -86,14 +111,16 @@ class SelfMonitor:
         cpu0, wall0 = time.process_time(), time.monotonic()
         while True:
             gevent.sleep(1.0)
-            wall = time.monotonic()
-            cpu = time.process_time()
-            self.cpu.append((time.time(), (cpu - cpu0) / (wall - wall0)))
-            cpu0, wall0 = cpu, wall
+            with lagtrace.span("selfcheck"):
+                wall = time.monotonic()
+                cpu = time.process_time()
+                self.cpu.append((time.time(), (cpu - cpu0) / (wall - wall0)))
+                cpu0, wall0 = cpu, wall
 
     def to_wire(self) -> dict[str, Any]:
         """Delta since the last call (the lag histogram and CPU samples are then reset)."""
-        w = {"node": self.node, "lag": self.lag.to_wire(), "cpu": self.cpu, "phase": self.phase}
+        w = {"node": self.node, "lag": self.lag.to_wire(), "cpu": self.cpu, "phase": self.phase,
+             "trace": self.trace.take()}
         self.lag = Distribution()
         self.phase = [0] * PHASE_BINS
         self.cpu = []
@@ -108,12 +135,15 @@ class NodeHealth:
         self.lag = Distribution()
         self.phase = [0] * PHASE_BINS
         self.cpu: list[tuple[float, float]] = []
+        self.trace: dict[str, dict[str, list[int]]] = {"stalls": {}, "gc": {}, "spans": {}}
 
     def merge_wire(self, w: dict[str, Any]) -> None:
         self.lag.merge_wire(w["lag"])
         self.cpu.extend((float(t), float(c)) for t, c in w["cpu"])
         for i, n in enumerate(w.get("phase") or []):
             self.phase[i % PHASE_BINS] += int(n)
+        for key, tally in (w.get("trace") or {}).items():
+            lagtrace.merge_tally(self.trace.setdefault(key, {}), tally)
 
     def burst_share(self) -> float | None:
         """Share of the high-lag samples in the busiest BURST_WINDOW_BINS of the second (None
@@ -129,7 +159,11 @@ class NodeHealth:
         busy = sum(1 for c in shares if c > CPU_LIMIT)
         return {
             "node": self.node,
-            "loop_lag_ms": {k: self.lag.summary_ms()[k] for k in ("p50", "p99", "max", "count")},
+            "loop_lag_ms": {k: self.lag.summary_ms()[k] for k in ("p50", "p99", "p99.9", "max", "count")},
+            # late probes (>= 1 ms) by what held the loop; gc passes and our periodic work
+            "stalls": lagtrace.tally_ms(self.trace["stalls"]),
+            "gc": lagtrace.tally_ms(self.trace["gc"]),
+            "tasks": lagtrace.tally_ms(self.trace["spans"]),
             "cpu_share_p50": shares[len(shares) // 2] if shares else None,
             "cpu_share_max": shares[-1] if shares else None,
             "cpu_busy_seconds": busy,
@@ -138,7 +172,30 @@ class NodeHealth:
         }
 
 
-def verdict(nodes: list[NodeHealth], ttft_p50_ms: float | None) -> dict[str, Any]:
+def stall_reason(s: dict[str, Any], ttft_p99_ms: float | None) -> str | None:
+    """The client's own pauses, when they could make up the TTFT tail: a pause of p ms at the
+    loop's p99 delays the reads queued behind it by about p / (1 - CPU share) (the backlog
+    drains at the idle share of the core), so a TTFT p99 within 1/LAG_SHARE of that bound may
+    be mostly ours. Names the figure and the main cause; None when the pauses are small."""
+    pause = s["loop_lag_ms"]["p99"]
+    if pause is None or pause < STALL_MS or not ttft_p99_ms:
+        return None
+    load = min(s["cpu_share_p50"] or 0.0, 0.9)
+    bound = pause / (1.0 - load)
+    if bound < LAG_SHARE * ttft_p99_ms:
+        return None
+    stalls = s.get("stalls") or {}
+    why = ""
+    if stalls:
+        cause, t = next(iter(stalls.items()))  # the largest total first
+        total = sum(v["count"] for v in stalls.values())
+        why = f" (mostly {cause}: {t['count']} of {total} pauses >= {STALL_MS:g} ms, up to {t['max_ms']:.0f} ms)"
+    return (f"client pauses up to {pause:.1f} ms at p99{why}: TTFT p99 not trustworthy below "
+            f"{bound:.0f} ms (measured {ttft_p99_ms:.1f} ms)")
+
+
+def verdict(nodes: list[NodeHealth], ttft_p50_ms: float | None,
+            ttft_p99_ms: float | None = None) -> dict[str, Any]:
     """Decide whether each node's own delay could distort the figures."""
     flagged = []
     out_nodes = []
@@ -151,6 +208,9 @@ def verdict(nodes: list[NodeHealth], ttft_p50_ms: float | None) -> dict[str, Any
         if s["cpu_seconds_sampled"] and s["cpu_busy_seconds"] > CPU_SUSTAINED_SHARE * s["cpu_seconds_sampled"]:
             reasons.append(f"CPU above {CPU_LIMIT:.0%} for {s['cpu_busy_seconds']} of "
                            f"{s['cpu_seconds_sampled']} s")
+        stall = stall_reason(s, ttft_p99_ms)
+        if stall:
+            reasons.append(stall)
         share = n.burst_share()
         if reasons and share is not None and share >= BURST_SHARE:
             reasons.append(f"users in phase: lag comes in 1-second bursts ({share:.0%} of the lag above "

@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from ..lagtrace import span
 from ..metrics import LATENCY_METRICS, PERCENTILES, RequestRecord
 
 SCHEMA = "locust-llm/summary/1"
@@ -27,8 +28,9 @@ class RecordWriter:
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
 
     def write(self, record: RequestRecord | dict[str, Any]) -> None:
-        d = record.to_dict() if isinstance(record, RequestRecord) else record
-        os.write(self._fd, orjson.dumps(d, option=orjson.OPT_APPEND_NEWLINE))
+        with span("records"):
+            d = record.to_dict() if isinstance(record, RequestRecord) else record
+            os.write(self._fd, orjson.dumps(d, option=orjson.OPT_APPEND_NEWLINE))
 
     def close(self) -> None:
         if self._fd >= 0:

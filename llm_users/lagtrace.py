@@ -1,0 +1,318 @@
+"""Loop-lag trace with attribution: what held the gevent hub when a ready event had to wait.
+
+The self-check's probe (:class:`~llm_users.selfcheck.SelfMonitor`) hands the hub a callback
+every 10 ms and the callback reports how late it ran. This module keeps those figures beside
+the events that can hold the hub, all stamped with ``perf_counter_ns`` in compact arrays (no
+object per event):
+
+- **probes**: each probe's due time and lag;
+- **gc passes**: ``gc.callbacks`` start/stop and the generation collected;
+- **spans**: named pieces of our own periodic or per-request work timing themselves
+  (``with span("timeline")``): the statistics/timeline tick, the shipper, the self-check's CPU
+  sampler, records-file writes;
+- **greenlet runs** (``greenlets=True``, for the bench): any greenlet other than the hub that
+  ran longer than ``greenlet_min_ns`` between two switches, named by its function (Locust's own
+  greenlets: stats, heartbeat, spawner, users). It costs a Python call per greenlet switch, so
+  it is off in ordinary runs.
+
+:meth:`LagTrace.drain` attributes each late probe to the event that overlaps its wait most
+(``unattributed`` when none does: the users' own work, or the OS took the core) and keeps a
+per-cause tally (count, sum and max of the lag), then drops the raw events it no longer needs,
+so memory stays bounded in a run of any length. Every pass and span is counted in per-name
+totals (count, sum, max); only those of at least ``event_min_ns`` (0.1 ms) are kept as events. With ``keep_raw`` everything is kept for
+:meth:`LagTrace.to_dict` (the bench writes it to the file named by ``LOCUST_LLM_LAG_TRACE``).
+
+Nothing happens at import: :func:`install` makes a trace the process's current one (gc
+callback, greenlet tracer), :func:`uninstall` removes it.
+"""
+
+from __future__ import annotations
+
+import gc
+from array import array
+from time import perf_counter_ns
+from typing import Any
+
+#: A probe at least this late is a stall worth attributing.
+LATE_NS = 1_000_000
+#: Shorter gc passes and spans are only counted in the totals: they cannot own a stall.
+EVENT_MIN_NS = 100_000
+#: Environment variable naming a file the self-check writes the raw trace to at test stop.
+ENV_FILE = "LOCUST_LLM_LAG_TRACE"
+
+_current: LagTrace | None = None
+
+
+class LagTrace:
+    """Probes, gc passes and spans of one process, and late probes tallied by cause."""
+
+    def __init__(self, keep_raw: bool = False, greenlets: bool = False,
+                 greenlet_min_ns: int = 500_000, late_ns: int = LATE_NS, event_min_ns: int = EVENT_MIN_NS) -> None:
+        self.keep_raw = keep_raw
+        self.greenlets = greenlets
+        self.greenlet_min_ns = greenlet_min_ns
+        self.late_ns = late_ns
+        self.event_min_ns = event_min_ns
+        self.probe_due = array("q")
+        self.probe_lag = array("q")
+        self.gc_start = array("q")
+        self.gc_dur = array("q")
+        self.gc_gen = array("b")
+        self.span_id = array("H")
+        self.span_start = array("q")
+        self.span_dur = array("q")
+        self.names: list[str] = []
+        self._ids: dict[str, int] = {}
+        self._gc_t0 = 0
+        self._drained = 0  # probes already attributed (index into the probe arrays)
+        self._last_switch = 0
+        self._hub: Any = None
+        self.stalls: dict[str, list[int]] = {}  # cause -> [count, sum_ns, max_ns] of late probes
+        self.gc_totals: dict[int, list[int]] = {}  # generation -> [passes, sum_ns, max_ns]
+        self.span_totals: dict[str, list[int]] = {}  # span name -> [count, sum_ns, max_ns]
+        self._gc_taken: dict[int, tuple[int, int]] = {}
+        self._span_taken: dict[str, tuple[int, int]] = {}
+
+    # recording --------------------------------------------------------------------------------
+    def probe(self, due_ns: int, lag_ns: int) -> None:
+        self.probe_due.append(due_ns)
+        self.probe_lag.append(lag_ns)
+
+    def name_id(self, name: str) -> int:
+        i = self._ids.get(name)
+        if i is None:
+            i = self._ids[name] = len(self.names)
+            self.names.append(name)
+        return i
+
+    def add_span(self, name: str, start_ns: int, dur_ns: int) -> None:
+        t = self.span_totals.get(name)
+        if t is None:
+            self.span_totals[name] = [1, dur_ns, dur_ns]
+        else:
+            t[0] += 1
+            t[1] += dur_ns
+            if dur_ns > t[2]:
+                t[2] = dur_ns
+        if dur_ns >= self.event_min_ns:
+            self.span_id.append(self.name_id(name))
+            self.span_start.append(start_ns)
+            self.span_dur.append(dur_ns)
+
+    def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        now = perf_counter_ns()
+        if phase == "start":
+            self._gc_t0 = now
+            return
+        if not self._gc_t0:
+            return
+        gen = int(info.get("generation", 0))
+        dur = now - self._gc_t0
+        self._gc_t0 = 0
+        if dur >= self.event_min_ns:
+            self.gc_start.append(now - dur)
+            self.gc_dur.append(dur)
+            self.gc_gen.append(gen)
+        t = self.gc_totals.get(gen)
+        if t is None:
+            self.gc_totals[gen] = [1, dur, dur]
+        else:
+            t[0] += 1
+            t[1] += dur
+            if dur > t[2]:
+                t[2] = dur
+
+    def _on_switch(self, event: str, args: Any) -> None:
+        now = perf_counter_ns()
+        last = self._last_switch
+        self._last_switch = now
+        if event not in ("switch", "throw") or not last:
+            return
+        info = getattr(args[1], "_formatinfo", None)
+        if info is not None:  # gevent caches it; a finished greenlet can no longer name its function
+            info()
+        dur = now - last
+        if dur < self.greenlet_min_ns:
+            return
+        origin = args[0]
+        if origin is self._hub or getattr(origin, "parent", None) is None:  # waiting in libev, or main
+            return
+        self.add_span("greenlet:" + _greenlet_name(origin), last, dur)
+
+    # attribution ------------------------------------------------------------------------------
+    def drain(self, keep_ns: int = 5_000_000_000) -> dict[str, list[int]]:
+        """Attribute the probes recorded since the last drain; returns the tally of those
+        (cause -> [count, sum_ns, max_ns]) and adds it to :attr:`stalls`. Without ``keep_raw``,
+        raw events older than ``keep_ns`` before the newest probe are dropped."""
+        new: dict[str, list[int]] = {}
+        due, lag = self.probe_due, self.probe_lag
+        for i in range(self._drained, len(due)):
+            if lag[i] < self.late_ns:
+                continue
+            cause = self.cause(due[i], due[i] + lag[i])
+            t = new.get(cause)
+            if t is None:
+                new[cause] = [1, lag[i], lag[i]]
+            else:
+                t[0] += 1
+                t[1] += lag[i]
+                t[2] = max(t[2], lag[i])
+        self._drained = len(due)
+        merge_tally(self.stalls, new)
+        if not self.keep_raw and len(due):
+            self._forget(due[-1] - keep_ns)
+        return new
+
+    def cause(self, start: int, end: int) -> str:
+        """The event overlapping [start, end] most: ``gc gen N``, a span's name, or
+        ``unattributed``."""
+        best, best_overlap = "unattributed", 0
+        for s, d, g in zip(self.gc_start, self.gc_dur, self.gc_gen, strict=True):
+            o = min(end, s + d) - max(start, s)
+            if o > best_overlap:
+                best, best_overlap = f"gc gen{g}", o
+        for i, s, d in zip(self.span_id, self.span_start, self.span_dur, strict=True):
+            o = min(end, s + d) - max(start, s)
+            if o > best_overlap:
+                best, best_overlap = self.names[i], o
+        return best
+
+    def _forget(self, before_ns: int) -> None:
+        """Drop probes already drained, and gc passes and spans that ended before ``before_ns``."""
+        del self.probe_due[:self._drained]
+        del self.probe_lag[:self._drained]
+        self._drained = 0
+        k = _count_ended(self.gc_start, self.gc_dur, before_ns)
+        del self.gc_start[:k], self.gc_dur[:k], self.gc_gen[:k]
+        k = _count_ended(self.span_start, self.span_dur, before_ns)
+        del self.span_start[:k], self.span_dur[:k], self.span_id[:k]
+
+    def take(self) -> dict[str, dict[str, list[int]]]:
+        """What was tallied since the last take (late probes by cause, gc passes by generation,
+        spans by name), msgpack/JSON-safe; the run-wide tallies keep everything."""
+        stalls = self.drain()
+        gc_new = {f"gen{g}": [t[0] - self._gc_taken.get(g, (0, 0))[0], t[1] - self._gc_taken.get(g, (0, 0))[1], t[2]]
+                  for g, t in self.gc_totals.items()}
+        span_new = {n: [t[0] - self._span_taken.get(n, (0, 0))[0], t[1] - self._span_taken.get(n, (0, 0))[1], t[2]]
+                    for n, t in self.span_totals.items()}
+        self._gc_taken = {g: (t[0], t[1]) for g, t in self.gc_totals.items()}
+        self._span_taken = {n: (t[0], t[1]) for n, t in self.span_totals.items()}
+        return {"stalls": stalls, "gc": {k: v for k, v in gc_new.items() if v[0]},
+                "spans": {k: v for k, v in span_new.items() if v[0]}}
+
+    # output -----------------------------------------------------------------------------------
+    def summary(self) -> dict[str, Any]:
+        """Late probes by cause and gc passes by generation, in ms (JSON-ready)."""
+        return {
+            "late_ms": self.late_ns / 1e6,
+            "stalls": tally_ms(self.stalls),
+            "gc": {f"gen{g}": {"count": t[0], "total_ms": t[1] / 1e6, "max_ms": t[2] / 1e6}
+                   for g, t in sorted(self.gc_totals.items())},
+            "spans": tally_ms(self.span_totals),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every raw event kept, plus the summary (for the bench's analysis)."""
+        return {
+            "probes": {"due_ns": self.probe_due.tolist(), "lag_ns": self.probe_lag.tolist()},
+            "gc": {"start_ns": self.gc_start.tolist(), "dur_ns": self.gc_dur.tolist(),
+                   "generation": self.gc_gen.tolist()},
+            "spans": {"names": list(self.names), "id": self.span_id.tolist(),
+                      "start_ns": self.span_start.tolist(), "dur_ns": self.span_dur.tolist()},
+            "summary": self.summary(),
+        }
+
+
+def _count_ended(start: array, dur: array, before_ns: int) -> int:
+    """How many leading events (kept in order of their end) ended before ``before_ns``."""
+    k = 0
+    for s, d in zip(start, dur, strict=True):
+        if s + d >= before_ns:
+            break
+        k += 1
+    return k
+
+
+def _greenlet_name(g: Any) -> str:
+    """A gevent Greenlet's function (``User.run``, ``StatsCSV.stats_writer``); its class else."""
+    info = getattr(g, "_formatinfo", None)
+    if info is not None:
+        try:
+            return str(info()).split("(", 1)[0] or type(g).__name__
+        except Exception:  # a greenlet that cannot describe itself
+            pass
+    return type(g).__name__
+
+
+def merge_tally(into: dict[str, list[int]], other: dict[str, list[int]]) -> None:
+    """Add a cause tally ([count, sum_ns, max_ns] per cause) into another."""
+    for cause, (n, s, m) in other.items():
+        t = into.get(cause)
+        if t is None:
+            into[cause] = [int(n), int(s), int(m)]
+        else:
+            t[0] += int(n)
+            t[1] += int(s)
+            t[2] = max(t[2], int(m))
+
+
+def tally_ms(tally: dict[str, list[int]]) -> dict[str, dict[str, float]]:
+    """A cause tally in ms, largest total first."""
+    return {cause: {"count": t[0], "total_ms": t[1] / 1e6, "max_ms": t[2] / 1e6}
+            for cause, t in sorted(tally.items(), key=lambda kv: -kv[1][1])}
+
+
+# the process's current trace ------------------------------------------------------------------
+def install(trace: LagTrace) -> None:
+    """Make ``trace`` the current one: gc passes and (if asked) greenlet runs go into it."""
+    global _current
+    uninstall()
+    _current = trace
+    gc.callbacks.append(trace._on_gc)
+    if trace.greenlets:
+        import gevent
+        import greenlet
+
+        trace._hub = gevent.get_hub()
+        trace._last_switch = perf_counter_ns()
+        greenlet.settrace(trace._on_switch)
+
+
+def uninstall() -> None:
+    global _current
+    t = _current
+    if t is None:
+        return
+    _current = None
+    if t._on_gc in gc.callbacks:
+        gc.callbacks.remove(t._on_gc)
+    if t.greenlets:
+        import greenlet
+
+        greenlet.settrace(None)
+
+
+def current() -> LagTrace | None:
+    return _current
+
+
+class span:  # noqa: N801 - used as a context manager, like contextlib's
+    """``with span("timeline"): ...`` records the block's duration in the current trace (a
+    no-op when there is none)."""
+
+    __slots__ = ("name", "t0")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.t0 = 0
+
+    def __enter__(self) -> span:
+        if _current is not None:
+            self.t0 = perf_counter_ns()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        t = _current
+        if t is not None and self.t0:
+            now = perf_counter_ns()
+            t.add_span(self.name, self.t0, now - self.t0)
