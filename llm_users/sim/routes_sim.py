@@ -27,9 +27,10 @@ def _json(obj: object, status: int = 200) -> web.Response:
 async def get_trace(request: web.Request) -> web.Response:
     trace = request.app[SIM_KEY].trace
     rid = request.query.get("request_id")
+    compact = request.query.get("compact") in ("1", "true")
     if rid is None:
-        return _json(trace.all())
-    rec = trace.get(rid)
+        return _json(trace.all(compact))
+    rec = trace.get(rid, compact)
     if rec is None:
         return _json({"error": f"no trace record for request_id {rid!r}"}, status=404)
     return _json(rec)

@@ -9,10 +9,17 @@ in it (``chunks: [[t_ns, tokens], ...]``). A non-streaming answer has one chunk:
 
 Finished records are kept in memory (the newest ``trace_limit``) and, with ``--trace-file``,
 appended to a JSONL file, one line per finished request.
+
+The per-chunk stamps live in compact arrays (``array('q')``: no object per chunk kept) and a
+record becomes a dict only when it is asked for (``GET /_sim/trace``) or written to the trace
+file, so tracing costs the simulator little at high chunk rates. ``GET /_sim/trace?compact=1``
+gives ``times_ns`` and ``tokens`` lists in place of the ``chunks`` pairs (what the benchmark
+reads).
 """
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from typing import IO, Any
 
@@ -37,8 +44,8 @@ class Record:
         self.arrival_ns = arrival_ns
         self.admitted_ns: int | None = None
         self.headers_ns: int | None = None
-        self.times: list[int] = []
-        self.tokens: list[int] = []
+        self.times = array("q")
+        self.tokens = array("l")
         self.end_ns: int | None = None
         self.input_tokens = 0
         self.output_tokens = 0
@@ -53,8 +60,11 @@ class Record:
         self.prompt: str | None = None  # with --trace-prompts: the prompt text as the sim joined it
         self.messages: int | None = None  # with --trace-prompts: how many chat messages it came from
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, compact: bool = False) -> dict[str, Any]:
         extra = {} if self.prompt is None else {"prompt": self.prompt, "messages": self.messages}
+        if compact:
+            extra["times_ns"] = self.times.tolist()
+            extra["tokens"] = self.tokens.tolist()
         return extra | {
             "request_id": self.request_id,
             "route": self.route,
@@ -66,7 +76,7 @@ class Record:
             "admitted_ns": self.admitted_ns,
             "headers_ns": self.headers_ns,
             "ttft_target_ns": self.ttft_target_ns,
-            "chunks": [[t, k] for t, k in zip(self.times, self.tokens, strict=True)],
+            **({} if compact else {"chunks": [[t, k] for t, k in zip(self.times, self.tokens, strict=True)]}),
             "end_ns": self.end_ns,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
@@ -83,8 +93,8 @@ class Record:
 class TraceStore:
     def __init__(self, limit: int = 100_000, path: str | None = None) -> None:
         self.limit = limit
-        self._done: deque[dict[str, Any]] = deque(maxlen=limit)
-        self._by_id: dict[str, dict[str, Any]] = {}
+        self._done: deque[Record] = deque(maxlen=limit)
+        self._by_id: dict[str, Record] = {}
         self._active: dict[str, Record] = {}
         self._path = path
         self._file: IO[bytes] | None = None
@@ -104,27 +114,23 @@ class TraceStore:
     def finish(self, rec: Record) -> None:
         if self._active.get(rec.request_id) is rec:
             del self._active[rec.request_id]
-        d = rec.to_dict()
         if self.limit:
             if len(self._done) == self._done.maxlen:
                 old = self._done[0]
-                if self._by_id.get(old["request_id"]) is old:
-                    del self._by_id[old["request_id"]]
-            self._done.append(d)
-            self._by_id[rec.request_id] = d
+                if self._by_id.get(old.request_id) is old:
+                    del self._by_id[old.request_id]
+            self._done.append(rec)
+            self._by_id[rec.request_id] = rec
         if self._file is not None:
-            self._file.write(orjson.dumps(d) + b"\n")
+            self._file.write(orjson.dumps(rec.to_dict()) + b"\n")
             self._file.flush()
 
-    def all(self) -> list[dict[str, Any]]:
-        return list(self._done)
+    def all(self, compact: bool = False) -> list[dict[str, Any]]:
+        return [r.to_dict(compact) for r in self._done]
 
-    def get(self, request_id: str) -> dict[str, Any] | None:
-        d = self._by_id.get(request_id)
-        if d is not None:
-            return d
-        rec = self._active.get(request_id)
-        return rec.to_dict() if rec is not None else None
+    def get(self, request_id: str, compact: bool = False) -> dict[str, Any] | None:
+        rec = self._by_id.get(request_id) or self._active.get(request_id)
+        return rec.to_dict(compact) if rec is not None else None
 
     def clear(self) -> None:
         self._done.clear()
