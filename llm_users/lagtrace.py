@@ -20,7 +20,8 @@ object per event):
 per-cause tally (count, sum and max of the lag), then drops the raw events it no longer needs,
 so memory stays bounded in a run of any length. Every pass and span is counted in per-name
 totals (count, sum, max); only those of at least ``event_min_ns`` (0.1 ms) are kept as events. With ``keep_raw`` everything is kept for
-:meth:`LagTrace.to_dict` (the bench writes it to the file named by ``LOCUST_LLM_LAG_TRACE``).
+:meth:`LagTrace.to_dict` (the self-check writes it at test stop to the file named by
+``LOCUST_LLM_LAG_TRACE``; ``LOCUST_LLM_LAG_TRACE_GREENLETS=1`` adds greenlet runs).
 
 Nothing happens at import: :func:`install` makes a trace the process's current one (gc
 callback, greenlet tracer), :func:`uninstall` removes it.
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import gc
 from array import array
+from bisect import bisect_left, bisect_right
 from time import perf_counter_ns
 from typing import Any
 
@@ -39,6 +41,8 @@ LATE_NS = 1_000_000
 EVENT_MIN_NS = 100_000
 #: Environment variable naming a file the self-check writes the raw trace to at test stop.
 ENV_FILE = "LOCUST_LLM_LAG_TRACE"
+#: Environment variable: "1" times greenlet runs too.
+ENV_GREENLETS = "LOCUST_LLM_LAG_TRACE_GREENLETS"
 
 _current: LagTrace | None = None
 
@@ -56,11 +60,11 @@ class LagTrace:
         self.probe_due = array("q")
         self.probe_lag = array("q")
         self.gc_start = array("q")
-        self.gc_dur = array("q")
+        self.gc_end = array("q")  # events are appended as they end: each end array is sorted
         self.gc_gen = array("b")
         self.span_id = array("H")
         self.span_start = array("q")
-        self.span_dur = array("q")
+        self.span_end = array("q")
         self.names: list[str] = []
         self._ids: dict[str, int] = {}
         self._gc_t0 = 0
@@ -97,7 +101,7 @@ class LagTrace:
         if dur_ns >= self.event_min_ns:
             self.span_id.append(self.name_id(name))
             self.span_start.append(start_ns)
-            self.span_dur.append(dur_ns)
+            self.span_end.append(start_ns + dur_ns)
 
     def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
         now = perf_counter_ns()
@@ -111,7 +115,7 @@ class LagTrace:
         self._gc_t0 = 0
         if dur >= self.event_min_ns:
             self.gc_start.append(now - dur)
-            self.gc_dur.append(dur)
+            self.gc_end.append(now)
             self.gc_gen.append(gen)
         t = self.gc_totals.get(gen)
         if t is None:
@@ -167,14 +171,16 @@ class LagTrace:
         """The event overlapping [start, end] most: ``gc gen N``, a span's name, or
         ``unattributed``."""
         best, best_overlap = "unattributed", 0
-        for s, d, g in zip(self.gc_start, self.gc_dur, self.gc_gen, strict=True):
-            o = min(end, s + d) - max(start, s)
+        starts, ends = self.gc_start, self.gc_end
+        for k in range(bisect_right(ends, start), len(ends)):  # only events that end after ``start``
+            o = min(end, ends[k]) - max(start, starts[k])
             if o > best_overlap:
-                best, best_overlap = f"gc gen{g}", o
-        for i, s, d in zip(self.span_id, self.span_start, self.span_dur, strict=True):
-            o = min(end, s + d) - max(start, s)
+                best, best_overlap = f"gc gen{self.gc_gen[k]}", o
+        starts, ends = self.span_start, self.span_end
+        for k in range(bisect_right(ends, start), len(ends)):
+            o = min(end, ends[k]) - max(start, starts[k])
             if o > best_overlap:
-                best, best_overlap = self.names[i], o
+                best, best_overlap = self.names[self.span_id[k]], o
         return best
 
     def _forget(self, before_ns: int) -> None:
@@ -182,10 +188,10 @@ class LagTrace:
         del self.probe_due[:self._drained]
         del self.probe_lag[:self._drained]
         self._drained = 0
-        k = _count_ended(self.gc_start, self.gc_dur, before_ns)
-        del self.gc_start[:k], self.gc_dur[:k], self.gc_gen[:k]
-        k = _count_ended(self.span_start, self.span_dur, before_ns)
-        del self.span_start[:k], self.span_dur[:k], self.span_id[:k]
+        k = bisect_left(self.gc_end, before_ns)
+        del self.gc_start[:k], self.gc_end[:k], self.gc_gen[:k]
+        k = bisect_left(self.span_end, before_ns)
+        del self.span_start[:k], self.span_end[:k], self.span_id[:k]
 
     def take(self) -> dict[str, dict[str, list[int]]]:
         """What was tallied since the last take (late probes by cause, gc passes by generation,
@@ -215,22 +221,28 @@ class LagTrace:
         """Every raw event kept, plus the summary (for the bench's analysis)."""
         return {
             "probes": {"due_ns": self.probe_due.tolist(), "lag_ns": self.probe_lag.tolist()},
-            "gc": {"start_ns": self.gc_start.tolist(), "dur_ns": self.gc_dur.tolist(),
+            "gc": {"start_ns": self.gc_start.tolist(), "end_ns": self.gc_end.tolist(),
                    "generation": self.gc_gen.tolist()},
             "spans": {"names": list(self.names), "id": self.span_id.tolist(),
-                      "start_ns": self.span_start.tolist(), "dur_ns": self.span_dur.tolist()},
+                      "start_ns": self.span_start.tolist(), "end_ns": self.span_end.tolist()},
             "summary": self.summary(),
         }
 
-
-def _count_ended(start: array, dur: array, before_ns: int) -> int:
-    """How many leading events (kept in order of their end) ended before ``before_ns``."""
-    k = 0
-    for s, d in zip(start, dur, strict=True):
-        if s + d >= before_ns:
-            break
-        k += 1
-    return k
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LagTrace:
+        """A trace written by :meth:`to_dict`, for analysis (:meth:`cause`)."""
+        t = cls(keep_raw=True, event_min_ns=0)
+        t.probe_due.extend(d["probes"]["due_ns"])
+        t.probe_lag.extend(d["probes"]["lag_ns"])
+        t.gc_start.extend(d["gc"]["start_ns"])
+        t.gc_end.extend(d["gc"]["end_ns"])
+        t.gc_gen.extend(d["gc"]["generation"])
+        for name in d["spans"]["names"]:
+            t.name_id(name)
+        t.span_id.extend(d["spans"]["id"])
+        t.span_start.extend(d["spans"]["start_ns"])
+        t.span_end.extend(d["spans"]["end_ns"])
+        return t
 
 
 def _greenlet_name(g: Any) -> str:

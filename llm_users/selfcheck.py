@@ -54,8 +54,10 @@ class SelfMonitor:
         self.phase = [0] * PHASE_BINS  # lag samples above BURST_LAG_NS by their place in the second
         self.cpu: list[tuple[float, float]] = []  # (unix second, share of one core)
         self.trace_file = os.environ.get(lagtrace.ENV_FILE) or None
-        # with LOCUST_LLM_LAG_TRACE: every event kept and greenlet runs timed (the bench's mode)
-        self.trace = lagtrace.LagTrace(keep_raw=bool(self.trace_file), greenlets=bool(self.trace_file))
+        # LOCUST_LLM_LAG_TRACE=FILE keeps every event for the file; ..._GREENLETS=1 also times
+        # greenlet runs (a Python call per switch: the bench's mode, not an ordinary run's)
+        self.trace = lagtrace.LagTrace(keep_raw=bool(self.trace_file),
+                                       greenlets=os.environ.get(lagtrace.ENV_GREENLETS) == "1")
         self._greenlet: Any = None
         self._running = False
 

@@ -95,7 +95,7 @@ def test_cause_takes_the_largest_overlap() -> None:
     t = LagTrace(event_min_ns=0)
     t._on_gc("start", {"generation": 0})
     t.gc_start.append(1_000)
-    t.gc_dur.append(2_000)
+    t.gc_end.append(3_000)
     t.gc_gen.append(1)
     t.add_span("timeline", 2_500, 10_000)
     assert t.cause(1_000, 3_000) == "gc gen1"  # gc 2000 ns of it, the span 500
@@ -123,7 +123,7 @@ def test_short_events_count_in_totals_only() -> None:
     t.add_span("records", 0, 20_000)
     t.add_span("records", 0, 300_000)
     assert t.span_totals["records"] == [2, 320_000, 300_000]
-    assert list(t.span_dur) == [300_000]
+    assert list(t.span_end) == [300_000]
 
 
 def test_span_is_a_noop_without_a_trace() -> None:
@@ -136,6 +136,7 @@ def test_span_is_a_noop_without_a_trace() -> None:
 def test_raw_trace_file_and_greenlet_runs(tmp_path, monkeypatch) -> None:
     path = tmp_path / "lag.json"
     monkeypatch.setenv(lagtrace.ENV_FILE, str(path))
+    monkeypatch.setenv(lagtrace.ENV_GREENLETS, "1")
     m = SelfMonitor("local", interval=0.005)
     m.start()
     gevent.sleep(0.05)
@@ -150,9 +151,13 @@ def test_raw_trace_file_and_greenlet_runs(tmp_path, monkeypatch) -> None:
     d = orjson.loads(path.read_bytes())
     assert len(d["probes"]["due_ns"]) == len(d["probes"]["lag_ns"]) >= 10
     names = [d["spans"]["names"][i] for i in d["spans"]["id"]]
-    hog = [dur for n, dur in zip(names, d["spans"]["dur_ns"], strict=True) if n.endswith("hog_greenlet")]
+    durs = [e - s for s, e in zip(d["spans"]["start_ns"], d["spans"]["end_ns"], strict=True)]
+    hog = [dur for n, dur in zip(names, durs, strict=True) if n.endswith("hog_greenlet")]
     assert hog and max(hog) >= 10_000_000, names  # the greenlet's own run, named by its function
     assert max(d["probes"]["lag_ns"]) >= 6_000_000  # a probe due in the 12 ms block (5 ms apart)
+    t = lagtrace.LagTrace.from_dict(d)
+    i = max(range(len(t.probe_lag)), key=t.probe_lag.__getitem__)
+    assert t.cause(t.probe_due[i], t.probe_due[i] + t.probe_lag[i]).endswith("hog_greenlet")
 
 
 def _summary(lag_ms: float, cpu: float, stalls: dict | None = None) -> dict:
