@@ -250,7 +250,10 @@ def _greenlet_name(g: Any) -> str:
     info = getattr(g, "_formatinfo", None)
     if info is not None:
         try:
-            return str(info()).split("(", 1)[0] or type(g).__name__
+            name = str(info())
+            if name.startswith("<bound method "):  # "<bound method MergingRun._loop of <...>>"
+                return name[len("<bound method "):].split(" of ", 1)[0]
+            return name.split("(", 1)[0] or type(g).__name__
         except Exception:  # a greenlet that cannot describe itself
             pass
     return type(g).__name__

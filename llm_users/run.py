@@ -21,6 +21,7 @@ import gevent
 from locust.runners import MasterRunner, WorkerRunner
 
 from .distributed import MESSAGE, SHIP_INTERVAL, STOP_MESSAGE, Collector, Shipper
+from .gctune import GcTuner
 from .lagtrace import span
 from .metrics import RequestRecord
 from .options import RunConfig
@@ -42,6 +43,7 @@ class LLMRun:
         self.config = config
         self.node = node
         self.monitor: SelfMonitor | None = SelfMonitor(node) if self.generates_load else None
+        self.gc: GcTuner | None = GcTuner() if self.generates_load else None
         self.test_start: float | None = None
         self.test_stop: float | None = None
         self._greenlets: list[Any] = []
@@ -72,6 +74,8 @@ class LLMRun:
         self._kill_greenlets()
         if self.monitor is not None:
             self.monitor.stop()
+        if self.gc is not None:
+            self.gc.stop()
 
     def on_record(self, record: RequestRecord, **_: Any) -> None:
         self.classify(record)
@@ -96,6 +100,11 @@ class LLMRun:
 
     def close(self) -> None:
         self._kill_greenlets()
+
+    def _gc_tick(self) -> None:
+        if self.gc is not None:
+            with span("gc.freeze"):
+                self.gc.tick(self.environment.runner.user_count)
 
     def _kill_greenlets(self) -> None:
         for g in self._greenlets:
@@ -134,6 +143,7 @@ class WorkerRun(LLMRun):
         while True:
             gevent.sleep(SHIP_INTERVAL)
             self._ship()
+            self._gc_tick()
 
 
 class MergingRun(LLMRun):
@@ -161,14 +171,14 @@ class MergingRun(LLMRun):
         while True:
             gevent.sleep(1.0)
             now = time.time()
-            with span("timeline"):
-                self.collector.timeline.users(now, runner.user_count)
-                self.collector.timeline.settle(now)
+            self.collector.timeline.users(now, runner.user_count)
+            self.collector.timeline.settle(now, pause=_yield)  # its slices time themselves
             if self.monitor is not None:
                 with span("selfcheck"):
                     self.collector.add_health(self.monitor.to_wire())
             with span("tick"):
                 self.tick(now)
+            self._gc_tick()
 
     def tick(self, now: float) -> None:
         """Once a second during the test (after the timeline and health are updated)."""
@@ -274,6 +284,11 @@ class MasterRun(MergingRun):
             client = runner.clients.get(wid)
             if client is None or client.state == "missing":
                 self.collector.mark_lost(wid, now)
+
+
+def _yield() -> None:
+    """Let the hub serve whatever is ready (between slices of periodic work)."""
+    gevent.sleep(0)
 
 
 def run_for(environment: Any, config: RunConfig, runner: Any) -> LLMRun:

@@ -174,3 +174,15 @@ def test_stall_reason_figures() -> None:
     assert stall_reason(_summary(12.0, 0.4), ttft_p99_ms=5000.0) is None  # a small share of a long tail
     assert stall_reason(_summary(0.5, 0.4), ttft_p99_ms=21.0) is None  # pauses too small to name
     assert stall_reason(_summary(12.0, 0.4), ttft_p99_ms=None) is None
+
+
+def test_greenlet_names() -> None:
+    class Run:
+        def _loop(self) -> None:
+            pass
+
+    g = gevent.spawn(Run()._loop)
+    g2 = gevent.spawn(busy, 0.0)
+    assert lagtrace._greenlet_name(g) == "test_greenlet_names.<locals>.Run._loop"
+    assert lagtrace._greenlet_name(g2) == "busy"
+    gevent.joinall([g, g2])

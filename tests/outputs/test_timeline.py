@@ -28,3 +28,22 @@ def test_settle_bounds_memory() -> None:
     t.add(RequestRecord("a", "n", "b", "m", start_time=10.0, ttft_ns=1, e2e_ns=1, itl_ns=[1]))
     t.settle(now=100.0)
     assert not t._open and t.rows()[0]["requests_finished"] == 1
+
+
+def test_sliced_percentiles_equal_a_full_sort_and_pause_between_slices() -> None:
+    import math
+    import random
+    from array import array
+
+    from llm_users.outputs import timeline
+
+    rng = random.Random(7)
+    for n in (1, 5, timeline.SLICE, timeline.SLICE + 1, 14_000):
+        values = array("q", (rng.randint(19_000_000, 60_000_000) for _ in range(n)))
+        s = sorted(values)
+        pauses: list[int] = []
+        got = timeline._pcts_ms(values, (50, 99, 100), pause=lambda p=pauses: p.append(1))
+        want = [s[max(0, min(n - 1, math.ceil(p / 100 * n) - 1))] / 1e6 for p in (50, 99, 100)]
+        assert got == want, n
+        assert len(pauses) == (0 if n <= timeline.SLICE else math.ceil(n / timeline.SLICE) + 2)
+    assert timeline._pcts_ms(array("q"), (50,)) == [None]

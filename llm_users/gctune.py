@@ -1,0 +1,54 @@
+"""The garbage collector in a load-generating process: old objects frozen once users are up.
+
+CPython's full (generation 2) collection walks every tracked object in the process: Locust,
+Flask, gevent and our own modules make that about 50,000 objects before a single user starts,
+a 20-50 ms pass with the hub blocked (measured with ``gc.callbacks``, docs/benchmarks.md).
+Such a pass comes whenever enough objects have survived into the old generation, and every
+stamp due during it is late by the pass's length: it owns the TTFT p99.9, and the p99 of
+whatever window it falls in.
+
+``gc.freeze()`` moves every object alive at that moment to a permanent generation the
+collector no longer walks (they are still freed by reference counting). :class:`GcTuner`
+freezes once the user count has held still for one tick of the run's loop (after spawning,
+and again after users are added), so later passes only walk what the test itself keeps; it
+unfreezes when the test stops. Cyclic garbage alive at a freeze stays until then: a few
+objects, once per spawn.
+
+``LOCUST_LLM_GC=off`` keeps CPython's behaviour (to measure the difference: the bench's
+``--ours-env``).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+
+ENV = "LOCUST_LLM_GC"
+MODES = ("freeze", "off")
+
+
+class GcTuner:
+    """Freezes the heap once the user count is steady; unfreezes at test stop."""
+
+    def __init__(self, mode: str | None = None) -> None:
+        mode = mode or os.environ.get(ENV) or "freeze"
+        self.mode = mode if mode in MODES else "freeze"
+        self.frozen_at: int | None = None  # the user count of the last freeze
+        self.freezes = 0
+        self._last: int | None = None
+
+    def tick(self, users: int) -> bool:
+        """Once per tick of the run's loop; True when it froze the heap."""
+        last, self._last = self._last, users
+        if self.mode != "freeze" or not users or users != last or users == self.frozen_at:
+            return False
+        gc.freeze()
+        self.frozen_at = users
+        self.freezes += 1
+        return True
+
+    def stop(self) -> None:
+        if self.frozen_at is not None:
+            gc.unfreeze()
+        self.frozen_at = None
+        self._last = None
