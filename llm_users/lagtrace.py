@@ -168,20 +168,25 @@ class LagTrace:
         return new
 
     def cause(self, start: int, end: int) -> str:
-        """The event overlapping [start, end] most: ``gc gen N``, a span's name, or
-        ``unattributed``."""
-        best, best_overlap = "unattributed", 0
+        """What held the loop over [start, end]: ``gc gen N``, a span's name, or
+        ``unattributed``. Events nest (a gc pass inside the statistics' work inside a user's
+        greenlet run), so among the events that cover at least half as much of the interval
+        as the one covering most, the shortest (the innermost) is named."""
+        cands: list[tuple[int, int, str]] = []  # (overlap, duration, name)
         starts, ends = self.gc_start, self.gc_end
         for k in range(bisect_right(ends, start), len(ends)):  # only events that end after ``start``
             o = min(end, ends[k]) - max(start, starts[k])
-            if o > best_overlap:
-                best, best_overlap = f"gc gen{self.gc_gen[k]}", o
+            if o > 0:
+                cands.append((o, ends[k] - starts[k], f"gc gen{self.gc_gen[k]}"))
         starts, ends = self.span_start, self.span_end
         for k in range(bisect_right(ends, start), len(ends)):
             o = min(end, ends[k]) - max(start, starts[k])
-            if o > best_overlap:
-                best, best_overlap = self.names[self.span_id[k]], o
-        return best
+            if o > 0:
+                cands.append((o, ends[k] - starts[k], self.names[self.span_id[k]]))
+        if not cands:
+            return "unattributed"
+        most = max(c[0] for c in cands)
+        return min((c for c in cands if 2 * c[0] >= most), key=lambda c: c[1])[2]
 
     def _forget(self, before_ns: int) -> None:
         """Drop probes already drained, and gc passes and spans that ended before ``before_ns``."""

@@ -103,6 +103,17 @@ def test_cause_takes_the_largest_overlap() -> None:
     assert t.cause(50_000, 60_000) == "unattributed"
 
 
+def test_cause_names_the_innermost_of_nested_events() -> None:
+    t = LagTrace(event_min_ns=0)
+    t.gc_start.append(1_000_000)  # a 4 ms gc pass ...
+    t.gc_end.append(5_000_000)
+    t.gc_gen.append(1)
+    t.add_span("stats", 900_000, 4_300_000)  # ... inside the statistics' work ...
+    t.add_span("greenlet:User.run", 0, 6_000_000)  # ... inside a user's greenlet run
+    assert t.cause(1_500_000, 5_500_000) == "gc gen1"
+    assert t.cause(5_100_000, 5_900_000) == "greenlet:User.run"  # after the pass and the span
+
+
 def test_drain_tallies_late_probes_and_forgets_old_events() -> None:
     t = LagTrace(late_ns=1_000_000, event_min_ns=0)
     t.add_span("timeline", 10_000_000, 5_000_000)
