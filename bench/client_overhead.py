@@ -693,7 +693,29 @@ def summarise(results: list[dict[str, Any]], args: argparse.Namespace) -> dict[s
             "rss_per_stream_kb": min(top_rss),
             "rss_streams": top_n,
         }
-    return {"clients": clients, "steps": steps, "targets": targets(clients, steps)}
+    return {"clients": clients, "steps": steps, "targets": targets(clients, steps),
+            "by_round": by_round(results, args)}
+
+
+def by_round(results: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
+    """Each round on its own (a round = every step of every client once): capacity under 5 ms
+    and 1 ms per client and the issue-14 comparisons with the floor, so "3 of 3 runs" reads
+    off directly."""
+    out: dict[str, Any] = {}
+    for rep in range(args.repeats):
+        rows = [r for r in results if r.get("repeat") == rep]
+        if not rows:
+            continue
+        steps = step_rows(rows)
+        caps: dict[str, Any] = {}
+        for kind in sorted({r["client"] for r in rows}, key=CLIENTS.index):
+            mine = [st for st in steps if st["client"] == kind]
+            caps[kind] = {"capacity_5ms": capacity(mine, 5.0), "capacity_1ms": capacity(mine, 1.0)}
+        t = targets(caps, steps)
+        keep = ("capacity_at_least_floor", "capacity_1ms_at_least_floor", "p999_within_1.5x_floor")
+        out[str(rep)] = {"capacity": {k: {b: (c[b]["streams"] if c[b] else None) for b in c} for k, c in caps.items()},
+                         "targets": {k: v for k, v in t.items() if k in keep}}
+    return out
 
 
 def targets(clients: dict[str, Any], steps: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -707,6 +729,7 @@ def targets(clients: dict[str, Any], steps: list[dict[str, Any]] | None = None) 
 
     if o and f:
         (on, oc), (fn, fc) = cap(o), cap(f)
+        calm_o, calm_f = o.get("calm_cpu_by_repeat") or {}, f.get("calm_cpu_by_repeat") or {}
         out["capacity_at_least_floor"] = {
             "ours_chunks_per_s": oc, "floor_chunks_per_s": fc, "ours_streams": on, "floor_streams": fn,
             # the same step passed (the achieved rates of one step differ by noise only)
@@ -726,23 +749,23 @@ def targets(clients: dict[str, Any], steps: list[dict[str, Any]] | None = None) 
         if ratios:
             out["p999_within_1.5x_floor"] = {"ratios_by_step": {str(k): round(v, 2) for k, v in ratios.items()},
                                              "met": all(v <= 1.5 for v in ratios.values())}
-        oc1, fc1 = o["calm_cpu_ms_per_1k_chunks"], f["calm_cpu_ms_per_1k_chunks"]
+        oc1, fc1 = o.get("calm_cpu_ms_per_1k_chunks"), f.get("calm_cpu_ms_per_1k_chunks")
         # The machine's speed drifts between runs (other tenants of the host): the ratio of
         # the two clients' runs of the same round (run back to back), median over the rounds.
-        rounds = sorted(set(o["calm_cpu_by_repeat"]) & set(f["calm_cpu_by_repeat"]))
-        ratios = sorted(o["calm_cpu_by_repeat"][k] / f["calm_cpu_by_repeat"][k] for k in rounds)
+        rounds = sorted(set(calm_o) & set(calm_f))
+        ratios = sorted(calm_o[k] / calm_f[k] for k in rounds)
         if ratios:
             ratio = ratios[len(ratios) // 2] if len(ratios) % 2 else sum(ratios[len(ratios) // 2 - 1:][:2]) / 2
             out["calm_cpu_within_1.2x_floor"] = {"ours_ms": oc1, "floor_ms": fc1, "ratio": ratio,
                                                  "round_ratios": ratios, "met": ratio <= 1.2}
-    if o and h:
+    if o and h and "lowest_step_chunks_per_s" in h:
         (on, oc), (_, hc) = cap(o), cap(h)
         t = out["capacity_2x_fasthttp"] = {"ours_chunks_per_s": oc, "fasthttp_chunks_per_s": hc,
                                            "ratio": oc / hc if hc else None, "met": oc > 0 and oc >= 2 * hc}
         if not hc:  # FastHttpUser passed no step: its capacity is under the lowest step's rate
             t["met"] = oc >= 2 * h["lowest_step_chunks_per_s"]
             t["note"] = "fasthttp passed no step; compared with the lowest step's rate"
-    if o:
+    if o and "rss_per_stream_kb" in o:
         out["rss_per_stream_at_most_32kb"] = {"kb": o["rss_per_stream_kb"], "streams": o["rss_streams"],
                                               "met": o["rss_per_stream_kb"] <= 32.0}
     below = [st for st in steps if st["offered_chunks_per_s"] < 30000]
@@ -852,6 +875,13 @@ def summary_text(s: dict[str, Any]) -> str:
         out.append(f"  {kind:18s} {parts[0]} | {parts[1]} | {_f(calm, '{:.1f}')} ms/1k chunks at "
                    f"{_f(c['calm_chunks_per_s'], '{:.0f}')}/s | {c['rss_per_stream_kb']:.1f} KB/stream "
                    f"(N={c['rss_streams']})")
+    rounds = s.get("by_round") or {}
+    if len(rounds) > 1:
+        out.append("per round (issue 14 asks 3 of 3):")
+        for rep, rd in rounds.items():
+            caps = ", ".join(f"{k} {c['capacity_5ms']}|{c['capacity_1ms']}" for k, c in rd["capacity"].items())
+            met = " ".join(f"{'MET' if t['met'] else 'MISS'} {name}" for name, t in rd["targets"].items())
+            out.append(f"  round {rep}: N at 5 ms|1 ms: {caps}; {met}")
     out.append("targets:")
     for name, t in s["targets"].items():
         detail = ", ".join(f"{k}={_f(v) if isinstance(v, float) else _fl(v)}" for k, v in t.items() if k != "met")

@@ -1,0 +1,109 @@
+"""bench/client_overhead.py's decisions on synthetic runs: capacity on the median p99 of the
+repeats, the spread and p99.9 per step, rounds judged one by one, --tail's steps, and late
+stamps lined up with the lag trace."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+from pathlib import Path
+
+import orjson
+import pytest
+
+from llm_users.lagtrace import LagTrace
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("client_overhead", ROOT / "bench" / "client_overhead.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def run(client: str, n: int, rep: int, p99: float, p999: float | None = None) -> dict:
+    return {"client": client, "streams": n, "repeat": rep, "offered_chunks_per_s": n * 50.0,
+            "chunks_per_s": n * 50.0 - rep, "ttft_err_p99_ms": p99, "ttft_err_p999_ms": p999 or 2 * p99,
+            "client_cpu_pct": 40.0, "loop_lag_p99_ms": None, "loop_lag_max_ms": None, "sim_cpu_pct": 30.0,
+            "sim_saturated": False, "sim_late": False, "sim_short": False, "cpu_ms_per_1k_chunks": 30.0,
+            "rss_per_stream_kb": 30.0}
+
+
+def args(repeats: int = 3) -> argparse.Namespace:
+    return argparse.Namespace(steps=[160, 280], calm_rate=3000.0, itl_ms=20.0, ttft_ms=20.0, output_tokens=128,
+                              repeats=repeats)
+
+
+def test_capacity_on_the_median_with_spread_and_rounds(bench) -> None:
+    results = [
+        # ours at 280: one bad round of three; the median passes 5 ms
+        run("ours", 160, 0, 0.8), run("ours", 160, 1, 0.9), run("ours", 160, 2, 0.7),
+        run("ours", 280, 0, 12.3), run("ours", 280, 1, 2.0), run("ours", 280, 2, 3.0),
+        run("floor", 160, 0, 0.9, 1.0), run("floor", 160, 1, 0.8, 1.0), run("floor", 160, 2, 0.9, 1.0),
+        run("floor", 280, 0, 2.9, 3.0), run("floor", 280, 1, 3.1, 3.0), run("floor", 280, 2, 2.5, 3.0),
+    ]
+    s = bench.summarise(results, args())
+    st = {(x["client"], x["streams"]): x for x in s["steps"]}
+    o280 = st[("ours", 280)]
+    assert o280["runs"] == 3 and o280["repeats"] == [0, 1, 2]
+    assert o280["ttft_err_p99_ms_median"] == 3.0
+    assert (o280["ttft_err_p99_ms_min"], o280["ttft_err_p99_ms_max"]) == (2.0, 12.3)
+    assert o280["ttft_err_p999_ms"] == 6.0  # median of 24.6, 4.0, 6.0
+    assert s["clients"]["ours"]["capacity_5ms"]["streams"] == 280  # the median passed
+    assert s["clients"]["ours"]["capacity_1ms"]["streams"] == 160
+    t = s["targets"]
+    assert t["capacity_at_least_floor"]["met"] and t["capacity_1ms_at_least_floor"]["met"]
+    assert t["p999_within_1.5x_floor"]["ratios_by_step"] == {"160": 1.6, "280": 2.0}
+    assert not t["p999_within_1.5x_floor"]["met"]
+    r0, r1 = s["by_round"]["0"], s["by_round"]["1"]
+    assert r0["capacity"]["ours"]["capacity_5ms"] == 160 and r0["capacity"]["floor"]["capacity_5ms"] == 280
+    assert not r0["targets"]["capacity_at_least_floor"]["met"]  # round 0 alone misses: the 12.3 ms window
+    assert r1["targets"]["capacity_at_least_floor"]["met"]
+    text = bench.summary_text(s)
+    assert "[2.00-12.30]" in text and "round 0:" in text
+
+
+def test_sim_bottleneck_is_named(bench) -> None:
+    r = run("floor", 560, 0, 1.0)
+    r.update(sim_saturated=True, sim_cpu_pct=91.0)
+    s = bench.summarise([r, run("ours", 560, 0, 1.0)], args(1))
+    assert s["targets"]["sim_not_bottleneck_below_30k"]["bottleneck_at"] == ["floor N=560"]
+    assert "THE SIMULATOR IS THE BOTTLENECK" in bench.steps_table(s["steps"])
+
+
+def test_tail_steps_around_the_knee(bench, tmp_path) -> None:
+    doc = {"summary": {"steps": [
+        {"client": "ours", "streams": n, "ttft_err_p99_ms_median": p}
+        for n, p in ((60, 0.3), (160, 0.5), (280, 2.0), (400, 7.0), (480, 9.0))] + [
+        {"client": "floor", "streams": n, "ttft_err_p99_ms_median": p}
+        for n, p in ((60, 0.3), (160, 0.5), (280, 1.0), (400, 3.0), (480, 6.0))]}}
+    f = tmp_path / "prev.json"
+    f.write_text(json.dumps(doc))
+    assert bench.tail_steps(f) == [280, 400, 480]
+    assert bench.tail_steps(tmp_path / "missing.json") == [200, 240, 280, 320, 360, 400]
+
+
+def test_late_stamps_lined_up_with_the_lag_trace(bench, tmp_path) -> None:
+    t = LagTrace(keep_raw=True, event_min_ns=0)
+    t.gc_start.append(1_000_000_000)  # an 8 ms gen1 pass at t = 1 s
+    t.gc_end.append(1_008_000_000)
+    t.gc_gen.append(1)
+    for k in range(200):  # probes every 10 ms; the one due in the pass is 7 ms late
+        due = 10_000_000 * k
+        t.probe(due, 7_000_000 if due == 1_000_000_000 else 100_000)
+    path = tmp_path / "lagtrace.json"
+    path.write_bytes(orjson.dumps(t.to_dict()))
+    trace = [{"request_id": "a", "times_ns": [1_001_000_000, 1_021_000_000], "tokens": [1, 1]},
+             {"request_id": "b", "times_ns": [500_000_000], "tokens": [1]},
+             {"request_id": "c", "times_ns": [1_500_000_000], "tokens": [1]}]
+    records = [("a", 0, [1_008_500_000, 1_021_100_000]),  # 7.5 ms late: in the gc pass
+               ("b", 0, [500_200_000]),  # 0.2 ms: not in the tail
+               ("c", 0, [1_503_000_000])]  # 3 ms late, no event, no late probe
+    out = bench.lag_figures(path, records, trace, 0, 2_000_000_000, ttft_p99_ms=1.0)
+    assert out["late_ttft_causes"] == {"gc gen1": 1, "no loop stall (queued behind ready work)": 1}
+    assert out["loop_lag_max_ms"] == 7.0 and out["loop_probes"] == 200
+    assert out["gc_passes_over_0_1ms"] == {"gen1": {"count": 1, "total_ms": 8.0, "max_ms": 8.0}}
