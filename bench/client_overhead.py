@@ -708,7 +708,7 @@ def by_round(results: list[dict[str, Any]], args: argparse.Namespace) -> dict[st
             continue
         steps = step_rows(rows)
         caps: dict[str, Any] = {}
-        for kind in sorted({r["client"] for r in rows}, key=CLIENTS.index):
+        for kind in sorted({label(r) for r in rows}, key=_label_order):
             mine = [st for st in steps if st["client"] == kind]
             caps[kind] = {"capacity_5ms": capacity(mine, 5.0), "capacity_1ms": capacity(mine, 1.0)}
         t = targets(caps, steps)
