@@ -5,7 +5,12 @@ every 10 ms and the callback reports how late it ran. This module keeps those fi
 the events that can hold the hub, all stamped with ``perf_counter_ns`` in compact arrays (no
 object per event):
 
-- **probes**: each probe's due time and lag;
+- **probes**: each probe's due time and lag, split into the client's own part and the part
+  other processes caused (``/proc/self/task/TID/schedstat``: a thread's CPU time and its run
+  delay, the time it was ready but not running): since the previous probe, the loop thread's
+  run delay, plus the probe thread's run delay beyond the loop thread's CPU time (the probe
+  thread waited for the core while the loop did not hold it), is taken off the lag, up to all
+  of it, and tallied apart as ``contention``;
 - **gc passes**: ``gc.callbacks`` start/stop and the generation collected;
 - **spans**: named pieces of our own periodic or per-request work timing themselves
   (``with span("timeline")``): the statistics/timeline tick, the shipper, the self-check's CPU
@@ -30,6 +35,8 @@ callback, greenlet tracer), :func:`uninstall` removes it.
 from __future__ import annotations
 
 import gc
+import os
+import threading
 from array import array
 from bisect import bisect_left, bisect_right
 from time import perf_counter_ns
@@ -58,7 +65,15 @@ class LagTrace:
         self.late_ns = late_ns
         self.event_min_ns = event_min_ns
         self.probe_due = array("q")
-        self.probe_lag = array("q")
+        self.probe_lag = array("q")  # the client's own part of each probe's lag
+        self.probe_wait = array("q")  # the part other processes caused (the main thread's run delay)
+        self.contention = [0, 0, 0]  # probes >= late_ns of run delay: [count, sum_ns, max_ns]
+        self._contention_taken = (0, 0)
+        self._sched_fd: int | None = None
+        self._run_delay = -1
+        self._cpu = -1
+        self._probe_delay = -1
+        self._taken = (0, 0)  # the latest stretch another process held the core
         self.gc_start = array("q")
         self.gc_end = array("q")  # events are appended as they end: each end array is sorted
         self.gc_gen = array("b")
@@ -78,9 +93,46 @@ class LagTrace:
         self._span_taken: dict[str, tuple[int, int]] = {}
 
     # recording --------------------------------------------------------------------------------
-    def probe(self, due_ns: int, lag_ns: int) -> None:
+    def probe(self, due_ns: int, lag_ns: int, probe_delay_ns: int = -1) -> int:
+        """A probe's callback ran ``lag_ns`` after it was due (called on the loop's thread;
+        ``probe_delay_ns``: the probe thread's cumulative run delay when it sent it); returns
+        the client's own part of the lag."""
+        wait = 0
+        if self._sched_fd is not None:
+            cpu, rd = read_schedstat(self._sched_fd)
+            now = due_ns + lag_ns
+            if rd >= 0 and self._run_delay >= 0:
+                other = 0
+                if probe_delay_ns >= 0 and self._probe_delay >= 0:
+                    other = max(0, (probe_delay_ns - self._probe_delay) - (cpu - self._cpu))
+                d = max(rd - self._run_delay, 0) + other
+                if d > 0:  # the core was taken just before now: [now - d, now]
+                    self._taken = (now - d, now)
+                # probes sent late in a row after one such wait all waited in it
+                ov = min(now, self._taken[1]) - max(due_ns, self._taken[0])
+                wait = min(max(d, ov, 0), max(lag_ns, 0))
+            self._cpu, self._run_delay, self._probe_delay = cpu, rd, probe_delay_ns
+        if wait >= self.late_ns:
+            c = self.contention
+            c[0] += 1
+            c[1] += wait
+            c[2] = max(c[2], wait)
+        own = lag_ns - wait
         self.probe_due.append(due_ns)
-        self.probe_lag.append(lag_ns)
+        self.probe_lag.append(own)
+        self.probe_wait.append(wait)
+        return own
+
+    def open_run_delay(self) -> None:
+        """Follow the calling thread's run delay (the loop's thread; Linux only, else a no-op)."""
+        self.close_run_delay()
+        self._sched_fd = open_schedstat()
+        self._run_delay = self._cpu = self._probe_delay = -1
+
+    def close_run_delay(self) -> None:
+        if self._sched_fd is not None:
+            os.close(self._sched_fd)
+            self._sched_fd = None
 
     def name_id(self, name: str) -> int:
         i = self._ids.get(name)
@@ -192,6 +244,7 @@ class LagTrace:
         """Drop probes already drained, and gc passes and spans that ended before ``before_ns``."""
         del self.probe_due[:self._drained]
         del self.probe_lag[:self._drained]
+        del self.probe_wait[:self._drained]
         self._drained = 0
         k = bisect_left(self.gc_end, before_ns)
         del self.gc_start[:k], self.gc_end[:k], self.gc_gen[:k]
@@ -208,8 +261,13 @@ class LagTrace:
                     for n, t in self.span_totals.items()}
         self._gc_taken = {g: (t[0], t[1]) for g, t in self.gc_totals.items()}
         self._span_taken = {n: (t[0], t[1]) for n, t in self.span_totals.items()}
-        return {"stalls": stalls, "gc": {k: v for k, v in gc_new.items() if v[0]},
-                "spans": {k: v for k, v in span_new.items() if v[0]}}
+        c, (n0, s0) = self.contention, self._contention_taken
+        self._contention_taken = (c[0], c[1])
+        out = {"stalls": stalls, "gc": {k: v for k, v in gc_new.items() if v[0]},
+               "spans": {k: v for k, v in span_new.items() if v[0]}}
+        if c[0] > n0:
+            out["contention"] = {"other processes": [c[0] - n0, c[1] - s0, c[2]]}
+        return out
 
     # output -----------------------------------------------------------------------------------
     def summary(self) -> dict[str, Any]:
@@ -220,12 +278,15 @@ class LagTrace:
             "gc": {f"gen{g}": {"count": t[0], "total_ms": t[1] / 1e6, "max_ms": t[2] / 1e6}
                    for g, t in sorted(self.gc_totals.items())},
             "spans": tally_ms(self.span_totals),
+            "contention": {"count": self.contention[0], "total_ms": self.contention[1] / 1e6,
+                           "max_ms": self.contention[2] / 1e6},
         }
 
     def to_dict(self) -> dict[str, Any]:
         """Every raw event kept, plus the summary (for the bench's analysis)."""
         return {
-            "probes": {"due_ns": self.probe_due.tolist(), "lag_ns": self.probe_lag.tolist()},
+            "probes": {"due_ns": self.probe_due.tolist(), "lag_ns": self.probe_lag.tolist(),
+                       "wait_ns": self.probe_wait.tolist()},
             "gc": {"start_ns": self.gc_start.tolist(), "end_ns": self.gc_end.tolist(),
                    "generation": self.gc_gen.tolist()},
             "spans": {"names": list(self.names), "id": self.span_id.tolist(),
@@ -239,6 +300,7 @@ class LagTrace:
         t = cls(keep_raw=True, event_min_ns=0)
         t.probe_due.extend(d["probes"]["due_ns"])
         t.probe_lag.extend(d["probes"]["lag_ns"])
+        t.probe_wait.extend(d["probes"].get("wait_ns") or [0] * len(d["probes"]["lag_ns"]))
         t.gc_start.extend(d["gc"]["start_ns"])
         t.gc_end.extend(d["gc"]["end_ns"])
         t.gc_gen.extend(d["gc"]["generation"])
@@ -262,6 +324,25 @@ def _greenlet_name(g: Any) -> str:
         except Exception:  # a greenlet that cannot describe itself
             pass
     return type(g).__name__
+
+
+def open_schedstat() -> int | None:
+    """A descriptor on the calling thread's /proc schedstat (None where there is none)."""
+    try:
+        return os.open(f"/proc/self/task/{threading.get_native_id()}/schedstat", os.O_RDONLY)
+    except OSError:
+        return None
+
+
+def read_schedstat(fd: int | None) -> tuple[int, int]:
+    """(CPU time, run delay) of a thread in ns, cumulative; (-1, -1) when unreadable."""
+    if fd is None:
+        return -1, -1
+    try:
+        f = os.pread(fd, 64, 0).split()
+        return int(f[0]), int(f[1])
+    except (OSError, ValueError, IndexError):
+        return -1, -1
 
 
 def merge_tally(into: dict[str, list[int]], other: dict[str, list[int]]) -> None:

@@ -66,6 +66,7 @@ class SelfMonitor:
             return
         self._running = True
         lagtrace.install(self.trace)
+        self.trace.open_run_delay()
         loop = gevent.get_hub().loop
         start_thread = monkey.get_original("_thread", "start_new_thread")
         start_thread(self._probe, (loop,))
@@ -76,6 +77,7 @@ class SelfMonitor:
         if self._greenlet is not None:
             self._greenlet.kill(block=False)
             self._greenlet = None
+        self.trace.close_run_delay()
         if lagtrace.current() is self.trace:
             lagtrace.uninstall()
             if self.trace_file:
@@ -91,21 +93,22 @@ class SelfMonitor:
         pc = time.perf_counter_ns
         step = int(self.interval * 1e9)
         due = pc() + step
+        sched = lagtrace.open_schedstat()  # this thread's run delay: other processes' share of the lag
         while self._running:
             wait = due - pc()
             if wait > 0:
                 sleep(wait / 1e9)
             try:
-                loop.run_callback_threadsafe(self._record, due)
+                loop.run_callback_threadsafe(self._record, due, lagtrace.read_schedstat(sched)[1])
             except Exception:  # the loop is gone (process exiting)
                 return
             due = max(due + step, pc() - 100 * step)
 
-    def _record(self, due: int) -> None:
+    def _record(self, due: int, probe_delay: int = -1) -> None:
         if self._running:
-            lag = time.perf_counter_ns() - due
+            # the client's own lag: the trace takes off what other processes held the core
+            lag = self.trace.probe(due, time.perf_counter_ns() - due, probe_delay)
             self.lag.add(lag)
-            self.trace.probe(due, lag)
             if lag > BURST_LAG_NS:
                 self.phase[int(time.time() % 1.0 * PHASE_BINS) % PHASE_BINS] += 1
 
@@ -137,7 +140,7 @@ class NodeHealth:
         self.lag = Distribution()
         self.phase = [0] * PHASE_BINS
         self.cpu: list[tuple[float, float]] = []
-        self.trace: dict[str, dict[str, list[int]]] = {"stalls": {}, "gc": {}, "spans": {}}
+        self.trace: dict[str, dict[str, list[int]]] = {"stalls": {}, "gc": {}, "spans": {}, "contention": {}}
 
     def merge_wire(self, w: dict[str, Any]) -> None:
         self.lag.merge_wire(w["lag"])
@@ -166,6 +169,8 @@ class NodeHealth:
             "stalls": lagtrace.tally_ms(self.trace["stalls"]),
             "gc": lagtrace.tally_ms(self.trace["gc"]),
             "tasks": lagtrace.tally_ms(self.trace["spans"]),
+            # probes delayed >= 1 ms because other processes held the core (not in loop_lag_ms)
+            "contention": lagtrace.tally_ms(self.trace["contention"]).get("other processes"),
             "cpu_share_p50": shares[len(shares) // 2] if shares else None,
             "cpu_share_max": shares[-1] if shares else None,
             "cpu_busy_seconds": busy,
@@ -196,6 +201,17 @@ def stall_reason(s: dict[str, Any], ttft_p99_ms: float | None) -> str | None:
             f"{bound:.0f} ms (measured {ttft_p99_ms:.1f} ms)")
 
 
+def contention_warning(s: dict[str, Any]) -> list[str]:
+    """Other processes held the client's core: its stamps waited, though not for the client's
+    own work (a shared or oversubscribed machine). A warning, not a saturation reason."""
+    c, probes = s.get("contention"), s["loop_lag_ms"]["count"] or 0
+    if not c or not probes or c["count"] < 0.01 * probes:
+        return []
+    return [f"other processes held this client's core: {c['count']} of {probes} probes waited "
+            f">= {STALL_MS:g} ms for it, up to {c['max_ms']:.0f} ms; stamps taken then are late by as much "
+            "(give the load generator its own cores)"]
+
+
 def verdict(nodes: list[NodeHealth], ttft_p50_ms: float | None,
             ttft_p99_ms: float | None = None) -> dict[str, Any]:
     """Decide whether each node's own delay could distort the figures."""
@@ -220,6 +236,7 @@ def verdict(nodes: list[NodeHealth], ttft_p50_ms: float | None,
                            "with --llm-spawn-spread on or a lower -r")
         s["saturated"] = bool(reasons)
         s["reasons"] = reasons
+        s["warnings"] = contention_warning(s)
         out_nodes.append(s)
         if reasons:
             flagged.append(n.node)

@@ -16,9 +16,11 @@ from llm_users.selfcheck import NodeHealth, SelfMonitor, stall_reason, verdict
 
 
 def busy(seconds: float) -> None:
-    """Hold the loop (and the GIL, but for the interpreter's 5 ms switches) for ``seconds``."""
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
+    """Hold the loop (and the GIL, but for the interpreter's 5 ms switches) for ``seconds`` of
+    this thread's CPU time: on a shared machine other processes may take the core meanwhile,
+    and the self-check counts that apart (contention), not as the client's own pause."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
         pass
 
 
@@ -197,3 +199,30 @@ def test_greenlet_names() -> None:
     assert lagtrace._greenlet_name(g) == "test_greenlet_names.<locals>.Run._loop"
     assert lagtrace._greenlet_name(g2) == "busy"
     gevent.joinall([g, g2])
+
+
+def test_run_delay_is_taken_off_the_lag_and_warned_about(monkeypatch) -> None:
+    t = LagTrace()
+    t._sched_fd = 99  # a stand-in: the reads below are faked
+    # the loop thread's (CPU time, run delay), cumulative ns, as each probe reads them
+    reads = iter([b"0 0 1\n", b"1000000 6000000 2\n", b"4000000 6000000 3\n", b"4100000 6000000 4\n"])
+    monkeypatch.setattr(lagtrace.os, "pread", lambda fd, n, off: next(reads))
+    assert t.probe(0, 100_000, 0) == 100_000  # the first read only sets the baseline
+    assert t.probe(10_000_000, 7_000_000, 0) == 1_000_000  # 6 ms of it: another process had the core
+    # the probe thread waited 3 ms for the core while the loop ran 3 ms (a gc pass, say): its own
+    assert t.probe(20_000_000, 3_000_000, 3_000_000) == 3_000_000
+    # the probe thread waited 5 ms while the loop ran 0.1 ms: another process had the core
+    assert t.probe(30_000_000, 5_000_000, 8_000_000) == 100_000
+    assert t.contention == [2, 10_900_000, 6_000_000]
+    assert list(t.probe_wait) == [0, 6_000_000, 0, 4_900_000]
+    took = t.take()
+    assert took["contention"] == {"other processes": [2, 10_900_000, 6_000_000]}
+    h = NodeHealth("w")
+    h.merge_wire({"lag": {"count": 0}, "cpu": [], "trace": took})
+    for _ in range(50):
+        h.lag.add(100_000)
+    s = h.summary()
+    assert s["contention"]["count"] == 2 and s["contention"]["max_ms"] == 6.0
+    w = verdict([h], ttft_p50_ms=100.0)["nodes"][0]
+    assert w["warnings"] and "other processes held this client's core" in w["warnings"][0]
+    assert not w["saturated"]  # the machine's fault, not the client's: a warning only

@@ -38,8 +38,10 @@ def test_monitor_samples_and_sees_a_blocked_loop() -> None:
     gevent.sleep(0.2)
 
     def hog() -> None:
-        end = time.perf_counter() + 0.05
-        while time.perf_counter() < end:  # busy: blocks the whole loop, as a saturated client does
+        # 50 ms of this thread's CPU: busy, it blocks the whole loop, as a saturated client does
+        # (CPU time, not wall time: time other processes take meanwhile counts as contention)
+        end = time.thread_time() + 0.05
+        while time.thread_time() < end:
             pass
 
     gevent.spawn(hog).join()

@@ -91,4 +91,6 @@ def summary_table(summary: dict[str, Any]) -> str:
         for n in check["nodes"]:
             for r in n["reasons"]:
                 lines.append(f"  {n['node']}: {r}")
+            for w in n.get("warnings") or ():
+                lines.append(f"WARNING: {n['node']}: {w}")
     return "\n".join(lines)

@@ -130,7 +130,7 @@ def render(summary: dict[str, Any], rows: list[dict[str, Any]], stats: Any = Non
     cls = "bad" if check.get("saturated") else "ok"
     parts.append(f"<p class='{cls}'><b>Client self-check:</b> {html.escape(check.get('message', 'n/a'))}</p>")
     for n in check.get("nodes", []):
-        for r in n.get("reasons", []):
+        for r in n.get("reasons", []) + n.get("warnings", []):
             parts.append(f"<p class='bad'>{html.escape(n['node'])}: {html.escape(r)}</p>")
     for lost in (summary.get("workers") or {}).get("lost", []):
         parts.append(f"<p class='bad'>Worker {html.escape(lost['worker'])} was lost; up to "
