@@ -14,8 +14,8 @@ and again after users are added), so later passes only walk what the test itself
 unfreezes when the test stops. Cyclic garbage alive at a freeze stays until then: a few
 objects, once per spawn.
 
-``LOCUST_LLM_GC=off`` keeps CPython's behaviour (to measure the difference: the bench's
-``--ours-env``).
+``LOCUST_LLM_GC=off`` keeps CPython's behaviour (to measure the difference, set it in the
+environment of ``bench/client_overhead.py``: the clients inherit it; docs/benchmarks.md).
 """
 
 from __future__ import annotations
