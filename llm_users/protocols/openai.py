@@ -137,12 +137,16 @@ class OpenAIStreamParser(SSEJSONParser):
         usage = obj.get("usage")
         if usage:
             details = usage.get("completion_tokens_details") or {}
+            server = obj.get("metrics") or None
+            cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+            if isinstance(cached, int):  # OpenAI always, vLLM with --enable-prompt-tokens-details
+                server = {**(server or {}), "cached_tokens": cached}
             events.append(
                 Usage(
                     input_tokens=usage.get("prompt_tokens"),
                     output_tokens=usage.get("completion_tokens"),
                     reasoning_tokens=details.get("reasoning_tokens"),
-                    server=obj.get("metrics") or None,
+                    server=server,
                 )
             )
 

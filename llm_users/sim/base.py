@@ -29,6 +29,7 @@ class Job:
     input_tokens: int
     max_tokens: int
     messages: int = 0  # chat messages the prompt was joined from (0: a plain prompt)
+    cached_tokens: int | None = None  # with --prefix-cache-block: leading prompt tokens found cached
     n: int = 0
     reasoning: int = 0  # of the n tokens, reported as reasoning in usage
     finish: str = "length"  # "length" (max tokens reached) or "stop" (end of sequence)

@@ -109,6 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--answer-model", default=None, metavar="NAME", help="report NAME as the model in every "
                    "answer, whatever the request asked for (a server serving one fixed model)")
 
+    g.add_argument("--prefix-cache-block", type=_nonneg(int), default=0, help="model automatic prefix "
+                   "caching in blocks of N tokens: OpenAI-route usage reports prompt_tokens_details.cached_tokens "
+                   "(default 0: off)")
+
     g = p.add_argument_group("capacity")
     g.add_argument("--max-batch", type=_positive_int, default=256, help="streams decoding at once; more wait in "
                    "a FIFO queue and the wait adds to TTFT (default 256)")

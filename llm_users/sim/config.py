@@ -67,6 +67,7 @@ class SimConfig:
     trace_prompts: bool = False
 
     template_tokens: int = 0
+    prefix_cache_block: int = 0
 
     uvloop: bool = True
     exit_with_parent: bool = False
@@ -93,6 +94,8 @@ class SimConfig:
             raise ValueError(f"unknown fault kinds {unknown}: choose from {', '.join(FAULT_KINDS)}")
         if self.fault_rate > 0 and not self.fault_kinds:
             raise ValueError("fault_rate > 0 needs at least one fault kind")
+        if self.prefix_cache_block < 0:
+            raise ValueError("prefix_cache_block must be >= 0")
         if self.template_tokens < 0:
             raise ValueError("template_tokens must be >= 0")
         if self.trace_limit < 0:

@@ -43,6 +43,8 @@ def new_job(
         max_tokens=max_tokens, stream=stream, k=k or sim.cfg.tokens_per_chunk, arrival_ns=arrival_ns,
         seq=sim.next_seq(),
     )
+    if sim.prefix_cache is not None:
+        job.cached_tokens = sim.prefix_cache.lookup_and_add(prompt)
     n = max_tokens if sim.cfg.output_tokens is None else min(sim.cfg.output_tokens, max_tokens)
     job.plan(sim.cfg.output_tokens, sim.tokens.indices(prompt, n))
     job.reasoning = min(cfg.reasoning_tokens, job.n)

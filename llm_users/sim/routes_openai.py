@@ -53,8 +53,10 @@ DIALECT = OpenAIDialect()
 DONE = b"data: [DONE]\n\n"
 
 
-def _usage(p: int, c: int, r: int = 0) -> bytes:
+def _usage(p: int, c: int, r: int = 0, cached: int | None = None) -> bytes:
     details = b',"completion_tokens_details":{"reasoning_tokens":%d}' % r if r else b""
+    if cached is not None:
+        details += b',"prompt_tokens_details":{"cached_tokens":%d}' % cached
     return b'{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d%b}' % (p, p + c, c, details)
 
 
@@ -77,7 +79,8 @@ class _Base(Renderer):
     def _usage_frame(self) -> bytes:
         if not self.include_usage:
             return b""
-        return b'data: %b"choices":[],"usage":%b}\n\n' % (self.obj_head, _usage(self.job.input_tokens, self.job.n, self.job.reasoning))
+        return b'data: %b"choices":[],"usage":%b}\n\n' % (self.obj_head, _usage(self.job.input_tokens, self.job.n, self.job.reasoning,
+                                                                    self.job.cached_tokens))
 
     def _cont(self, j: int) -> bytes:
         if not self.continuous:

@@ -17,6 +17,7 @@ from .base import read_json
 from .clock import Clock
 from .config import SimConfig
 from .engine import Engine
+from .prefix_cache import PrefixCache
 from .stats import Stats
 from .text import TokenSource
 from .timing import Dist
@@ -38,6 +39,7 @@ class SimState:
         self.clock: Clock = None  # type: ignore[assignment]  # made at startup, on the running loop
         self._seq = 0
         self._seen: weakref.WeakSet[Any] = weakref.WeakSet()
+        self.prefix_cache = PrefixCache(cfg.prefix_cache_block) if cfg.prefix_cache_block else None
 
     def next_seq(self) -> int:
         self._seq += 1

@@ -151,7 +151,8 @@ def test_environment_and_vllm_bench_export(sim, tmp_path) -> None:
 
 
 def test_shared_prefixes(sim_factory, tmp_path) -> None:
-    own = sim_factory("--ttft-ms", "5", "--itl-ms", "1", "--template-tokens", str(TEMPLATE), "--trace-prompts")
+    own = sim_factory("--ttft-ms", "5", "--itl-ms", "1", "--template-tokens", str(TEMPLATE), "--trace-prompts",
+                      "--prefix-cache-block", "16")
     records, summary = _run(own, "vllm.py", tmp_path, "--llm-input-tokens", "256", "--llm-prefix-tokens", "128",
                             "--llm-prefix-count", "2", "--llm-output-tokens", "4")
     trace = {t["request_id"]: t for t in get_json(own.url + "/_sim/trace")}
@@ -166,3 +167,9 @@ def test_shared_prefixes(sim_factory, tmp_path) -> None:
     by_prefix = summary["workload"]["prefixes"]["by_prefix"]
     assert [p["prefix"] for p in by_prefix] == [0, 1] and all(p["ttft"]["p50"] for p in by_prefix)
     assert summary["workload"]["source"]["prefix_tokens"] == 128
+    # the server says how much was cached (usage.prompt_tokens_details.cached_tokens): after each
+    # prefix's first request, its 128 tokens (8 blocks of 16); the unique tails never
+    cached = [r["server"]["cached_tokens"] for r in records]
+    assert set(cached) <= {0, 128} and cached.count(128) >= len(records) - 2
+    hits = summary["workload"]["prefixes"]["by_cache_hit"]
+    assert hits["hit"]["requests"] == sum(1 for r in records if not r["warmup"] and r["server"]["cached_tokens"])

@@ -104,7 +104,8 @@ def test_openai_chat_transcript(harness) -> None:
     data = harness.read(P, "chat_openai.txt")
     s = harness.check(OpenAIStreamParser, data)
     assert s.text == "Hello there!" and s.chunks == 3 and s.reasoning == ""
-    assert s.usage == Usage(input_tokens=9, output_tokens=3, reasoning_tokens=0)
+    # OpenAI's usage.prompt_tokens_details.cached_tokens (prefix cache) is kept in server
+    assert s.usage == Usage(input_tokens=9, output_tokens=3, reasoning_tokens=0, server={"cached_tokens": 0})
     assert s.finishes == ["stop"] and s.errors == [] and s.complete
     harness.check_truncated(OpenAIStreamParser, data, b'data: {"id":"chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG"'
                             b',"object":"chat.completion.chunk","created":1741570283,"model":"gpt-4o-2024-08-06",'
@@ -120,7 +121,7 @@ def test_openai_chat_exact_events(harness) -> None:
         Content(" there"),
         Content("!"),
         Finish("stop"),
-        Usage(input_tokens=9, output_tokens=3, reasoning_tokens=0),
+        Usage(input_tokens=9, output_tokens=3, reasoning_tokens=0, server={"cached_tokens": 0}),
     ]
     assert complete
 
