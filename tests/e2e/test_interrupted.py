@@ -31,3 +31,20 @@ def test_a_request_that_outlives_the_run_is_recorded_as_interrupted(client: str,
     assert ov["requests"] == 0 and ov["failures"] == 0 and ov["ttft"]["count"] == 0  # not in the statistics
     assert "interrupted: 1 requests were in flight" in proc.stdout
     assert "no request completed: all 1 requests sent were still in flight" in proc.stdout
+
+
+def test_interrupted_requests_of_workers_reach_the_master(sim_factory, tmp_path) -> None:
+    """--processes 2: each worker's in-flight request is shipped and merged as interrupted."""
+    from tests.helpers import free_port
+
+    sim = sim_factory("--ttft-ms", "50", "--itl-ms", "10", "--output-tokens", "2000")
+    port = str(free_port())
+    proc = run_locust("vllm.py", "--processes", "2", "--master-bind-port", port, "--master-port", port,
+                      "--host", sim.url, "-u", "2", "-r", "2", "-t", "3s", "--llm-max-tokens", "2000",
+                      "--llm-prometheus-port", "0", report=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = read_records(tmp_path)
+    assert len(records) == 2 and all(r["status"] == "interrupted" and r["ttft_ns"] for r in records)
+    summary = read_summary(tmp_path)
+    assert summary["overall"]["interrupted"] == 2 and summary["records"] == 2
+    assert "interrupted: 2 requests were in flight" in proc.stdout
