@@ -26,13 +26,16 @@ CPU_LIMIT = 0.90
 CPU_SUSTAINED_SHARE = 0.5  # "stays above": more than half of the sampled seconds
 # Lag in 1-second bursts (users started in phase, issue 15): where in the wall-clock second the
 # lag samples above BURST_LAG_NS fall, in PHASE_BINS bins; bursts when the busiest
-# BURST_WINDOW_BINS adjacent bins hold BURST_SHARE of them (an even spread would hold 15%).
+# BURST_WINDOW_BINS adjacent bins hold BURST_SHARE of them (an even spread would hold 15%) and
+# they come from at least BURST_MIN_SECONDS different seconds (one long block, at start-up say,
+# also fills one place of one second).
 BURST_LAG_NS = 2_000_000
 PHASE_BINS = 20
 BURST_WINDOW_BINS = 3
 BURST_SHARE = 0.6
 BURST_MIN_SAMPLES = 20
 STALL_MS = 1.0  # loop lag p99 from which the client's own pauses are named in the verdict
+BURST_MIN_SECONDS = 3
 
 
 class SelfMonitor:
@@ -52,6 +55,7 @@ class SelfMonitor:
         self.interval = interval
         self.lag = Distribution()
         self.phase = [0] * PHASE_BINS  # lag samples above BURST_LAG_NS by their place in the second
+        self.phase_seconds: set[tuple[int, int]] = set()  # (unix second, bin) of those samples
         self.cpu: list[tuple[float, float]] = []  # (unix second, share of one core)
         self.trace_file = os.environ.get(lagtrace.ENV_FILE) or None
         # LOCUST_LLM_LAG_TRACE=FILE keeps every event for the file; ..._GREENLETS=1 also times
@@ -110,7 +114,10 @@ class SelfMonitor:
             lag = self.trace.probe(due, time.perf_counter_ns() - due, probe_delay)
             self.lag.add(lag)
             if lag > BURST_LAG_NS:
-                self.phase[int(time.time() % 1.0 * PHASE_BINS) % PHASE_BINS] += 1
+                now = time.time()
+                b = int(now % 1.0 * PHASE_BINS) % PHASE_BINS
+                self.phase[b] += 1
+                self.phase_seconds.add((int(now), b))
 
     def _cpu_loop(self) -> None:
         cpu0, wall0 = time.process_time(), time.monotonic()
@@ -125,9 +132,10 @@ class SelfMonitor:
     def to_wire(self) -> dict[str, Any]:
         """Delta since the last call (the lag histogram and CPU samples are then reset)."""
         w = {"node": self.node, "lag": self.lag.to_wire(), "cpu": self.cpu, "phase": self.phase,
-             "trace": self.trace.take()}
+             "trace": self.trace.take(), "phase_seconds": sorted(self.phase_seconds)}
         self.lag = Distribution()
         self.phase = [0] * PHASE_BINS
+        self.phase_seconds = set()
         self.cpu = []
         return w
 
@@ -139,6 +147,7 @@ class NodeHealth:
         self.node = node
         self.lag = Distribution()
         self.phase = [0] * PHASE_BINS
+        self.phase_seconds: set[tuple[int, int]] = set()
         self.cpu: list[tuple[float, float]] = []
         self.trace: dict[str, dict[str, list[int]]] = {"stalls": {}, "gc": {}, "spans": {}, "contention": {}}
 
@@ -149,6 +158,7 @@ class NodeHealth:
             self.phase[i % PHASE_BINS] += int(n)
         for key, tally in (w.get("trace") or {}).items():
             lagtrace.merge_tally(self.trace.setdefault(key, {}), tally)
+        self.phase_seconds.update((int(t), int(b)) for t, b in w.get("phase_seconds") or [])
 
     def burst_share(self) -> float | None:
         """Share of the high-lag samples in the busiest BURST_WINDOW_BINS of the second (None
@@ -156,8 +166,12 @@ class NodeHealth:
         total = sum(self.phase)
         if total < BURST_MIN_SAMPLES:
             return None
-        peak = max(sum(self.phase[(i + k) % PHASE_BINS] for k in range(BURST_WINDOW_BINS)) for i in range(PHASE_BINS))
-        return peak / total
+        start = max(range(PHASE_BINS),
+                    key=lambda i: sum(self.phase[(i + k) % PHASE_BINS] for k in range(BURST_WINDOW_BINS)))
+        window = {(start + k) % PHASE_BINS for k in range(BURST_WINDOW_BINS)}
+        if len({t for t, b in self.phase_seconds if b in window}) < BURST_MIN_SECONDS:
+            return None  # one block, not a rhythm
+        return sum(self.phase[b] for b in window) / total
 
     def summary(self) -> dict[str, Any]:
         shares = sorted(c for _, c in self.cpu)

@@ -62,6 +62,7 @@ def test_lag_in_one_second_bursts_is_named() -> None:
     bursty.phase = [0] * 20
     bursty.phase[7], bursty.phase[8] = 40, 25  # 350-450 ms into each second
     bursty.phase[15] = 5
+    bursty.phase_seconds = {(t, b) for t in range(100, 110) for b in (7, 8)} | {(104, 15)}
     v = verdict([bursty], ttft_p50_ms=50.0)
     reasons = v["nodes"][0]["reasons"]
     assert v["saturated"] and any(r.startswith("users in phase") and "--llm-spawn-spread" in r for r in reasons)
@@ -69,14 +70,24 @@ def test_lag_in_one_second_bursts_is_named() -> None:
 
     spread = health("w", 12.0, [0.5] * 10)
     spread.phase = [4] * 20  # the same amount of lag, all over the second
+    spread.phase_seconds = {(t, b) for t in range(100, 110) for b in range(20)}
     reasons = verdict([spread], ttft_p50_ms=50.0)["nodes"][0]["reasons"]
+    assert reasons and not any(r.startswith("users in phase") for r in reasons)
+
+    block = health("w", 12.0, [0.5] * 10)  # one 300 ms block at start-up: one place, one second
+    block.phase = [0] * 20
+    block.phase[3] = 30
+    block.phase_seconds = {(100, 3)}
+    reasons = verdict([block], ttft_p50_ms=50.0)["nodes"][0]["reasons"]
     assert reasons and not any(r.startswith("users in phase") for r in reasons)
 
 
 def test_phase_counts_travel_and_merge() -> None:
     m = SelfMonitor("w")
     m.phase[3] = 2
+    m.phase_seconds = {(100, 3)}
     h = NodeHealth("w")
     h.merge_wire(m.to_wire())
-    h.merge_wire({"lag": m.to_wire()["lag"], "cpu": [], "phase": [1] * 20})
-    assert h.phase[3] == 3 and sum(h.phase) == 22 and m.phase == [0] * 20
+    h.merge_wire({"lag": m.to_wire()["lag"], "cpu": [], "phase": [1] * 20, "phase_seconds": [[101, 3], [102, 4]]})
+    assert h.phase[3] == 3 and sum(h.phase) == 22 and m.phase == [0] * 20 and not m.phase_seconds
+    assert h.phase_seconds == {(100, 3), (101, 3), (102, 4)}
