@@ -4,9 +4,10 @@ chromium-driver through Selenium; nothing is downloaded).
 A master with its web UI and two workers on loopback, the simulator behind them. The test
 reads the --llm-* fields on the start form, changes one (max tokens) and starts the run from
 the form; the LLM tab shows live rows (sane TTFT/ITL/tokens, merged from both workers) and its
-charts; the user count is changed mid-run with Locust's Edit form and the current rates follow;
-Reset stats empties the tab; the run is stopped. Screenshots go to the test's tmp dir and must
-not be blank.
+charts, GPU utilization included (the real sidecar exporter, in-process, reading a fake NVML:
+this machine has no GPU); the user count is changed mid-run with Locust's Edit form and the
+current rates follow; Reset stats empties the tab; the run is stopped, and a new test starts
+the tab afresh. Screenshots go to the test's tmp dir and must not be blank.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from tests.exporters.fake_nvml import FakeGPU, FakeNVML
 from tests.helpers import LOCUST, ROOT, free_port
 
 pytestmark = pytest.mark.slow
@@ -30,6 +32,26 @@ pytestmark = pytest.mark.slow
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
 MAX_TOKENS_FROM_FORM = 16  # the simulator would send 40: the form's value must reach the workers
+GPU_UTIL = [40, 60]  # two fake GPUs: the tab shows their mean
+
+
+@pytest.fixture
+def sidecar() -> Iterator[str]:
+    """The GPU sidecar's real collector and HTTP server, over a fake NVML; yields host:port."""
+    from prometheus_client import CollectorRegistry
+
+    from exporters import nvml as sidecar_mod
+
+    nvml = FakeNVML([FakeGPU(uuid=f"GPU-{i}", name="Fake H100", util_gpu=u) for i, u in enumerate(GPU_UTIL)])
+    nvml.nvmlInit()
+    registry = CollectorRegistry()
+    registry.register(sidecar_mod.GPUCollector(nvml))
+    server, _ = sidecar_mod.serve(registry, "127.0.0.1", 0)
+    try:
+        yield f"127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def fetch_json(url: str) -> Any:
@@ -72,7 +94,7 @@ def browser(tmp_path: Path) -> Iterator[Any]:
 
 
 @pytest.fixture
-def cluster(sim_factory, tmp_path: Path) -> Iterator[tuple[str, str]]:
+def cluster(sim_factory, sidecar: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
     """A master with its web UI and two workers; yields the UI's and the simulator's URLs."""
     sim = sim_factory("--ttft-ms", "40", "--itl-ms", "5", "--output-tokens", "40", "--seed", "3")
     web, master_port = free_port(), free_port()
@@ -81,7 +103,8 @@ def cluster(sim_factory, tmp_path: Path) -> Iterator[tuple[str, str]]:
     procs = [subprocess.Popen(
         [*base, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port),
          "--web-host", "127.0.0.1", "--web-port", str(web), "--host", sim.url, "--llm-model", "sim-model",
-         "--llm-max-tokens", "64", "--llm-slo", "ttft=500ms", "--llm-prometheus-port", "0"],
+         "--llm-max-tokens", "64", "--llm-slo", "ttft=500ms", "--llm-prometheus-port", "0",
+         "--llm-gpu-sidecar", sidecar, "--llm-scrape-interval", "1"],
         cwd=ROOT, env=env, stdout=(tmp_path / "master.log").open("w"), stderr=subprocess.STDOUT)]
     procs += [subprocess.Popen(
         [*base, "--worker", "--master-host", "127.0.0.1", "--master-port", str(master_port)],
@@ -194,7 +217,9 @@ def test_the_web_ui_in_a_browser(browser, cluster, tmp_path) -> None:
     assert rps_4 > 10, rps_4
     wait_for(lambda: d.find_elements(By.CSS_SELECTOR, "#llm-charts svg polyline"), 15, "the live charts")
     charts = {e.get_attribute("data-chart") for e in d.find_elements(By.CSS_SELECTOR, "#llm-charts svg")}
-    assert {"ttft", "itl", "tokens", "goodput"} <= charts, charts
+    assert {"ttft", "itl", "tokens", "goodput", "gpu"} <= charts, charts
+    gpu = [p["gpuUtil"] for p in fetch_json(ui + "/llm/live.json")["series"] if "gpuUtil" in p]
+    assert gpu and set(gpu) == {sum(GPU_UTIL) / len(GPU_UTIL)}, gpu
     screenshot(d, tmp_path / "2-llm-tab-4-users.png")
 
     # Locust's Edit form: 12 users mid-run; the current rates follow (the simulator is not the limit)
@@ -227,4 +252,20 @@ def test_the_web_ui_in_a_browser(browser, cluster, tmp_path) -> None:
     wait_for(lambda: num(llm_rows(d)["Aggregated"]["Requests"]) < before / 4, 10, "the LLM tab reset")
     button(d, "Stop").click()
     wait_for(lambda: fetch_json(ui + "/stats/requests")["state"] == "stopped", 30, "the stop")
+    new = wait_for(lambda: button(d, "New"), 20, "the New button")
     screenshot(d, tmp_path / "5-stopped.png")
+    stopped = num(llm_rows(d)["Aggregated"]["Requests"])
+    assert stopped > 0
+
+    # a new test from Locust's New button: the tab starts again from nothing
+    new.click()
+    wait_for(lambda: button(d, "Start"), 10, "the start form again")
+    set_field(d, "userCount", "2")
+    set_field(d, "spawnRate", "2")
+    button(d, "Start").click()
+    wait_for(lambda: button(d, "Edit"), 30, "the second run")
+    d.get(ui + "/?tab=llm")
+    rows = wait_for(lambda: (r := llm_rows(d)) and num(r.get("Aggregated", {}).get("Requests", "0")) > 0 and r,
+                    30, "rows of the new test")
+    assert num(rows["Aggregated"]["Requests"]) < stopped, (rows["Aggregated"], stopped)
+    screenshot(d, tmp_path / "6-new-test.png")
