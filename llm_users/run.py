@@ -46,6 +46,7 @@ class LLMRun:
         self.gc: GcTuner | None = GcTuner() if self.generates_load else None
         self.test_start: float | None = None
         self.test_stop: float | None = None
+        self._stopped = False  # test_stop handled for the current test
         self._greenlets: list[Any] = []
 
     @property
@@ -59,23 +60,48 @@ class LLMRun:
             ev.llm_response.add_listener(self.on_record)
         ev.test_start.add_listener(self.on_test_start)
         ev.test_stop.add_listener(self.on_test_stop)
-        ev.quitting.add_listener(lambda **kw: self.close())
+        ev.quitting.add_listener(self.on_quitting)
+
+    def on_quitting(self, **_: Any) -> None:
+        """Locust quits on SIGTERM or Ctrl-C without stopping the test first (it fires
+        ``quitting`` and only then stops the runner, which by then cannot reach the workers'
+        last records). So a test still running is stopped here, the way ``-t`` stops it: users
+        stop (honouring --stop-timeout), workers ship their final data, the master waits for it
+        and writes the outputs once; only then is everything closed."""
+        runner = self.environment.runner
+        if runner is not None and self.test_running:
+            self.stop_runner(runner)
+        self.close()
+
+    def stop_runner(self, runner: Any) -> None:
+        runner.stop()
+
+    @property
+    def test_running(self) -> bool:
+        return self.test_start is not None and self.test_stop is None
 
     # events ---------------------------------------------------------------------------------
     def on_test_start(self, **_: Any) -> None:
         self.test_start = time.time()
         self.test_stop = None
+        self._stopped = False
         if self.monitor is not None:
             self.monitor.start()
         self._greenlets.append(gevent.spawn(self._loop))
 
-    def on_test_stop(self, **_: Any) -> None:
+    def on_test_stop(self, **_: Any) -> bool:
+        """False when this test has already stopped: Locust can fire ``test_stop`` twice when a
+        signal and the workers' own quitting stop it at once; the outputs are written once."""
+        if self._stopped:
+            return False
+        self._stopped = True
         self.test_stop = time.time()
         self._kill_greenlets()
         if self.monitor is not None:
             self.monitor.stop()
         if self.gc is not None:
             self.gc.stop()
+        return True
 
     def on_record(self, record: RequestRecord, **_: Any) -> None:
         self.classify(record)
@@ -118,6 +144,7 @@ class WorkerRun(LLMRun):
     def __init__(self, environment: Any, config: RunConfig, node: str) -> None:
         super().__init__(environment, config, node)
         self.shipper = Shipper(node, dict(config.slos))
+        self._stopping = False
 
     def install(self, runner: Any) -> None:
         super().install(runner)
@@ -128,11 +155,27 @@ class WorkerRun(LLMRun):
 
     def on_stop_request(self, environment: Any = None, msg: Any = None, **_: Any) -> None:
         """The master asks us to stop now (see distributed.py); our test_stop ships."""
-        gevent.spawn(self.environment.runner.stop)
+        if self.test_running and not self._stopping:
+            self._stopping = True
+            gevent.spawn(self.environment.runner.stop)
 
-    def on_test_stop(self, **kw: Any) -> None:
-        super().on_test_stop(**kw)
+    def on_quitting(self, **kw: Any) -> None:
+        if self._stopping:  # the master's llm_stop is being honoured: let it finish shipping
+            limit = time.monotonic() + (self.environment.stop_timeout or 0) + 10
+            while self.test_running and time.monotonic() < limit:
+                gevent.sleep(0.05)
+        self._stopping = True
+        super().on_quitting(**kw)
+
+    def on_test_start(self, **kw: Any) -> None:
+        self._stopping = False
+        super().on_test_start(**kw)
+
+    def on_test_stop(self, **kw: Any) -> bool:
+        if not super().on_test_stop(**kw):
+            return False
         self._ship(final=True)
+        return True
 
     def _ship(self, final: bool = False) -> None:
         with span("shipper"):
@@ -162,9 +205,11 @@ class MergingRun(LLMRun):
         self.last_summary: dict[str, Any] | None = None
         self.summary_hooks: list[Callable[[dict[str, Any]], None]] = []  # add sections to the summary
 
-    def on_test_stop(self, **kw: Any) -> None:
-        super().on_test_stop(**kw)
+    def on_test_stop(self, **kw: Any) -> bool:
+        if not super().on_test_stop(**kw):
+            return False
         self.finish()
+        return True
 
     def _loop(self) -> None:
         runner = self.environment.runner
@@ -252,6 +297,7 @@ class MasterRun(MergingRun):
 
     generates_load = False
     data_lag_s = SHIP_INTERVAL + 1.0
+    _stop_sent = False
 
     def install(self, runner: Any) -> None:
         super().install(runner)
@@ -265,10 +311,22 @@ class MasterRun(MergingRun):
         if msg is not None:
             self.collector.receive(msg.data)
 
+    def on_test_start(self, **kw: Any) -> None:
+        self._stop_sent = False
+        super().on_test_start(**kw)
+
+    def stop_runner(self, runner: Any) -> None:
+        """As a ``-t`` stop does: no Locust ``stop`` to the workers (they would unregister and
+        then never get the ``quit`` that follows); our ``llm_stop`` has them ship their last
+        data, and Locust's quit ends them."""
+        runner.stop(send_stop_to_client=False)
+
     def on_test_stopping(self, **_: Any) -> None:
         """Have every worker stop and ship its final payload before Locust stops."""
         runner = self.environment.runner
-        runner.send_message(STOP_MESSAGE, None)
+        if not self._stop_sent:  # a second caller (signal + last worker quitting) only waits
+            self._stop_sent = True
+            runner.send_message(STOP_MESSAGE, None)
         limit = time.monotonic() + (self.environment.stop_timeout or 0) + 15
         while time.monotonic() < limit:
             live = [c.id for c in runner.clients.all if c.state != "missing"]

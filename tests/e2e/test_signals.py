@@ -1,0 +1,116 @@
+"""Issue 10 item 1: a signal stops a run the way ``-t`` does, locally and distributed.
+
+SIGTERM (what Kubernetes sends) or SIGINT (Ctrl-C) to the master, or SIGINT to the whole
+process group (Ctrl-C in a terminal): workers stop their users, ship their last records, the
+master waits for them, writes every output once and exits. Each run checks:
+requests.jsonl lines == summary.json ``records`` == merged requests (measured + excluded) ==
+what the simulator served, one LLM summary, no traceback, no worker reported lost.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import LOCUST, ROOT, free_port, get_json, read_records, read_summary
+
+pytestmark = pytest.mark.slow
+
+SIM_ARGS = ("--ttft-ms", "20", "--itl-ms", "4", "--output-tokens", "25", "--seed", "3")
+COMMON = ["--headless", "--only-summary", "-u", "6", "-r", "6", "-t", "60s", "--stop-timeout", "10",
+          "--llm-prometheus-port", "0"]
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")}
+
+
+def _locust(args: list[str], log: Path, **kw: object) -> subprocess.Popen:
+    return subprocess.Popen([LOCUST, "-f", str(ROOT / "locustfiles" / "vllm.py"), "--loglevel", "INFO", *args],
+                            cwd=ROOT, env=_env(), stdout=log.open("w"), stderr=subprocess.STDOUT, **kw)
+
+
+def _wait_for_traffic(sim_url: str, at_least: int = 20, timeout: float = 30) -> None:
+    limit = time.monotonic() + timeout
+    while time.monotonic() < limit:
+        if get_json(sim_url + "/_sim/stats")["served"] >= at_least:
+            return
+        time.sleep(0.2)
+    raise AssertionError("no traffic reached the simulator")
+
+
+def _check(report: Path, sim_url: str, logs: list[Path]) -> None:
+    text = "\n".join(p.read_text() for p in logs)
+    assert "Traceback" not in text, text[-4000:]
+    assert "Bad file descriptor" not in text, text[-4000:]
+    assert text.count("LLM summary") == 1, text[-4000:]
+    records = read_records(report)
+    summary = read_summary(report)
+    ov = summary["overall"]
+    stats = get_json(sim_url + "/_sim/stats")
+    merged = ov["requests"] + ov["excluded_warmup"] + ov["excluded_cooldown"]
+    assert len(records) == summary["records"] == merged == stats["served"], (len(records), summary["records"],
+                                                                             merged, stats)
+    assert stats["started"] == stats["served"]  # every request that began was answered and recorded
+    assert summary["workers"]["lost"] == []
+    assert len(records) >= 20
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_local_run_stops_cleanly_on_a_signal(sim_factory, tmp_path, sig) -> None:
+    sim = sim_factory(*SIM_ARGS)
+    report = tmp_path / "r"
+    log = tmp_path / "local.log"
+    proc = _locust([*COMMON, "--host", sim.url, "--llm-report", str(report)], log)
+    _wait_for_traffic(sim.url)
+    proc.send_signal(sig)
+    assert proc.wait(60) in (0, 1), log.read_text()[-3000:]
+    _check(report, sim.url, [log])
+
+
+@pytest.mark.parametrize("how", ["SIGTERM master", "SIGINT master", "SIGINT group"])
+def test_processes_2_stops_cleanly_on_a_signal(sim_factory, tmp_path, how) -> None:
+    sim = sim_factory(*SIM_ARGS)
+    report = tmp_path / "r"
+    log = tmp_path / "master.log"
+    port = str(free_port())  # not Locust's default 5557: other runs on the machine may hold it
+    proc = _locust([*COMMON, "--processes", "2", "--master-bind-port", port, "--master-port", port, "--host", sim.url, "--llm-report", str(report)], log,
+                   start_new_session=True)
+    _wait_for_traffic(sim.url)
+    if how == "SIGINT group":
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        proc.send_signal(signal.SIGTERM if how.startswith("SIGTERM") else signal.SIGINT)
+    assert proc.wait(60) in (0, 1), log.read_text()[-3000:]
+    _check(report, sim.url, [log])
+
+
+@pytest.mark.parametrize("how", ["SIGTERM master", "SIGINT master", "SIGINT group"])
+def test_master_and_workers_stop_cleanly_on_a_signal(sim_factory, tmp_path, how) -> None:
+    sim = sim_factory(*SIM_ARGS)
+    port = free_port()
+    report = tmp_path / "r"
+    master = _locust([*COMMON, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+                      "--expect-workers", "2", "--host", sim.url, "--llm-report", str(report)],
+                     tmp_path / "master.log", process_group=0)
+    workers = [_locust(["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
+                       tmp_path / f"w{i}.log", process_group=master.pid) for i in range(2)]
+    try:
+        _wait_for_traffic(sim.url)
+        if how == "SIGINT group":
+            os.killpg(master.pid, signal.SIGINT)
+        else:
+            master.send_signal(signal.SIGTERM if how.startswith("SIGTERM") else signal.SIGINT)
+        assert master.wait(60) in (0, 1), (tmp_path / "master.log").read_text()[-3000:]
+        for w in workers:
+            w.wait(30)
+    finally:
+        for p in (master, *workers):
+            if p.poll() is None:
+                p.kill()
+    _check(report, sim.url, [tmp_path / "master.log", tmp_path / "w0.log", tmp_path / "w1.log"])
