@@ -9,7 +9,9 @@ through ``environment.llm_config``). Durations follow one rule: :mod:`llm_users.
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -22,6 +24,8 @@ from .protocols.sampling import Sampling
 from .slo import parse_slos
 from .stream import Timeouts
 
+MAX_TEMPERATURE = 2.0  # OpenAI, Gemini and vLLM accept 0..2 (Anthropic 0..1)
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _BOOL = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 
 
@@ -38,35 +42,36 @@ def add_arguments(parser: Any) -> None:
         action.is_secret = action.is_required = action.is_multiple = False
 
     opt("--llm-model", "model name to request (default: the User class's; vLLM asks the server)", web=True)
-    opt("--llm-max-tokens", "maximum output tokens per request (default 512)", type=int, web=True)
-    opt("--llm-temperature", "sampling temperature (default 0)", type=float, web=True)
-    opt("--llm-top-p", "nucleus sampling top_p (default 1)", type=float, web=True)
+    opt("--llm-max-tokens", "maximum output tokens per request (default 512)", web=True)
+    opt("--llm-temperature", "sampling temperature (default 0)", web=True)
+    opt("--llm-top-p", "nucleus sampling top_p (default 1)", web=True)
     opt("--llm-ignore-eos", "true/false: keep generating past EOS where the backend can (default true)", web=True)
     opt("--llm-endpoint", "chat | completions (OpenAI-style), chat | generate (Ollama)", web=True)
     opt("--llm-prompts", "the same as --llm-dataset (kept for existing command lines)", web=True)
     opt("--llm-api-key-env", "NAME of the environment variable that holds the API key (never the key)", web=True)
     opt("--llm-client", "raw (default: our streaming client) | sdk (the backend's official SDK)", web=True)
-    opt("--llm-connect-timeout", "connect time limit, seconds (default 10)", type=float, web=True)
-    opt("--llm-first-byte-timeout", "time limit to the first response byte, seconds (default 120)", type=float, web=True)
-    opt("--llm-read-timeout", "longest gap between reads mid-stream, seconds (default 60)", type=float, web=True)
-    opt("--llm-timeout", "whole-request time limit, seconds (default 600)", type=float, web=True)
+    opt("--llm-connect-timeout", "connect time limit, seconds (default 10)", web=True)
+    opt("--llm-first-byte-timeout", "time limit to the first response byte, seconds (default 120)", web=True)
+    opt("--llm-read-timeout", "longest gap between reads mid-stream, seconds (default 60)", web=True)
+    opt("--llm-timeout", "whole-request time limit, seconds (default 600)", web=True)
     opt("--llm-insecure", "true/false: skip TLS certificate verification (default false)", web=True)
     opt("--llm-spawn-spread", "on/off: each new user waits a random part of its spawn interval (<= 1 s) before "
         "its first request, so a batch of -r users does not stream in phase (default on)", web=True)
     opt("--llm-think-jitter", "extra random pause before each later request, up to this long, e.g. 200ms "
         "(default 0: off); keeps fixed-length closed loops from re-aligning", web=True)
+    opt("--llm-backoff", "on/off: a user that keeps failing to connect, or gets the same 4xx answer again and "
+        "again, waits before its next request (0.5 s doubling to 8 s; default on)")
     opt("--llm-report", "directory for summary.json, summary.csv and requests.jsonl")
     opt("--llm-warmup", "exclude from statistics: N = each user's first N requests (default 1), or a time like 30s")
     opt("--llm-cooldown", "exclude requests that start in the last part of the run, e.g. 10s (needs -t)")
     opt("--llm-slo", "SLOs for goodput, any of ttft=500ms,tpot=50ms,e2e=30s")
     opt("--llm-sim-args", "extra llm-sim arguments for the auto-started simulator (no --host given)")
-    opt("--llm-prometheus-port", "Prometheus /metrics port of the master or local runner (default 9646; 0 = off)",
-        type=int)
+    opt("--llm-prometheus-port", "Prometheus /metrics port of the master or local runner (default 9646; 0 = off)")
     opt("--llm-prometheus-host", "address the Prometheus exporter listens on (default 0.0.0.0)")
-    opt("--llm-prometheus-linger", "seconds the exporter keeps serving after the test stops (default 0)", type=float)
+    opt("--llm-prometheus-linger", "seconds the exporter keeps serving after the test stops (default 0)")
     opt("--llm-gpu-sidecar", "GPU sidecar URLs to pull during the run, comma-separated (host:port or URL)")
     opt("--llm-server-metrics", "the LLM server's own /metrics URL to pull during the run (vLLM, TGI)")
-    opt("--llm-scrape-interval", "seconds between pulls of the sidecars and server metrics (default 2)", type=float)
+    opt("--llm-scrape-interval", "seconds between pulls of the sidecars and server metrics (default 2)")
     from .workload.build import add_arguments as add_workload_arguments
 
     add_workload_arguments(opt)
@@ -122,32 +127,58 @@ def settings_for(user_cls: Any, options: Any) -> Settings:
         v = getattr(options, name, None) if options is not None else None
         return default if v is None or v == "" else v
 
+    def num(name: str, default: Any, kind: type = float) -> Any:
+        value = get(name, default)
+        try:
+            return kind(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"--{name.replace('_', '-')} must be {'a whole number' if kind is int else 'a number'}, "
+                              f"got {value!r}") from None
+
     try:
         sampling = Sampling(
-            max_tokens=int(get("llm_max_tokens", user_cls.max_tokens)),
-            temperature=float(get("llm_temperature", user_cls.temperature)),
-            top_p=float(get("llm_top_p", user_cls.top_p)),
+            max_tokens=num("llm_max_tokens", user_cls.max_tokens, int),
+            temperature=num("llm_temperature", user_cls.temperature),
+            top_p=num("llm_top_p", user_cls.top_p),
             ignore_eos=parse_bool(get("llm_ignore_eos", user_cls.ignore_eos), "--llm-ignore-eos"),
             seed=user_cls.seed,
         )
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
+    except ValueError as e:  # Sampling's own range checks: "max_tokens must be >= 1, got 0"
+        field_name = str(e).split()[0]
+        raise ConfigError(f"--llm-{field_name.replace('_', '-')}: {e}") from None
     client = str(get("llm_client", user_cls.client))
     if client not in ("raw", "sdk"):
         raise ConfigError(f"--llm-client must be raw or sdk, got {client!r}")
     defaults = Timeouts()
     timeouts = Timeouts(
-        connect=float(get("llm_connect_timeout", defaults.connect)),
-        first_byte=float(get("llm_first_byte_timeout", defaults.first_byte)),
-        read=float(get("llm_read_timeout", defaults.read)),
-        total=float(get("llm_timeout", defaults.total)),
+        connect=num("llm_connect_timeout", defaults.connect),
+        first_byte=num("llm_first_byte_timeout", defaults.first_byte),
+        read=num("llm_read_timeout", defaults.read),
+        total=num("llm_timeout", defaults.total),
     )
+    if sampling.temperature > MAX_TEMPERATURE:
+        raise ConfigError(f"--llm-temperature must be between 0 and {MAX_TEMPERATURE:g} (what the APIs accept), "
+                          f"got {sampling.temperature:g}")
+    for name, value in (("connect", timeouts.connect), ("first-byte", timeouts.first_byte),
+                        ("read", timeouts.read), ("", timeouts.total)):
+        if not (value > 0 and math.isfinite(value)):
+            option = f"--llm-{name}-timeout" if name else "--llm-timeout"
+            raise ConfigError(f"{option} must be a number of seconds above 0, got {value:g}")
+    endpoint = str(get("llm_endpoint", user_cls.endpoint))
+    descriptor = getattr(user_cls, "descriptor", None)
+    if descriptor is not None:
+        descriptor.route(endpoint)  # ConfigError naming the endpoints there are
+    key_env = get("llm_api_key_env", user_cls.api_key_env)
+    for name in str(key_env or "").split(","):
+        if name.strip() and not _ENV_NAME.match(name.strip()):
+            raise ConfigError(f"--llm-api-key-env takes the NAME of an environment variable (letters, digits, _), "
+                              f"not {'a key' if len(name.strip()) > 20 else repr(name.strip())}")
     return Settings(
         model=get("llm_model", user_cls.model),
-        endpoint=str(get("llm_endpoint", user_cls.endpoint)),
+        endpoint=endpoint,
         sampling=sampling,
         prompts=get("llm_prompts", user_cls.prompts),
-        api_key_env=get("llm_api_key_env", user_cls.api_key_env),
+        api_key_env=key_env,
         client=client,
         timeouts=timeouts,
         verify_tls=not parse_bool(get("llm_insecure", False), "--llm-insecure"),
@@ -213,6 +244,7 @@ class RunConfig:
     gpu_sidecars: tuple[str, ...] = ()
     server_metrics: str | None = None
     user_settings: Mapping[type, Settings] = field(default_factory=dict)
+    backoff: bool = True
 
     @classmethod
     def from_options(cls, options: Any, user_classes: list[Any] | tuple[Any, ...] = ()) -> RunConfig:
@@ -242,21 +274,21 @@ class RunConfig:
             slos=MappingProxyType(parse_slos(_given(options, "llm_slo"))),
             report_dir=_given(options, "llm_report"),
             sim_args=sim_args,
-            prometheus_port=_number(options, "llm_prometheus_port",
-                                    DEFAULT_PROMETHEUS_PORT if options is not None else 0, int),
+            prometheus_port=_port(options),
             prometheus_host=str(_given(options, "llm_prometheus_host") or "0.0.0.0"),
             prometheus_linger_s=_number(options, "llm_prometheus_linger", 0.0),
             scrape_interval_s=interval,
             gpu_sidecars=sidecars,
-            server_metrics=(str(_given(options, "llm_server_metrics") or "").strip() or None),
+            server_metrics=_server_metrics(options),
             user_settings=MappingProxyType(settings),
+            backoff=_backoff(options),
         )
 
     def with_user_settings(self, options: Any, user_classes: list[Any] | tuple[Any, ...]) -> RunConfig:
         """The same run with the per-user settings read from ``options`` again (at each test
         start: the master's options on a worker, the web UI's start form)."""
         settings = {c: settings_for(c, options) for c in user_classes if _is_llm_user(c)}
-        return replace(self, user_settings=MappingProxyType(settings))
+        return replace(self, user_settings=MappingProxyType(settings), backoff=_backoff(options))
 
     @property
     def sim_argv(self) -> list[str]:
@@ -267,6 +299,38 @@ class RunConfig:
         load shape, is resolved now)."""
         s = self.user_settings.get(user_cls)
         return s if s is not None else settings_for(user_cls, options)
+
+
+def _backoff(options: Any) -> bool:
+    value = _given(options, "llm_backoff")
+    return True if value is None else parse_bool(value, "--llm-backoff")
+
+
+def _server_metrics(options: Any) -> str | None:
+    url = str(_given(options, "llm_server_metrics") or "").strip()
+    return check_url(url, "--llm-server-metrics") if url else None
+
+
+def _port(options: Any) -> int:
+    port = _number(options, "llm_prometheus_port", DEFAULT_PROMETHEUS_PORT if options is not None else 0, int)
+    if port > 65535:
+        raise ConfigError(f"--llm-prometheus-port must be a TCP port, 1..65535 (0 = off), got {port}")
+    return int(port)
+
+
+def check_url(value: str, option: str) -> str:
+    """An http(s) URL with a host name, or a ConfigError naming the option."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value.strip())
+        parts.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError as e:
+        raise ConfigError(f"{option} must be an http:// or https:// URL, got {value!r} ({e})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{option} must be an http:// or https:// URL with a host name "
+                          f"(e.g. http://localhost:8000), got {value!r}")
+    return value
 
 
 def _is_llm_user(cls: Any) -> bool:

@@ -18,7 +18,8 @@ import gevent
 from . import events as llm_events
 from . import options as llm_options
 from .errors import ConfigError
-from .run import MasterRun, MergingRun, run_for
+from .outputs.files import check_report_dir
+from .run import MasterRun, MergingRun, role_for, run_for
 
 _registered: set[int] = set()
 
@@ -67,7 +68,14 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
         from .workload.build import check as check_workload
 
         for cls in config.user_settings:
-            check_workload(environment.parsed_options, cls)  # a malformed dataset fails here, at start
+            try:
+                check_workload(environment.parsed_options, cls)  # a malformed dataset fails here, at start
+            except ConfigError as e:
+                raise ConfigError(str(e) if "--llm-" in str(e) else f"--llm-dataset/--llm-prompts: {e}") from None
+        if role_for(runner).merges:  # the process that talks to the server's host and writes the report
+            _check_hosts(environment, user_classes)
+            if config.report_dir:
+                check_report_dir(config.report_dir)
         environment.llm_config = config
         run = run_for(environment, config, runner)
         from .workload.summary import attach as attach_workload
@@ -114,6 +122,15 @@ def _refresh_user_settings(environment: Any) -> None:
         environment.llm_config = config.with_user_settings(environment.parsed_options, classes)
     except ConfigError as e:  # the web form is checked before it starts a test; a worker says why
         print(f"locust-llm: {e}", file=sys.stderr, flush=True)
+
+
+def _check_hosts(environment: Any, user_classes: list[Any]) -> None:
+    """--host (and any User class's own host) is an http(s) URL, checked before any request."""
+    if environment.host:
+        llm_options.check_url(environment.host, "--host")
+    for cls in user_classes:
+        if getattr(cls, "host", None):
+            llm_options.check_url(cls.host, f"{cls.__name__}.host")
 
 
 def _check_settings(config: llm_options.RunConfig) -> None:

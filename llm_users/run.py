@@ -349,10 +349,17 @@ def _yield() -> None:
     gevent.sleep(0)
 
 
+def role_for(runner: Any) -> type[LLMRun]:
+    """The role class of this process, from Locust's runner."""
+    if isinstance(runner, MasterRunner):
+        return MasterRun
+    if isinstance(runner, WorkerRunner):
+        return WorkerRun
+    return LocalRun
+
+
 def run_for(environment: Any, config: RunConfig, runner: Any) -> LLMRun:
     """The role of this process, chosen once from Locust's runner."""
-    if isinstance(runner, MasterRunner):
-        return MasterRun(environment, config, "master")
-    if isinstance(runner, WorkerRunner):
-        return WorkerRun(environment, config, runner.client_id)
-    return LocalRun(environment, config, "local")
+    role = role_for(runner)
+    node = runner.client_id if role is WorkerRun else ("master" if role is MasterRun else "local")
+    return role(environment, config, node)

@@ -18,6 +18,22 @@ from ..metrics import LATENCY_METRICS, PERCENTILES, RequestRecord
 SCHEMA = "locust-llm/summary/1"
 
 
+def check_report_dir(directory: str | Path) -> None:
+    """At start: the report directory can be made and written (ConfigError naming --llm-report)."""
+    from ..errors import ConfigError
+
+    d = Path(directory)
+    if d.exists() and not d.is_dir():
+        raise ConfigError(f"--llm-report must name a directory; {str(d)!r} is an existing file")
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        probe = d / ".locust-llm-write-check"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise ConfigError(f"--llm-report: cannot write to {str(d)!r} ({e.strerror or e})") from None
+
+
 class RecordWriter:
     """Appends one JSON line per record and flushes it, so a crash keeps every record so far."""
 
