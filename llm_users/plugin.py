@@ -111,6 +111,25 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
     # times it from the loop's cached "now", stale by all the start-up work (imports, the SDK,
     # the settings checks), and a 4 s run ended after 1.7 s. Bring the clock up to date.
     gevent.get_hub().loop.update_now()
+    _route_ctrl_c_to_main()
+
+
+def _route_ctrl_c_to_main() -> None:
+    """Ctrl-C (SIGINT) raises KeyboardInterrupt in whatever Python code runs at that moment: in a
+    busy process that is often a user's greenlet, which then dies with a traceback while Locust's
+    main greenlet never hears of it (a worker then looked lost). Deliver it to the main greenlet,
+    where Locust waits for it and starts its orderly shutdown."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    hub = gevent.get_hub()
+
+    def to_main() -> None:
+        hub.parent.throw(KeyboardInterrupt())
+
+    gevent.signal_handler(signal.SIGINT, to_main)
 
 
 def _refresh_user_settings(environment: Any) -> None:

@@ -3,8 +3,10 @@
 SIGTERM (what Kubernetes sends) or SIGINT (Ctrl-C) to the master, or SIGINT to the whole
 process group (Ctrl-C in a terminal): workers stop their users, ship their last records, the
 master waits for them, writes every output once and exits. Each run checks:
-requests.jsonl lines == summary.json ``records`` == merged requests (measured + excluded) ==
-what the simulator served, one LLM summary, no traceback, no worker reported lost.
+requests.jsonl lines == summary.json ``records`` == merged requests (measured + excluded +
+interrupted) == requests the simulator started, and what it served == records less those
+marked interrupted (in flight when the stop cut them); one LLM summary, no traceback, no worker
+reported lost.
 """
 
 from __future__ import annotations
@@ -53,10 +55,12 @@ def _check(report: Path, sim_url: str, logs: list[Path]) -> None:
     summary = read_summary(report)
     ov = summary["overall"]
     stats = get_json(sim_url + "/_sim/stats")
-    merged = ov["requests"] + ov["excluded_warmup"] + ov["excluded_cooldown"]
-    assert len(records) == summary["records"] == merged == stats["served"], (len(records), summary["records"],
-                                                                             merged, stats)
-    assert stats["started"] == stats["served"]  # every request that began was answered and recorded
+    merged = ov["requests"] + ov["excluded_warmup"] + ov["excluded_cooldown"] + ov["interrupted"]
+    interrupted = sum(1 for r in records if r["status"] == "interrupted")
+    # every request the simulator saw is one record; those cut by the stop are "interrupted"
+    assert len(records) == summary["records"] == merged == stats["started"], (len(records), summary["records"],
+                                                                              merged, stats)
+    assert stats["served"] == len(records) - interrupted == len(records) - ov["interrupted"], stats
     assert summary["workers"]["lost"] == []
     assert len(records) >= 20
 
