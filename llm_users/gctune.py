@@ -14,6 +14,11 @@ and again after users are added), so later passes only walk what the test itself
 unfreezes when the test stops. Cyclic garbage alive at a freeze stays until then: a few
 objects, once per spawn.
 
+``LOCUST_LLM_GC=tick`` (an experiment, issue 14) freezes again at every tick while the count
+holds: in-flight streams' objects then leave the young generations within a second, so a
+generation-1 pass walks about a second of survivors instead of several; cyclic garbage made
+during the test waits for the unfreeze at its stop.
+
 ``LOCUST_LLM_GC=off`` keeps CPython's behaviour (to measure the difference, set it in the
 environment of ``bench/client_overhead.py``: the clients inherit it; docs/benchmarks.md).
 """
@@ -24,7 +29,7 @@ import gc
 import os
 
 ENV = "LOCUST_LLM_GC"
-MODES = ("freeze", "off")
+MODES = ("freeze", "tick", "off")
 
 
 class GcTuner:
@@ -40,7 +45,9 @@ class GcTuner:
     def tick(self, users: int) -> bool:
         """Once per tick of the run's loop; True when it froze the heap."""
         last, self._last = self._last, users
-        if self.mode != "freeze" or not users or users != last or users == self.frozen_at:
+        if self.mode == "off" or not users or users != last:
+            return False
+        if users == self.frozen_at and self.mode != "tick":
             return False
         gc.freeze()
         self.frozen_at = users

@@ -35,3 +35,13 @@ def test_off_and_the_environment(monkeypatch) -> None:
     assert GcTuner().mode == "off"
     monkeypatch.setenv("LOCUST_LLM_GC", "bogus")
     assert GcTuner().mode == "freeze"
+
+
+def test_tick_mode_freezes_at_every_steady_tick() -> None:
+    gc.unfreeze()
+    t = GcTuner("tick")
+    t.tick(5)
+    assert t.tick(5) and t.tick(5) and t.freezes == 2
+    assert not t.tick(6)  # the count moved: wait for it to hold
+    t.stop()
+    assert gc.get_freeze_count() == 0
