@@ -25,7 +25,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     out = {}
     for name, ttft in (("a", 100), ("b", 100), ("slow", 120)):
         report = tmp_path_factory.mktemp(name) / name
-        proc = run_locust("vllm.py", "-u", "4", "-r", "4", "-t", "4s", "--stop-timeout", "10",
+        proc = run_locust("vllm.py", "-u", "4", "-r", "4", "-t", "3s", "--stop-timeout", "10",
                           "--llm-sim-args", f"--ttft-ms {ttft} {SIM}", report=report)
         assert proc.returncode == 0, proc.stderr[-2000:]
         out[name] = report

@@ -62,7 +62,8 @@ def _chains(trace: list[dict[str, Any]], chat: bool) -> int:
 def test_four_turn_sessions_send_the_whole_history(sim, tmp_path, locustfile: str, client: str) -> None:
     get_json(sim.url + "/_sim/trace", method="DELETE")
     report = tmp_path / "r"
-    proc = run_locust(locustfile, "--host", sim.url, "-u", "2", "-r", "2", "-t", "3s", "--stop-timeout", "10",
+    duration = "5s" if client == "sdk" else "2s"  # an SDK's import and client take a second or more
+    proc = run_locust(locustfile, "--host", sim.url, "-u", "2", "-r", "2", "-t", duration, "--stop-timeout", "10",
                       "--llm-turns", "4", "--llm-max-tokens", "6", "--llm-dataset", "conversations",
                       "--llm-client", client, report=report, env=KEYS)
     assert proc.returncode == 0, proc.stderr[-3000:]

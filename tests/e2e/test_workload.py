@@ -32,7 +32,7 @@ def sim() -> Iterator[Any]:
 
 def _run(sim: Any, locustfile: str, tmp_path, *args: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     report = tmp_path / "r"
-    proc = run_locust(locustfile, "--host", sim.url, "-u", "2", "-r", "2", "-t", "3s", "--stop-timeout", "10",
+    proc = run_locust(locustfile, "--host", sim.url, "-u", "2", "-r", "2", "-t", "2s", "--stop-timeout", "10",
                       *args, report=report, env=KEYS)
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = read_records(report)
