@@ -34,11 +34,35 @@ WORDS = tuple(
     ["time", "year", "people", "way", "day", "man", "thing", "woman", "life", "child", "world", "school", "state", "family", "student", "group", "country", "problem", "hand", "part", "place", "case", "week", "company", "system", "program", "question", "work", "government", "number", "night", "point", "home", "water", "room", "mother", "area", "money", "story", "fact", "month", "lot", "right", "study", "book", "eye", "job", "word", "business", "issue", "side", "kind", "head", "house", "service", "friend", "father", "power", "hour", "game", "line", "end", "member", "law", "car", "city", "name", "team", "minute", "idea", "body", "information", "back", "parent", "face", "others", "level", "office", "door", "health", "person", "art", "war", "history", "party", "result", "change", "morning", "reason", "research", "girl", "guy", "moment", "air", "teacher", "force", "education", "foot", "boy", "age", "policy", "music", "market", "sense", "nation", "plan", "college", "interest", "death", "experience", "effect", "class", "control", "care", "field", "development", "role", "effort", "rate", "heart", "drug", "show", "leader", "light", "voice", "wife", "police", "mind", "price", "report", "decision", "son", "view", "relationship", "town", "road", "arm", "difference", "value", "building", "action", "model", "season", "society", "tax", "director", "position", "player", "record", "paper", "space", "ground", "form", "event", "official", "matter", "center", "couple", "site", "project", "activity", "star", "table", "need", "court", "oil", "situation", "cost", "industry", "figure", "street", "image", "phone", "data", "picture", "practice", "piece", "land", "product", "doctor", "wall", "patient", "worker", "news", "test", "movie"]
 )
 
-CALIBRATION_WORDS = (64, 512)
+CALIBRATION_WORDS = (len(WORDS), 3 * len(WORDS))  # whole passes: their token counts are exact
+
+
+def _pass(rng: random.Random) -> list[str]:
+    """Every word once, in an order where any stretch mixes short and long words in the list's
+    proportions: words sorted by length into 8 strata, each shuffled, then dealt one word per
+    stratum per round (in a shuffled stratum order)."""
+    words = sorted(WORDS, key=len)
+    size = -(-len(words) // 8)
+    strata = [words[i:i + size] for i in range(0, len(words), size)]
+    for st in strata:
+        rng.shuffle(st)
+    out: list[str] = []
+    for i in range(size):
+        order = list(range(len(strata)))
+        rng.shuffle(order)
+        out.extend(strata[j][i] for j in order if i < len(strata[j]))
+    return out
 
 
 def words_text(rng: random.Random, n: int) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(max(0, n)))
+    """``n`` words drawn as successive passes over the whole list (without replacement, long and
+    short words mixed evenly): every full pass has the same token count whatever the tokenizer,
+    and a part of a pass is close to its share, so a calibrated words-to-tokens line holds for
+    each prompt, not only on average."""
+    out: list[str] = []
+    while len(out) < n:
+        out.extend(_pass(rng))
+    return " ".join(out[:max(0, n)])
 
 
 class Fitter:

@@ -1,0 +1,106 @@
+"""workload/synthetic.py and sessions.py against a Probe with a harder tokenizer than the
+simulator's (a Probe is the interface ServerProbe implements over HTTP; e2e tests use that)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from llm_users.workload.lengths import parse_lengths
+from llm_users.workload.sessions import SessionSource
+from llm_users.workload.source import Lane, RequestSource, WorkItem
+from llm_users.workload.synthetic import SyntheticSource
+
+
+def bpe_like(text: str) -> int:
+    """Words of 7+ letters are 2 tokens, the rest 1: a tokenizer that is not one-per-word."""
+    return sum(2 if len(w) >= 7 else 1 for w in text.split())
+
+
+class Probe:
+    backend = "test"
+
+    def __init__(self, tokenizer: bool, overhead: int = 9) -> None:
+        self.has_tokenizer = tokenizer
+        self.overhead = overhead
+        self.calls = 0
+
+    def prompt_tokens(self, messages) -> int:
+        self.calls += 1
+        return bpe_like(messages[-1]["content"]) + self.overhead
+
+    def tokenize(self, text: str) -> int | None:
+        return bpe_like(text) if self.has_tokenizer else None
+
+
+def _achieved(source: SyntheticSource, probe: Probe, n: int = 40) -> list[tuple[int, int]]:
+    lane = source.lane(0)
+    out = []
+    for _ in range(n):
+        item = lane.next()
+        out.append((probe.prompt_tokens(item.messages), item.target_input_tokens))
+    return out
+
+
+def test_tokenizer_path_is_exact_with_multi_token_words() -> None:
+    src = SyntheticSource(parse_lengths("128:2048", "x"), seed=1)
+    probe = Probe(tokenizer=True)
+    src.prepare(probe)
+    assert src.describe()["method"] == "tokenizer" and src.describe()["overhead_tokens"] == 9
+    pairs = _achieved(src, probe)
+    exact = sum(a == t for a, t in pairs)
+    assert exact >= 0.95 * len(pairs), pairs  # a 2-token word can straddle the target by one
+    assert all(abs(a - t) <= 1 for a, t in pairs)
+
+
+@pytest.mark.parametrize(("target", "limit"), [("512", 0.02), ("2048", 0.02), ("128", 0.05)])
+def test_calibration_path_error(target: str, limit: float) -> None:
+    """Without a tokenizer, against one that splits a fifth of the words (worse than real BPE
+    on these common words): within 2% at 512 and 2048 tokens; a 128-token prompt is one part
+    of a pass, so its mix of long and short words varies more."""
+    worst = 0.0
+    for seed in range(10):
+        src = SyntheticSource(parse_lengths(target, "x"), seed=seed)
+        probe = Probe(tokenizer=False)
+        src.prepare(probe)
+        d = src.describe()
+        assert d["method"] == "calibration" and 1.0 < d["tokens_per_word"] < 2.0
+        worst = max(worst, *(abs(a - t) / t for a, t in _achieved(src, probe, 20)))
+    assert worst <= limit, worst
+
+
+class _Fixed(RequestSource):
+    def lane(self, index: int) -> Lane:
+        src = self
+
+        class L(Lane):
+            n = 0
+
+            def next(self) -> WorkItem:
+                self.n += 1
+                return WorkItem([{"role": "user", "content": f"q{self.n}"}], meta=src.meta)
+        return L()
+
+    meta: dict = {}
+
+
+def test_session_lane_history_failure_and_end() -> None:
+    lane = SessionSource(_Fixed(), turns=3, think_s=0.5).lane(0)
+    a = lane.next()
+    assert a.turn == 1 and a.think_s == 0 and a.wants_reply
+    lane.reply(a, " r1")
+    b = lane.next()
+    assert b.turn == 2 and b.session_id == a.session_id and b.think_s == 0.5
+    assert b.messages == [{"role": "user", "content": "q1"}, {"role": "assistant", "content": " r1"},
+                          {"role": "user", "content": "q2"}]
+    lane.reply(b, None)  # a failed turn ends the session
+    c = lane.next()
+    assert c.turn == 1 and c.session_id != a.session_id
+    for _ in range(2):
+        lane.reply(c, "r")
+        c = lane.next()
+    assert c.turn == 3
+    lane.reply(c, "r")
+    assert lane.next().turn == 1  # three turns, then a new session
+    random.seed(0)
