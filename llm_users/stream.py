@@ -368,6 +368,17 @@ class StreamClient:
         data = self._request_bytes(req)
         ex = _Exchange(state)
         http = ex.http = httptools.HttpResponseParser(ex)
+        try:
+            return self._exchange(conn, data, state, ex, http, total)
+        finally:
+            # the parser holds the exchange's bound callbacks and the exchange the parser: a
+            # reference cycle per request, left for the garbage collector (and its gen1
+            # passes, the client's longest pauses) unless broken here (issue 14)
+            ex.http = None
+
+    def _exchange(self, conn: _Connection, data: bytes, state: RequestState, ex: _Exchange, http: Any,
+                  total: Timeout) -> RequestRecord:
+        record = state.record
         t0 = state.start()
         first_byte = Timeout(self.timeouts.first_byte)  # a fresh one per request (see recv_into)
         try:

@@ -253,3 +253,26 @@ def test_a_connection_the_server_closed_while_idle_is_replaced_before_sending() 
     assert first.ok and second.ok
     assert not first.reconnected and second.reconnected and second.connect_ns is not None
     assert requests == [0, 1] and c.reconnects == 1  # one request per connection: nothing resent
+
+
+def test_a_request_leaves_no_reference_cycle(sim) -> None:
+    """Issue 14: the httptools parser and the exchange held each other, so every request's
+    state (record, ITL list, parsers) waited for the garbage collector; a finished request is
+    now freed by reference counting alone."""
+    import gc
+
+    from llm_users import stream
+
+    c = StreamClient(sim.url)
+    send(c)  # warm: the connection
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(3):
+            send(c)
+        alive = [o for o in gc.get_objects() if isinstance(o, stream._Exchange)]
+        found = gc.collect()
+    finally:
+        gc.enable()
+    assert alive == [], f"{len(alive)} exchanges still alive after their requests"
+    assert found < 10, found  # nothing per request left for the collector
