@@ -265,7 +265,13 @@ def test_the_web_ui_in_a_browser(browser, cluster, tmp_path) -> None:
     button(d, "Start").click()
     wait_for(lambda: button(d, "Edit"), 30, "the second run")
     d.get(ui + "/?tab=llm")
-    rows = wait_for(lambda: (r := llm_rows(d)) and num(r.get("Aggregated", {}).get("Requests", "0")) > 0 and r,
-                    30, "rows of the new test")
+    try:
+        rows = wait_for(lambda: (r := llm_rows(d)) and num(r.get("Aggregated", {}).get("Requests", "0")) > 0 and r,
+                        30, "rows of the new test")
+    except AssertionError as e:
+        stats = fetch_json(ui + "/stats/requests")
+        raise AssertionError(f"{e}; state {stats['state']}, users {stats['user_count']}, locust requests "
+                             f"{stats['stats'][-1]['num_requests']}, table {llm_rows(d)}; master log: "
+                             f"{(tmp_path / 'master.log').read_text()[-1500:]}") from None
     assert num(rows["Aggregated"]["Requests"]) < stopped, (rows["Aggregated"], stopped)
     screenshot(d, tmp_path / "6-new-test.png")
