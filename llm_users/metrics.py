@@ -69,6 +69,9 @@ class RequestRecord:
     turn: int | None = None  # 1-based turn index within a session
     prefix_id: int | None = None  # which shared prefix the prompt started with
     reply: list[str] | None = None  # output text pieces, kept only when a session needs the reply; not written
+    scheduled_ns: int | None = None  # open loop: perf_counter_ns the request was due (t0 - this = lag)
+    inflight_wait_ns: int | None = None  # open loop: part of the lag spent waiting for the in-flight cap
+    stage: int | None = None  # stage or sweep point the request started in (set where stats merge)
 
     @property
     def ok(self) -> bool:

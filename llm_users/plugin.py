@@ -17,6 +17,7 @@ import gevent
 
 from . import events as llm_events
 from . import options as llm_options
+from . import study
 from .errors import ConfigError
 from .outputs.files import check_report_dir
 from .run import MasterRun, MergingRun, role_for, run_for
@@ -36,6 +37,7 @@ def register(events: Any = None) -> None:
     _release_sdk_names()
     llm_events.install(events)
     events.init_command_line_parser.add_listener(llm_options.add_arguments)
+    events.init_command_line_parser.add_listener(study.add_arguments)
     events.init.add_listener(_on_init)
 
 
@@ -51,6 +53,10 @@ def _release_sdk_names() -> None:
         mod = sys.modules.get(name)
         if mod is not None and not hasattr(mod, "__path__"):  # a file, where the SDK is a package
             del sys.modules[name]
+
+
+def _mode(run: Any) -> str:
+    return "master" if isinstance(run, MasterRun) else "local" if isinstance(run, MergingRun) else "worker"
 
 
 def _fail(message: str) -> None:
@@ -81,6 +87,7 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
         from .workload.summary import attach as attach_workload
 
         attach_workload(environment, run)
+        study.attach(environment, run, _mode(run))  # open loop, stages, sweep, trace replay
         from .outputs.cost import attach as attach_cost
 
         attach_cost(environment, run)

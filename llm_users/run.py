@@ -48,6 +48,7 @@ class LLMRun:
         self.test_stop: float | None = None
         self._stopped = False  # test_stop handled for the current test
         self._greenlets: list[Any] = []
+        self.stop_hooks: list[Callable[[], None]] = []  # run at test stop, before the last data is shipped
 
     @property
     def slos(self) -> dict[str, float]:
@@ -95,6 +96,8 @@ class LLMRun:
         if self._stopped:
             return False
         self._stopped = True
+        for hook in self.stop_hooks:
+            hook()
         self.test_stop = time.time()
         self._kill_greenlets()
         if self.monitor is not None:
@@ -204,6 +207,7 @@ class MergingRun(LLMRun):
         self.collector = Collector(dict(config.slos), self.writer)
         self.last_summary: dict[str, Any] | None = None
         self.summary_hooks: list[Callable[[dict[str, Any]], None]] = []  # add sections to the summary
+        self.output_hooks: list[Callable[[str, dict[str, Any]], None]] = []  # write more files to the report dir
 
     def on_test_stop(self, **kw: Any) -> bool:
         if not super().on_test_stop(**kw):
@@ -271,6 +275,9 @@ class MergingRun(LLMRun):
         self.last_summary = summary
         write_outputs(FinalData(summary, self.collector.timeline.rows(), self.collector.stats),
                       self.config.report_dir)
+        if self.config.report_dir:
+            for out in self.output_hooks:
+                out(self.config.report_dir, summary)
         return summary
 
     def close(self) -> None:

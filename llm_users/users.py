@@ -136,6 +136,9 @@ class LLMUser(User):
     # the task -------------------------------------------------------------------------------
     @task
     def generate(self) -> None:
+        if getattr(self.environment, "llm_open_loop", False):
+            gevent.sleep(1.0)  # open loop: the scheduler sends (openloop.py); users idle
+            return
         item = self.lane.next()
         pause = item.think_s + (think_jitter(self.settings.think_jitter_s, self.rng) if self._sent else 0.0)
         if pause > 0:
@@ -151,22 +154,30 @@ class LLMUser(User):
             if self.source.needs_prepare():
                 self.source.prepare(ServerProbe(self))
 
-    def send(self, messages: Messages, item: WorkItem | None = None) -> RequestRecord:
+    def send(self, messages: Messages, item: WorkItem | None = None, *, stream_client: StreamClient | None = None,
+             scheduled_ns: int | None = None, inflight_wait_ns: int | None = None) -> RequestRecord:
         """Send one prompt, record it, fire ``request`` and ``llm_response``.
 
         A failure is recorded by :func:`mark_failed` (the same for raw and SDK mode). A stop
         that kills the user mid-request (Locust's GreenletExit) records the request as
         ``interrupted`` (fires ``llm_response`` only, not Locust's ``request``) and lets the
-        kill go on."""
+        kill go on. The open-loop scheduler (:mod:`.openloop`) sends many at once through one
+        user: it passes a pooled connection and the request's schedule."""
         base = self.settings
+        settings = base
         if item is not None and item.max_tokens is not None and item.max_tokens != base.sampling.max_tokens:
-            self.settings = replace(base, sampling=replace(base.sampling, max_tokens=item.max_tokens))
+            settings = replace(base, sampling=replace(base.sampling, max_tokens=item.max_tokens))
+        client = stream_client or self.stream_client
+        if settings is base or base.client != "sdk":
+            return self._send(messages, item, settings, client, scheduled_ns, inflight_wait_ns)
+        self.settings = settings  # SDK mode reads the user's settings while it streams
         try:
-            return self._send(messages, item)
+            return self._send(messages, item, settings, client, scheduled_ns, inflight_wait_ns)
         finally:
             self.settings = base
 
-    def _send(self, messages: Messages, item: WorkItem | None) -> RequestRecord:
+    def _send(self, messages: Messages, item: WorkItem | None, settings: Settings, client: StreamClient,
+              scheduled_ns: int | None, inflight_wait_ns: int | None) -> RequestRecord:
         overload = self.descriptor.overload_statuses
         if self.settings.client == "sdk":
             from .sdk import sdk_stream  # optional extra: imported at start by the plugin's checks
@@ -175,13 +186,19 @@ class LLMUser(User):
             rec = self._new_record(name)
             run = lambda: sdk_stream(self, messages, rec)  # noqa: E731
         else:
-            req = self.build_request(messages)
+            held, self.settings = self.settings, settings  # only while it is built: no yield in between
+            try:
+                req = self.build_request(messages)
+            finally:
+                self.settings = held
             rec = self._new_record(req.name)
             req.headers.update(self.extra_headers)
             req.headers["X-Request-Id"] = rec.request_id
             parser = self.new_parser()
-            run = lambda: self.stream_client.stream(req, parser, rec, overload)  # noqa: E731
-        rec.target_output_tokens = self.settings.sampling.max_tokens
+            run = lambda: client.stream(req, parser, rec, overload)  # noqa: E731
+        rec.scheduled_ns = scheduled_ns
+        rec.inflight_wait_ns = inflight_wait_ns
+        rec.target_output_tokens = settings.sampling.max_tokens
         if item is not None:
             rec.target_input_tokens = item.target_input_tokens
             rec.session_id = item.session_id
@@ -205,7 +222,7 @@ class LLMUser(User):
                 self._fire_record(rec)
             raise
         else:
-            s = self.settings.sampling
+            s = settings.sampling
             rec.sampling_issues = sampling_issues(rec, s.max_tokens, s.ignore_eos and self.descriptor.sends_ignore_eos)
         elapsed_ns = rec.e2e_ns if rec.e2e_ns is not None else time.perf_counter_ns() - rec.t0_ns
         self.environment.events.request.fire(

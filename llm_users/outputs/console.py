@@ -85,6 +85,9 @@ def summary_table(summary: dict[str, Any]) -> str:
     for lost in (summary.get("workers") or {}).get("lost", []):
         lines.append(f"WARNING: worker {lost['worker']} was lost; up to {lost['window_at_risk_s']:.1f} s of its "
                      f"data may be missing")
+    from ..study_console import study_lines
+
+    lines += study_lines(summary)
     check = summary.get("self_check")
     if check:
         lines.append(("WARNING: " if check["saturated"] else "") + check["message"])

@@ -150,6 +150,9 @@ def render(summary: dict[str, Any], rows: list[dict[str, Any]], stats: Any = Non
     from .html_workload import sections as workload_sections
 
     parts.append(workload_sections(summary))
+    from ..study_report import study_sections
+
+    parts += study_sections(summary)  # open loop, stages, sweep, Pareto (llm_users/study_report.py)
     charts = []
     if stats is not None:
         for metric, title in (("ttft", "TTFT distribution (CDF)"), ("itl", "ITL distribution (CDF)")):
