@@ -58,12 +58,14 @@ def test_malformed_prompts_file_is_a_clear_error(tmp_path) -> None:
     bad.write_text('{"prompts": [{"nope": 1}]}')
     proc = run_locust("vllm.py", "--host", "http://127.0.0.1:9", "-u", "1", "-t", "2s", "--llm-prompts", str(bad))
     assert proc.returncode == 1
-    assert f"locust-llm: dataset {bad}, line 1 (item 0)" in proc.stderr
+    line = [ln for ln in proc.stderr.splitlines() if ln.startswith("locust-llm: ")]
+    assert len(line) == 1 and f"dataset {bad}, line 1 (item 0)" in line[0], proc.stderr
     jsonl = tmp_path / "p.jsonl"
     jsonl.write_text('{"prompt": "fine"}\n{"prompt": 3}\n')
     proc = run_locust("vllm.py", "--host", "http://127.0.0.1:9", "-u", "1", "-t", "2s", "--llm-dataset", str(jsonl))
     assert proc.returncode == 1
-    assert f"locust-llm: dataset {jsonl}, line 2: needs a non-empty 'prompt'" in proc.stderr
+    line = [ln for ln in proc.stderr.splitlines() if ln.startswith("locust-llm: ")]
+    assert len(line) == 1 and f"dataset {jsonl}, line 2: needs a non-empty 'prompt'" in line[0], proc.stderr
 
 
 def test_no_host_starts_the_simulator_and_says_so(tmp_path) -> None:
