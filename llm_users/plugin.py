@@ -76,8 +76,9 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
         for cls in config.user_settings:
             try:
                 check_workload(environment.parsed_options, cls)  # a malformed dataset fails here, at start
-            except ConfigError as e:
-                raise ConfigError(str(e) if "--llm-" in str(e) else f"--llm-dataset/--llm-prompts: {e}") from None
+            except ConfigError as e:  # "dataset FILE, line N: ..." names the option's value already
+                named = "--llm-" in str(e) or str(e).startswith("dataset")
+                raise ConfigError(str(e) if named else f"--llm-dataset/--llm-prompts: {e}") from None
         if role_for(runner).merges:  # the process that talks to the server's host and writes the report
             _check_hosts(environment, user_classes)
             if config.report_dir:

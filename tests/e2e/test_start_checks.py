@@ -19,7 +19,7 @@ CASES = [
     (["--llm-endpoint", "nope"], "--llm-endpoint", "chat, completions"),
     (["--llm-report", "{file}"], "--llm-report", "directory"),
     (["--llm-report", "/proc/locust-llm/r"], "--llm-report", "cannot write"),
-    (["--llm-prompts", "{dir}"], "--llm-prompts", "dataset"),
+    (["--llm-prompts", "{dir}"], "dataset file", "shipped datasets"),  # the line names the path given
     (["--llm-prometheus-port", "99999"], "--llm-prometheus-port", "1..65535"),
     (["--llm-prometheus-port", "x"], "--llm-prometheus-port", "number"),
     (["--llm-timeout", "-1"], "--llm-timeout", "above 0"),
