@@ -87,6 +87,8 @@ class Collector:
         self._payloads: set[tuple[str, int]] = set()  # (worker, seq): a payload counts once
         self.records = 0
         self.duplicates = 0
+        self.backoff_waits = 0  # requests after which a user backed off (backoff.py), and for how long
+        self.backoff_s = 0.0
         self.labels: dict[str, tuple[str, str]] = {}  # request name -> (backend, model), first seen
         self.observers: list[Callable[[RequestRecord], None]] = []  # each kept record, once (workload, cost)
         self.live: Any = None  # the web UI's LiveView (llm_users/live.py), fed beside the run's stats
@@ -159,6 +161,9 @@ class Collector:
         if rec.name not in self.labels:
             self.labels[rec.name] = (rec.backend, rec.model)
         self.records += 1
+        if rec.backoff_s:
+            self.backoff_waits += 1
+            self.backoff_s += rec.backoff_s
         self.timeline.add(rec)
         for observe in self.observers:
             observe(rec)

@@ -62,6 +62,7 @@ class RequestRecord:
     warmup: bool = False  # excluded from statistics: warm-up (kept in requests.jsonl)
     cooldown: bool = False  # excluded from statistics: cool-down
     client: str = "raw"
+    backoff_s: float = 0.0  # how long the user waited after this request (backoff.py), 0 = none
     # the workload (llm_users/workload): what was asked for, beside what the server counted
     target_input_tokens: int | None = None  # synthetic prompts: the prompt-token target
     target_output_tokens: int | None = None  # the max output tokens sent

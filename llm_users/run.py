@@ -27,7 +27,7 @@ from .metrics import RequestRecord
 from .options import RunConfig
 from .outputs import SCHEMA, FinalData, RecordWriter, write_outputs
 from .redaction import redact_config
-from .selfcheck import SelfMonitor, verdict
+from .selfcheck import SelfMonitor, failure_verdict, verdict
 
 
 class LLMRun:
@@ -256,6 +256,11 @@ class MergingRun(LLMRun):
             "duplicate_records_dropped": c.duplicates,
         }
         s["records"] = c.records
+        s["backoff"] = {"enabled": self.config.backoff, "waits": c.backoff_waits, "wait_s": round(c.backoff_s, 3)}
+        failing = failure_verdict(s["overall"])
+        if failing is not None:
+            s["self_check"].update(failing=True, failure_share=failing["share"], top_failure=failing["top"],
+                                   message=f"{failing['message']}; {s['self_check']['message']}")
         for hook in self.summary_hooks:
             hook(s)
         s["config"] = redact_config(self.environment.parsed_options)

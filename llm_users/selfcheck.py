@@ -268,3 +268,20 @@ def process_cpu_seconds(pid: int | None = None) -> float:
     with open(f"/proc/{pid or os.getpid()}/stat") as f:
         parts = f.read().rsplit(")", 1)[1].split()
     return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
+
+
+MOST_FAILED_SHARE = 0.5  # "most requests failed" from this share of the measured requests on
+
+
+def failure_verdict(overall: dict[str, Any]) -> dict[str, Any] | None:
+    """When all or most requests failed, say so and why (the top failure category): the latencies
+    then describe failures, not the server. None when most requests succeeded."""
+    requests, failures = overall.get("requests") or 0, overall.get("failures") or 0
+    by_cat = overall.get("failures_by_category") or {}
+    if not requests or failures < MOST_FAILED_SHARE * requests or not by_cat:
+        return None
+    top, n = max(by_cat.items(), key=lambda kv: kv[1])
+    how = "all" if failures == requests else "most"
+    message = (f"{how} requests failed ({failures} of {requests}; top category {top}: {n}): "
+               f"the figures describe failures, not the server's speed")
+    return {"share": failures / requests, "top": top, "message": message}

@@ -24,7 +24,9 @@ from gevent.lock import BoundedSemaphore
 from locust import User, constant, task
 
 from . import protocols
+from .backoff import Backoff
 from .errors import LLMRequestError
+from .failure_table import for_locust
 from .metrics import RequestRecord, sampling_issues
 from .options import Settings, run_config
 from .protocols import anthropic as anthropic_proto
@@ -87,6 +89,7 @@ class LLMUser(User):
         super().__init__(environment)
         config = run_config(environment)
         self.settings: Settings = config.settings(type(self), environment.parsed_options)
+        self.backoff = Backoff(enabled=config.backoff)
         self._warmup_requests = (config.warmup_requests if config.warmup_requests is not None
                                  else self.warmup_requests)
         self.user_number = next(_user_numbers)
@@ -145,6 +148,8 @@ class LLMUser(User):
             gevent.sleep(pause)
         rec = self.send(item.messages, item)
         self.lane.reply(item, "".join(rec.reply) if rec.ok and rec.reply is not None else None)
+        if rec.backoff_s:  # repeated connect errors / identical 4xx: do not flood (backoff.py)
+            gevent.sleep(rec.backoff_s)
 
     def prepare_workload(self) -> None:
         """Once per process: let the request source measure the server (synthetic lengths)."""
@@ -224,13 +229,14 @@ class LLMUser(User):
         else:
             s = settings.sampling
             rec.sampling_issues = sampling_issues(rec, s.max_tokens, s.ignore_eos and self.descriptor.sends_ignore_eos)
+        rec.backoff_s = self.backoff.after(rec)
         elapsed_ns = rec.e2e_ns if rec.e2e_ns is not None else time.perf_counter_ns() - rec.t0_ns
         self.environment.events.request.fire(
             request_type="POST",
             name=rec.name,
             response_time=elapsed_ns / 1e6,
             response_length=rec.response_bytes,
-            exception=exc,
+            exception=for_locust(exc) if exc is not None else None,  # one table row per kind, not per request
             context={"backend": self.backend, "model": self.model_name},
             url=None,
             response=None,

@@ -88,9 +88,13 @@ def summary_table(summary: dict[str, Any]) -> str:
     from ..study_console import study_lines
 
     lines += study_lines(summary)
+    backoff = summary.get("backoff") or {}
+    if backoff.get("waits"):
+        lines.append(f"backoff: users waited {backoff['waits']} times ({backoff['wait_s']:.1f} s in all) after repeated "
+                     "connect errors or identical 4xx answers, so as not to flood (--llm-backoff off disables it)")
     check = summary.get("self_check")
     if check:
-        lines.append(("WARNING: " if check["saturated"] else "") + check["message"])
+        lines.append(("WARNING: " if check["saturated"] or check.get("failing") else "") + check["message"])
         for n in check["nodes"]:
             for r in n["reasons"]:
                 lines.append(f"  {n['node']}: {r}")

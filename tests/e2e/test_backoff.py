@@ -1,0 +1,59 @@
+"""Issue 10 items 3 and 4: a misconfigured run backs off instead of flooding, says so, and its
+verdict names the top failure; Locust's failure table has one row per kind of failure."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import free_port, get_json, read_records, read_summary, run_locust
+
+pytestmark = pytest.mark.slow
+
+
+def run_dead(tmp_path, *extra: str):
+    report = tmp_path / ("r" + "".join(extra).replace("-", ""))
+    proc = run_locust("vllm.py", "--host", f"http://127.0.0.1:{free_port()}", "-u", "2", "-r", "2", "-t", "4s",
+                      "--llm-model", "m", "--llm-prometheus-port", "0", *extra, report=report, timeout=90)
+    return proc, report
+
+
+def test_a_dead_host_is_not_flooded_and_the_verdict_says_why(tmp_path) -> None:
+    on, on_report = run_dead(tmp_path)
+    off, off_report = run_dead(tmp_path, "--llm-backoff", "off")
+    n_on, n_off = len(read_records(on_report)), len(read_records(off_report))
+    # two users, 4 s: three quick failures each, then 0.5 + 1 + 2 s of waits: at most ~6 each
+    assert 6 <= n_on <= 16, n_on
+    assert n_off > 5 * n_on, (n_on, n_off)
+    s = read_summary(on_report)
+    assert s["backoff"]["enabled"] and s["backoff"]["waits"] >= 2 and s["backoff"]["wait_s"] >= 1.0
+    assert s["self_check"]["failing"] and s["self_check"]["top_failure"] == "connect_error"
+    assert "all requests failed" in on.stdout and "top category connect_error" in on.stdout
+    assert "client healthy" not in on.stdout.split("all requests failed")[0]
+    assert "backoff: users waited" in on.stdout
+    off_s = read_summary(off_report)
+    assert not off_s["backoff"]["enabled"] and off_s["backoff"]["waits"] == 0
+
+
+def test_identical_401s_back_off(sim_factory, tmp_path) -> None:
+    sim = sim_factory("--require-api-key", "the-right-key", "--output-tokens", "5")
+    report = tmp_path / "r"
+    proc = run_locust("vllm.py", "--host", sim.url, "-u", "2", "-r", "2", "-t", "4s", "--llm-model", "m",
+                      "--llm-prometheus-port", "0", report=report, timeout=90)
+    served = get_json(sim.url + "/_sim/stats")
+    assert len(read_records(report)) <= 16, served
+    assert read_summary(report)["self_check"]["top_failure"] == "http_401"
+    assert "top category http_401" in proc.stdout
+
+
+def test_malformed_streams_are_one_row_in_locusts_failure_table(sim_factory, tmp_path) -> None:
+    sim = sim_factory("--fault-rate", "1", "--fault-kinds", "malformed", "--output-tokens", "5", "--seed", "5")
+    report = tmp_path / "r"
+    proc = run_locust("vllm.py", "--host", sim.url, "-u", "2", "-r", "2", "-t", "3s", "--llm-model", "m",
+                      "--llm-prometheus-port", "0", "--loglevel", "INFO", report=report, timeout=90)  # INFO: the error report
+    failures = [r for r in read_records(report) if r["error_category"] == "malformed_stream"]
+    assert len(failures) >= 5
+    rows = [line for line in (proc.stdout + proc.stderr).splitlines() if "POST /v1/chat/completions: malformed_stream" in line]
+    assert len(rows) == 1, rows  # Locust's error report: one row however many requests failed this way
+    assert "'…'" in rows[0]
+    # the full message, with its payload, is kept in requests.jsonl
+    assert all("'…'" not in r["error_message"] and "chatcmpl-" in r["error_message"] for r in failures)
