@@ -184,5 +184,5 @@ def _start_simulator(environment: Any, run: MergingRun) -> None:
         _fail(f"could not start the embedded simulator: {e}")
     run.simulator = sim
     environment.host = sim.url
-    args = f" {extra}" if extra else ""
+    args = f" {run.redactor.text(extra)}" if extra else ""
     print(f"locust-llm: no --host given: started the embedded simulator (llm-sim{args}) at {sim.url}", flush=True)

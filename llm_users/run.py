@@ -26,7 +26,7 @@ from .lagtrace import span
 from .metrics import RequestRecord
 from .options import RunConfig
 from .outputs import SCHEMA, FinalData, RecordWriter, write_outputs
-from .redaction import redact_config
+from .redaction import Redactor
 from .selfcheck import SelfMonitor, failure_verdict, verdict
 
 
@@ -206,6 +206,7 @@ class MergingRun(LLMRun):
         self.writer = RecordWriter(config.report_dir) if config.report_dir else None
         self.collector = Collector(dict(config.slos), self.writer)
         self.last_summary: dict[str, Any] | None = None
+        self.redactor = Redactor.for_run(environment.parsed_options, config.user_settings.values())
         self.summary_hooks: list[Callable[[dict[str, Any]], None]] = []  # add sections to the summary
         self.output_hooks: list[Callable[[str, dict[str, Any]], None]] = []  # write more files to the report dir
 
@@ -263,7 +264,8 @@ class MergingRun(LLMRun):
                                    message=f"{failing['message']}; {s['self_check']['message']}")
         for hook in self.summary_hooks:
             hook(s)
-        s["config"] = redact_config(self.environment.parsed_options)
+        s["config"] = self.redactor.config(self.environment.parsed_options)
+        s = self.redactor.scrub(s)  # a key in any section (environment, command line, ...) is masked
         return s
 
     def _warmup_requests(self) -> int:
