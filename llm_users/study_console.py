@@ -15,7 +15,8 @@ def study_lines(summary: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     a = summary.get("arrivals")
     if a:
-        target = f"{a['rate']:g} req/s" if a.get("rate") else "trace"
+        target = (f"{a['rate']:g} req/s" if a.get("rate") else "the trace's" if a.get("trace")
+                  else "per stage")
         achieved = "-" if a.get("achieved_rps") is None else f"{a['achieved_rps']:.2f}"
         lines.append(f"open loop ({a['arrival']}, seed {a['seed']}): target {target}, achieved {achieved} req/s; "
                      f"schedule lag p50 {_ms(a['schedule_lag'], 'p50')} / p99 {_ms(a['schedule_lag'], 'p99')} ms; "

@@ -117,7 +117,7 @@ def study_sections(summary: dict[str, Any]) -> list[str]:
     a = summary.get("arrivals")
     if a:
         cls = "bad" if a.get("cap_reached") or a.get("client_behind") else "ok"
-        target = f"{a['rate']:g} req/s" if a.get("rate") else "per stage / trace"
+        target = f"{a['rate']:g} req/s" if a.get("rate") else "the trace's" if a.get("trace") else "per stage"
         parts.append(f"<h2>Open-loop arrivals</h2><p>{html.escape(a['arrival'])} arrivals, seed {a['seed']}, target "
                      f"{html.escape(target)}, achieved {_fmt(a.get('achieved_rps'))} req/s; "
                      f"schedule lag p50 {_fmt(a['schedule_lag'].get('p50'))} ms, p99 "
