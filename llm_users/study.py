@@ -225,6 +225,8 @@ class Study:
         # the master sends shares only while its test runs; a worker that joins mid-run gets no
         # spawn message (open loop runs no Locust users), so its share is its start signal
         if not self._stopping:
+            if self.run.test_start is None:  # joined mid-run without a test_start of its own (its
+                self.run.on_test_start()  # spawn came before its listeners): ship, and stop on llm_stop
             self.scheduler.start()
 
     def _worker_scheduler(self) -> None:
