@@ -182,6 +182,7 @@ class Simulator:
             "--ttft-ms", f"{args.ttft_ms:g}", "--itl-ms", f"{args.itl_ms:g}",
             "--output-tokens", str(args.output_tokens), "--seed", "1", "--tokens-per-chunk", "1",
             "--max-batch", str(max(2 * max_streams, 256)), "--exit-with-parent",
+            "--trace-limit", "1000000",  # it reads every trace of a window (the default is a small ring)
         ]
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.url = ""

@@ -137,8 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "request that carried X-Request-Id")
     g.add_argument("--trace-prompts", action="store_true", help="keep each request's prompt text and message "
                    "count in its trace record (for checking what was sent, e.g. session history)")
-    g.add_argument("--trace-limit", type=_nonneg(int), default=100_000, help="finished records kept in memory "
-                   "for /_sim/trace (default 100000)")
+    g.add_argument("--trace-limit", type=_nonneg(int), default=2_000, help="finished records kept in memory "
+                   "for /_sim/trace, newest first out last (default 2000: a small ring; a bench that reads "
+                   "every trace asks for more)")
     return p
 
 

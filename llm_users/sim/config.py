@@ -63,7 +63,7 @@ class SimConfig:
     answer_model: str | None = None  # report this model, whatever the request asked for
 
     trace_file: str | None = None
-    trace_limit: int = 100_000
+    trace_limit: int = 2_000  # a small ring by default; tests and benches that read traces ask for more
     trace_prompts: bool = False
 
     template_tokens: int = 0
