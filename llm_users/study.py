@@ -115,9 +115,10 @@ class Study:
             raise ConfigError(f"--llm-sweep must be concurrency or rate, got {self.sweep_mode!r}")
         if self.sweep_mode and self.plan:
             raise ConfigError("--llm-sweep chooses its own load points: drop --llm-stages/--llm-steps")
-        if self.sweep_mode and not run.slos:
+        sweeps_here = bool(self.sweep_mode) and mode != "worker"  # (--processes drops -t on its workers)
+        if sweeps_here and not run.slos:
             raise ConfigError("--llm-sweep needs --llm-slo (e.g. --llm-slo tpot=30ms): the knee is where it breaks")
-        if self.sweep_mode and not run.config.run_time_s:
+        if sweeps_here and not run.config.run_time_s:
             raise ConfigError("--llm-sweep needs -t/--run-time: it is the whole sweep's time budget")
         self.open_loop = open_loop_wanted(opts)
         if self.rate is not None and (self.plan or self.sweep_mode):

@@ -48,7 +48,7 @@ class SweepShape(LoadTestShape):
         self.ship_delay_s = ship_delay_s
         self.point_s = budget_s / points
         self.settle_s = settle_s if settle_s is not None else 0.2 * self.point_s
-        self.tail_est_s = ship_delay_s + 1.0
+        self.tail_est_s = ship_delay_s + 2.0  # the shipping delay, the slowest E2E, the 1 s tick
         self.measure_s = max(self.point_s - self.settle_s - self.tail_est_s, 0.5 * self.point_s)
         self.results: list[dict[str, Any]] = []
         self.lo: float | None = None

@@ -182,3 +182,20 @@ def test_bad_study_options_are_one_clear_line(args, says, tmp_path) -> None:
     assert proc.returncode == 1, proc.stderr[-2000:]
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("locust-llm:")]
     assert len(lines) == 1 and says in lines[0], proc.stderr[-2000:]
+
+
+def test_sweep_under_processes_2(sim_factory, tmp_path) -> None:
+    """The sweep's controller runs on the master from merged data (workers ship every 2 s);
+    --processes drops -t on its workers, which must not stop them."""
+    sim = sim_factory(*KNEE_SIM)
+    report = tmp_path / "r"
+    proc = run_locust("vllm.py", "--processes", "2", *_ports(), "--host", sim.url, "-t", "30s",
+                      "--llm-sweep", "concurrency", "--llm-sweep-start", "16", "--llm-sweep-points", "4",
+                      "--llm-slo", SLO, "--llm-prometheus-port", "0", report=report, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    s = read_summary(report)
+    sw = s["sweep"]
+    assert [p["concurrency"] for p in sw["points"]][:2] == [16, 32]
+    lo, hi = sw["bracket"]  # a short budget (points wait 2 s longer for shipped data): the bracket holds the truth
+    assert lo <= CLOSED_KNEE < hi and sw["knee"]["concurrency"] == lo, sw["points"]
+    assert len({r["worker"] for r in read_records(report)}) == 2
