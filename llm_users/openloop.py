@@ -294,15 +294,15 @@ class Scheduler:
 class RateController:
     """Master / local side: the run's total rate and cap, split over the live workers."""
 
-    def __init__(self, environment: Any, mode: str, rate: float | None, cap: int | None, arrival: str | None,
+    def __init__(self, environment: Any, local: bool, rate: float | None, cap: int | None, arrival: str | None,
                  seed: int | None) -> None:
+        """``local``: a single-process run (the scheduler runs here, not on workers)."""
         self.environment = environment
-        self.mode = mode
         self.rate = rate or 0.0
         self.cap = cap
         self.arrival = str(parse_arrival(arrival))
         self.seed = seed if seed is not None else int.from_bytes(os.urandom(4), "big")
-        self.scheduler: Scheduler | None = Scheduler(environment) if mode == "local" else None
+        self.scheduler: Scheduler | None = Scheduler(environment) if local else None
         self._sent: dict[str, dict[str, Any]] = {}
         self._live: list[str] = []
         self.origin = time.time()  # wall clock where the current schedule starts

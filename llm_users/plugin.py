@@ -55,10 +55,6 @@ def _release_sdk_names() -> None:
             del sys.modules[name]
 
 
-def _mode(run: Any) -> str:
-    return "master" if isinstance(run, MasterRun) else "local" if isinstance(run, MergingRun) else "worker"
-
-
 def _fail(message: str) -> None:
     """Stop at start with one clear line (an exception in a listener would only be logged)."""
     print(f"locust-llm: {message}", file=sys.stderr, flush=True)
@@ -88,7 +84,7 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
         from .workload.summary import attach as attach_workload
 
         attach_workload(environment, run)
-        study.attach(environment, run, _mode(run))  # open loop, stages, sweep, trace replay
+        study.attach(environment, run)  # open loop, stages, sweep, trace replay
         from .outputs.cost import attach as attach_cost
 
         attach_cost(environment, run)

@@ -29,7 +29,7 @@ from .stages import StageBook, StagePlan, StageShape, parse_stages, parse_steps,
 SWEEP_MODES = ("concurrency", "rate")
 #: a test's schedule starts this long after the test: each process first sets up its User (a forked
 #: worker's first connection took ~0.9 s on a loaded 2-core machine)
-START_LEAD_S = {"local": 0.5, "master": 2.0}
+START_LEAD_LOCAL_S, START_LEAD_MASTER_S = 0.5, 2.0
 RESEND_EVERY = 3  # seconds between forced resends of every worker's open-loop share
 log = logging.getLogger(__name__)
 
@@ -90,10 +90,12 @@ def open_loop_wanted(opts: Any) -> bool:
 class Study:
     """The study parts of one node, chosen from the options once at init."""
 
-    def __init__(self, environment: Any, run: Any, mode: str) -> None:
+    def __init__(self, environment: Any, run: Any) -> None:
         self.environment = environment
         self.run = run
-        self.mode = mode
+        # the run's role (llm_users/run.py), never a mode string
+        self.on_worker = not run.merges
+        self.on_master = run.merges and not run.generates_load
         opts = environment.parsed_options
         self.rate = parse_rate(_get(opts, "llm_rate"))
         self.cap = parse_cap(_get(opts, "llm_max_inflight"))
@@ -115,7 +117,7 @@ class Study:
             raise ConfigError(f"--llm-sweep must be concurrency or rate, got {self.sweep_mode!r}")
         if self.sweep_mode and self.plan:
             raise ConfigError("--llm-sweep chooses its own load points: drop --llm-stages/--llm-steps")
-        sweeps_here = bool(self.sweep_mode) and mode != "worker"  # (--processes drops -t on its workers)
+        sweeps_here = bool(self.sweep_mode) and not self.on_worker  # (--processes drops -t on its workers)
         if sweeps_here and not run.slos:
             raise ConfigError("--llm-sweep needs --llm-slo (e.g. --llm-slo tpot=30ms): the knee is where it breaks")
         if sweeps_here and not run.config.run_time_s:
@@ -141,7 +143,7 @@ class Study:
             from .trace_replay import load_trace
 
             self.trace_rows = load_trace(self.trace)
-        merged = mode != "worker"
+        merged = not self.on_worker
         self.controller: RateController | None = None
         self.scheduler: Scheduler | None = None
         self.sched_book = ScheduleBook() if merged else None
@@ -156,13 +158,13 @@ class Study:
     def _wire(self) -> None:
         env, run = self.environment, self.run
         ev = env.events
-        if self.mode == "worker":  # the master says whether and how (its share message)
+        if self.on_worker:  # the master says whether and how (its share message)
             env.runner.register_message(RATE_MESSAGE, self._on_share)
         elif self.open_loop:
             self._ensure_controller()
-        if self.mode == "master":
+        if self.on_master:
             env.runner.register_message(RATE_REQUEST, self._on_share_request)
-        if self.mode != "worker":
+        if not self.on_worker:
             assert run.collector is not None
             if self.sched_book is not None:
                 run.collector.observers.append(self.sched_book.add)
@@ -180,7 +182,7 @@ class Study:
             return
         self.open_loop = True
         self.environment.llm_open_loop = True
-        self.controller = RateController(self.environment, self.mode, self.rate, self.cap, self.arrival, self.seed)
+        self.controller = RateController(self.environment, not (self.on_worker or self.on_master), self.rate, self.cap, self.arrival, self.seed)
         if self.trace:
             self.controller.extra = {"trace": self.trace, "trace_speedup": self.speedup}
         self.scheduler = self.controller.scheduler
@@ -202,7 +204,7 @@ class Study:
             budget = max(self.run.config.run_time_s - 2.0, 1.0)  # leave the last seconds to the stop
             self.sweep = self.shape = SweepShape(
                 kind=kind, book=self.book, on_point=self._on_point, budget_s=budget, start=self.sweep_start,
-                target=self.target, points=self.sweep_points, ship_delay_s=2.5 if self.mode == "master" else 0.2,  # how late records arrive
+                target=self.target, points=self.sweep_points, ship_delay_s=2.5 if self.on_master else 0.2,  # how late records arrive
                 settle_s=self.settle)
             assert self.run.collector is not None
             self.run.collector.observers.append(self.sweep.see)
@@ -243,7 +245,7 @@ class Study:
 
     def _on_test_start(self, **_: Any) -> None:
         self._stopping = False
-        if self.mode != "worker":
+        if not self.on_worker:
             self._reread_web_form()
         elif open_loop_wanted(self.environment.parsed_options):  # the master's options came with the spawn
             self._worker_scheduler()
@@ -254,11 +256,11 @@ class Study:
         if self.controller is not None:
             if self.trace_rows is not None:
                 self.controller.rate = 1.0  # the trace times the requests; any rate > 0 wakes the loop
-            lead = START_LEAD_S[self.mode]  # a new test: time for every worker to set up before the first arrival
+            lead = (START_LEAD_MASTER_S if self.on_master else START_LEAD_LOCAL_S)  # a new test: time for every worker to set up before the first arrival
             self.controller.origin = time.time() + lead
             self.controller.reset_workers()
             self.controller.publish(force=True)  # and every worker gets its share again
-            if self.mode == "master":
+            if self.on_master:
                 self._loop = gevent.spawn(self._publish_loop)
         if self.scheduler is not None:
             self.scheduler.start()
@@ -358,5 +360,5 @@ class Study:
             (d / "pareto.csv").write_text(pareto_csv(s["stages"], key))
 
 
-def attach(environment: Any, run: Any, mode: str) -> Study:
-    return Study(environment, run, mode)
+def attach(environment: Any, run: Any) -> Study:
+    return Study(environment, run)
