@@ -38,3 +38,16 @@ def test_metrics_does_not_import_slo() -> None:
 
 def test_py_typed_is_shipped() -> None:
     assert (PACKAGE / "py.typed").is_file()
+
+
+def test_no_run_mode_strings_are_compared() -> None:
+    """Roles are classes (run.py): nothing tests a mode string against master/worker/local."""
+    roles = {"master", "worker", "local"}
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                sides = [node.left, *node.comparators]
+                if any(isinstance(s, ast.Constant) and s.value in roles for s in sides):
+                    offenders.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+    assert offenders == []
