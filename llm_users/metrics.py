@@ -177,6 +177,17 @@ def sampling_issues(rec: RequestRecord, max_tokens: int, ignore_eos_sent: bool) 
     return issues or None
 
 
+#: Values below 2**_UNIT_BITS µs have buckets one microsecond wide in a 3-significant-figure
+#: histogram (2048 sub-buckets); above, each doubling of the value doubles the bucket width.
+_UNIT_BITS = 11
+
+
+def bucket_floor_us(us: int) -> int:
+    """The lowest value of the histogram bucket ``us`` falls in (the same counts slot)."""
+    b = us.bit_length() - _UNIT_BITS
+    return us >> b << b if b > 0 else us
+
+
 def new_histogram() -> HdrHistogram:
     return HdrHistogram(1, _HIGHEST_US, _SIG_FIGS)
 
@@ -185,8 +196,12 @@ class Distribution:
     """One latency metric: an HDR histogram in microseconds plus exact count/sum/min/max in ns.
 
     Adding is on the hot path (every ITL gap), and ``HdrHistogram.record_value`` costs about
-    5 µs in Python, so values are first counted per microsecond in a dict (a fraction of a
-    microsecond) and recorded into the histogram in bulk whenever it is read.
+    5 µs in Python, so values are first counted in a dict (a fraction of a microsecond) and
+    recorded into the histogram in bulk whenever it is read. The dict is keyed by the lowest
+    microsecond value of the histogram bucket a value falls in (:func:`bucket_floor_us`), not
+    by the microsecond itself: the histogram counts exactly the same, and the dict holds at
+    most one key per bucket in use (a few thousand), however long a run goes without reading
+    it. Keyed per microsecond it grew with every new value of a long run's tails (issue 10).
     """
 
     __slots__ = ("_hist", "_pending", "count", "sum_ns", "min_ns", "max_ns")
@@ -211,6 +226,9 @@ class Distribution:
 
     def add(self, ns: float) -> None:
         us = min(max(int(ns + 500) // 1000, 0), _HIGHEST_US)
+        b = us.bit_length() - _UNIT_BITS
+        if b > 0:
+            us = us >> b << b
         p = self._pending
         p[us] = p.get(us, 0) + 1
         self.count += 1
@@ -226,8 +244,12 @@ class Distribution:
             return
         p = self._pending
         get = p.get
+        unit = _UNIT_BITS
         for ns in values:
             us = (ns + 500) // 1000
+            b = us.bit_length() - unit
+            if b > 0:
+                us = us >> b << b
             p[us] = get(us, 0) + 1
         if max(values) // 1000 > _HIGHEST_US or min(values) < 0:  # rare: clamp the odd value
             for us in [u for u in p if u > _HIGHEST_US or u < 0]:

@@ -132,3 +132,27 @@ def test_interrupted_reconnects_and_sampling_issues_count_and_merge() -> None:
                                                                             "model_mismatch": 1}
     assert all(v["hint"] for v in out["sampling_issues"].values())
     assert out["failures_by_category"] == {"empty_response": 1}
+
+
+def test_pending_counts_stay_bounded_and_exact() -> None:
+    """Issue 10: the pending counts were keyed per microsecond, so a long run that never read
+    the histogram kept one dict entry per distinct value seen (a worker's or local run's memory
+    grew with every request). Keyed per histogram bucket they stay a few thousand entries, and
+    the histogram counts exactly what per-microsecond keys gave."""
+    from llm_users.metrics import bucket_floor_us, new_histogram
+
+    rng = random.Random(7)
+    d = Distribution()
+    ref = new_histogram()
+    values = [rng.randint(1_000, 60_000_000_000) for _ in range(200_000)]  # 1 µs .. 60 s, all distinct-ish
+    d.add_many(values[:100_000])
+    for v in values[100_000:]:
+        d.add(v)
+    for v in values:
+        ref.record_value((v + 500) // 1000)
+    assert len(d._pending) <= 2048 + 1024 * 16  # one key per bucket in use: 1 µs .. 60 s
+    assert len(d._pending) < len({(v + 500) // 1000 for v in values}) / 4
+    for p in (50, 90, 99, 99.9, 100):
+        assert d.hist.get_value_at_percentile(p) == ref.get_value_at_percentile(p)
+    for us in (0, 1, 2047, 2048, 2049, 4097, 123_457, 3_599_999_999):
+        assert ref._counts_index_for(bucket_floor_us(us)) == ref._counts_index_for(us)
