@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..heap import fix_mmap_threshold
 from .config import DEFAULT_MAX_TOKENS, DISTRIBUTIONS, FAULT_KINDS, SimConfig
 
 DESCRIPTION = """\
@@ -179,6 +180,7 @@ async def serve(cfg: SimConfig, ready: Callable[[str], None] | None = None) -> N
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
+    fix_mmap_threshold()  # large transient buffers go back to the system (llm_users/heap.py)
     gc.collect()
     gc.freeze()  # startup objects out of the collector's way: shorter pauses on the chunk clock
     if ready is not None:
