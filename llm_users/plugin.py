@@ -10,6 +10,7 @@ Call :func:`register` once from a locustfile (the shipped ones do)::
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Any
 
@@ -21,6 +22,8 @@ from . import study
 from .errors import ConfigError
 from .outputs.files import check_report_dir
 from .run import MasterRun, MergingRun, role_for, run_for
+
+log = logging.getLogger(__name__)
 
 _registered: set[int] = set()
 
@@ -62,6 +65,7 @@ def _fail(message: str) -> None:
 
 
 def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
+    started_early = _watch_test_start(environment)  # see _replay_missed_test_start
     llm_events.install(environment.events)
     user_classes = list(environment.user_classes or [])
     try:
@@ -116,6 +120,35 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
     # the settings checks), and a 4 s run ended after 1.7 s. Bring the clock up to date.
     gevent.get_hub().loop.update_now()
     _route_ctrl_c_to_main()
+    _replay_missed_test_start(environment, started_early)
+
+
+def _watch_test_start(environment: Any) -> Any:
+    """A sentinel ``test_start`` listener for the start-up: it notes how many listeners there were
+    when Locust fired the event, i.e. which of ours it reached."""
+
+    def sentinel(**_: Any) -> None:
+        sentinel.reached = len(environment.events.test_start._handlers)  # type: ignore[attr-defined]
+
+    sentinel.reached = None  # type: ignore[attr-defined]
+    environment.events.test_start.add_listener(sentinel)
+    return sentinel
+
+
+def _replay_missed_test_start(environment: Any, sentinel: Any) -> None:
+    """A worker (``--processes`` forks them) is connected to its master while ``init`` still runs;
+    when something in this start-up yields to the event loop, the master's spawn can be handled
+    first and Locust fires ``test_start`` before all our listeners exist. The run then never
+    started: it shipped nothing and ignored the master's stop, and its records came only at
+    quit. Run the listeners added after that moment, once. (EventHook keeps its listeners in
+    ``_handlers`` and copies them when it fires; Locust has no public accessor.)"""
+    hook = environment.events.test_start
+    missed = list(hook._handlers[sentinel.reached:]) if sentinel.reached is not None else []
+    hook.remove_listener(sentinel)
+    if missed:
+        log.info("locust-llm: the test started while this process was still starting up; starting its run now")
+        for handler in missed:
+            handler(environment=environment)
 
 
 def _route_ctrl_c_to_main() -> None:
