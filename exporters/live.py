@@ -94,13 +94,9 @@ _registered: set[int] = set()
 
 def register(events: Any = None) -> None:
     """Attach the exporter to every run that fires ``llm_run_ready`` on these events (once)."""
+    events = llm_events.first_time(events, _registered)
     if events is None:
-        from locust import events as default_events
-
-        events = default_events
-    if id(events) in _registered:
         return
-    _registered.add(id(events))
     llm_events.install_run_ready(events).add_listener(attach_on_ready)
 
 

@@ -61,3 +61,17 @@ def _hook(events: Any, name: str) -> EventHook:
         hook = EventHook()
         setattr(events, name, hook)
     return hook
+
+
+def first_time(events: Any, seen: set[int]) -> Any | None:
+    """The ``events`` to register on (Locust's default ``events`` when None), or None when they
+    are already in ``seen``: the shared prelude of every ``register(events)`` that must add its
+    listeners once per ``Events`` instance."""
+    if events is None:
+        from locust import events as default_events
+
+        events = default_events
+    if id(events) in seen:
+        return None
+    seen.add(id(events))
+    return events

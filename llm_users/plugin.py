@@ -30,13 +30,9 @@ _registered: set[int] = set()
 
 def register(events: Any = None) -> None:
     """Add the ``--llm-*`` options, the ``llm_response`` event and the run listeners (once)."""
+    events = llm_events.first_time(events, _registered)
     if events is None:
-        from locust import events as default_events
-
-        events = default_events
-    if id(events) in _registered:
         return
-    _registered.add(id(events))
     _release_sdk_names()
     llm_events.install(events)
     events.init_command_line_parser.add_listener(llm_options.add_arguments)
