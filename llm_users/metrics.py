@@ -9,6 +9,7 @@ processes, plus exact sums, minima and maxima. Metric definitions are in docs/me
 from __future__ import annotations
 
 import base64
+import weakref
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -188,8 +189,18 @@ def bucket_floor_us(us: int) -> int:
     return us >> b << b if b > 0 else us
 
 
+def acyclic(h: HdrHistogram) -> HdrHistogram:
+    """``h`` with its reference cycle broken. hdrh's histogram and its encoder refer to each
+    other, so a dropped histogram (and its 188 KB counts array) was freed only by a full gc
+    pass, which a frozen, steady heap (gctune.py) makes rare: a worker dropped a dozen of
+    them at every ship interval and its memory grew by megabytes a minute (issue 10). The
+    encoder is only ever used through its histogram, so a weak proxy back to it suffices."""
+    h.encoder.histogram = weakref.proxy(h)
+    return h
+
+
 def new_histogram() -> HdrHistogram:
-    return HdrHistogram(1, _HIGHEST_US, _SIG_FIGS)
+    return acyclic(HdrHistogram(1, _HIGHEST_US, _SIG_FIGS))
 
 
 class Distribution:
@@ -309,7 +320,8 @@ class Distribution:
     def merge_wire(self, wire: dict[str, Any]) -> None:
         if not wire["count"]:
             return
-        self.hist.decode_and_add(base64.b64decode(wire["hist"]))
+        h = self.hist
+        h.add(acyclic(HdrHistogram.decode(base64.b64decode(wire["hist"]), h.b64_wrap)))  # decode_and_add, acyclic
         self._merge_exact(wire["count"], wire["sum_ns"], wire["min_ns"], wire["max_ns"])
 
 

@@ -156,3 +156,37 @@ def test_pending_counts_stay_bounded_and_exact() -> None:
         assert d.hist.get_value_at_percentile(p) == ref.get_value_at_percentile(p)
     for us in (0, 1, 2047, 2048, 2049, 4097, 123_457, 3_599_999_999):
         assert ref._counts_index_for(bucket_floor_us(us)) == ref._counts_index_for(us)
+
+
+def test_histograms_are_freed_without_the_cycle_collector() -> None:
+    """Issue 10: hdrh's histogram and its encoder referred to each other, so every dropped
+    Distribution (a worker drops a StatsByName per ship interval; the master decodes one per
+    payload) kept a 188 KB counts array until a full gc pass. Freed by reference counting now."""
+    import gc
+    import weakref
+
+    gc.disable()
+    try:
+        d = Distribution()
+        d.add_many([1_000_000, 2_000_000, 30_000_000])
+        wire = d.to_wire()
+        merged = Distribution()
+        merged.merge_wire(wire)
+        merged.merge_wire(wire)
+        assert merged.count == 6 and merged.hist.get_value_at_percentile(100) == d.hist.get_value_at_percentile(100)
+        refs = [weakref.ref(d.hist), weakref.ref(merged.hist)]
+        del d, merged
+        assert [r() for r in refs] == [None, None]
+        s = StatsByName()
+        s.add(rec(1))
+        s.merge_wire(s.to_wire())
+        before = sum(1 for o in gc.get_objects() if type(o).__name__ == "HdrHistogram")
+        for _ in range(20):
+            t = StatsByName()
+            t.add(rec(2))
+            s.merge_wire(t.to_wire())
+            del t
+        after = sum(1 for o in gc.get_objects() if type(o).__name__ == "HdrHistogram")
+        assert after == before  # nothing left for the cycle collector
+    finally:
+        gc.enable()
