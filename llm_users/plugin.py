@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 import gevent
+from gevent.event import Event
 
 from . import events as llm_events
 from . import options as llm_options
@@ -121,12 +122,20 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
 
 def _watch_test_start(environment: Any) -> Any:
     """A sentinel ``test_start`` listener for the start-up: it notes how many listeners there were
-    when Locust fired the event, i.e. which of ours it reached."""
+    when Locust fired the event, i.e. which of ours it reached. Fired from another greenlet (a
+    worker's message loop, while start-up yields), it holds that greenlet until start-up is done:
+    Locust spawns the users right after the event, and users made before the missed listeners ran
+    would take this process's own options instead of the master's (``--llm-client``, max tokens)."""
+    init = gevent.getcurrent()
+    done = Event()
 
     def sentinel(**_: Any) -> None:
         sentinel.reached = len(environment.events.test_start._handlers)  # type: ignore[attr-defined]
+        if gevent.getcurrent() is not init:
+            done.wait()
 
     sentinel.reached = None  # type: ignore[attr-defined]
+    sentinel.done = done  # type: ignore[attr-defined]
     environment.events.test_start.add_listener(sentinel)
     return sentinel
 
@@ -145,6 +154,7 @@ def _replay_missed_test_start(environment: Any, sentinel: Any) -> None:
         log.info("locust-llm: the test started while this process was still starting up; starting its run now")
         for handler in missed:
             handler(environment=environment)
+    sentinel.done.set()  # the spawn held by the sentinel goes on, with the settings refreshed
 
 
 def _route_ctrl_c_to_main() -> None:
