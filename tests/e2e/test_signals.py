@@ -6,7 +6,9 @@ master waits for them, writes every output once and exits. Each run checks:
 requests.jsonl lines == summary.json ``records`` == merged requests (measured + excluded +
 interrupted) == requests the simulator started, and what it served == records less those
 marked interrupted (in flight when the stop cut them); one LLM summary, no traceback, no worker
-reported lost.
+reported lost. SDK mode (``--llm-client sdk``, the OpenAI locustfile through the openai SDK) must
+give the same counts: every variant runs in it locally, and one signal kind in each distributed
+set-up.
 """
 
 from __future__ import annotations
@@ -28,13 +30,19 @@ COMMON = ["--headless", "--only-summary", "-u", "6", "-r", "6", "-t", "60s", "--
           "--llm-prometheus-port", "0"]
 
 
+# raw mode: the vLLM locustfile, our stream client; SDK mode: the OpenAI locustfile (named like
+# the SDK, decision 4c) through the openai SDK. Workers get --llm-client from the master.
+LOCUSTFILES = {"raw": "vllm.py", "sdk": "openai.py"}
+CLIENT_ARGS = {"raw": [], "sdk": ["--llm-client", "sdk"]}
+
+
 def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")}
+    return {k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")} | {"OPENAI_API_KEY": "sk-test"}
 
 
-def _locust(args: list[str], log: Path, **kw: object) -> subprocess.Popen:
-    return subprocess.Popen([LOCUST, "-f", str(ROOT / "locustfiles" / "vllm.py"), "--loglevel", "INFO", *args],
-                            cwd=ROOT, env=_env(), stdout=log.open("w"), stderr=subprocess.STDOUT, **kw)
+def _locust(args: list[str], log: Path, client: str = "raw", **kw: object) -> subprocess.Popen:
+    return subprocess.Popen([LOCUST, "-f", str(ROOT / "locustfiles" / LOCUSTFILES[client]), "--loglevel", "INFO",
+                             *args], cwd=ROOT, env=_env(), stdout=log.open("w"), stderr=subprocess.STDOUT, **kw)
 
 
 def _wait_for_traffic(sim_url: str, at_least: int = 20, timeout: float = 30) -> None:
@@ -46,7 +54,7 @@ def _wait_for_traffic(sim_url: str, at_least: int = 20, timeout: float = 30) -> 
     raise AssertionError("no traffic reached the simulator")
 
 
-def _check(report: Path, sim_url: str, logs: list[Path]) -> None:
+def _check(report: Path, sim_url: str, logs: list[Path], client: str = "raw") -> None:
     text = "\n".join(p.read_text() for p in logs)
     assert "Traceback" not in text, text[-4000:]
     assert "Bad file descriptor" not in text, text[-4000:]
@@ -63,47 +71,54 @@ def _check(report: Path, sim_url: str, logs: list[Path]) -> None:
     assert stats["served"] == len(records) - interrupted == len(records) - ov["interrupted"], stats
     assert summary["workers"]["lost"] == []
     assert len(records) >= 20
+    assert {r["client"] for r in records} == {client}
 
 
+@pytest.mark.parametrize("client", ["raw", "sdk"])
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_local_run_stops_cleanly_on_a_signal(sim_factory, tmp_path, sig) -> None:
+def test_local_run_stops_cleanly_on_a_signal(sim_factory, tmp_path, sig, client) -> None:
     sim = sim_factory(*SIM_ARGS)
     report = tmp_path / "r"
     log = tmp_path / "local.log"
-    proc = _locust([*COMMON, "--host", sim.url, "--llm-report", str(report)], log)
+    proc = _locust([*COMMON, *CLIENT_ARGS[client], "--host", sim.url, "--llm-report", str(report)], log, client)
     _wait_for_traffic(sim.url)
     proc.send_signal(sig)
     assert proc.wait(60) in (0, 1), log.read_text()[-3000:]
-    _check(report, sim.url, [log])
+    _check(report, sim.url, [log], client)
 
 
-@pytest.mark.parametrize("how", ["SIGTERM master", "SIGINT master", "SIGINT group"])
-def test_processes_2_stops_cleanly_on_a_signal(sim_factory, tmp_path, how) -> None:
+# SDK mode for one signal kind per distributed set-up (the stop path is the same for the others)
+DISTRIBUTED = [("SIGTERM master", "raw"), ("SIGINT master", "raw"), ("SIGINT group", "raw"),
+               ("SIGTERM master", "sdk")]
+
+
+@pytest.mark.parametrize(("how", "client"), DISTRIBUTED)
+def test_processes_2_stops_cleanly_on_a_signal(sim_factory, tmp_path, how, client) -> None:
     sim = sim_factory(*SIM_ARGS)
     report = tmp_path / "r"
     log = tmp_path / "master.log"
     port = str(free_port())  # not Locust's default 5557: other runs on the machine may hold it
-    proc = _locust([*COMMON, "--processes", "2", "--master-bind-port", port, "--master-port", port, "--host", sim.url, "--llm-report", str(report)], log,
-                   start_new_session=True)
+    proc = _locust([*COMMON, *CLIENT_ARGS[client], "--processes", "2", "--master-bind-port", port, "--master-port",
+                    port, "--host", sim.url, "--llm-report", str(report)], log, client, start_new_session=True)
     _wait_for_traffic(sim.url)
     if how == "SIGINT group":
         os.killpg(proc.pid, signal.SIGINT)
     else:
         proc.send_signal(signal.SIGTERM if how.startswith("SIGTERM") else signal.SIGINT)
     assert proc.wait(60) in (0, 1), log.read_text()[-3000:]
-    _check(report, sim.url, [log])
+    _check(report, sim.url, [log], client)
 
 
-@pytest.mark.parametrize("how", ["SIGTERM master", "SIGINT master", "SIGINT group"])
-def test_master_and_workers_stop_cleanly_on_a_signal(sim_factory, tmp_path, how) -> None:
+@pytest.mark.parametrize(("how", "client"), DISTRIBUTED)
+def test_master_and_workers_stop_cleanly_on_a_signal(sim_factory, tmp_path, how, client) -> None:
     sim = sim_factory(*SIM_ARGS)
     port = free_port()
     report = tmp_path / "r"
-    master = _locust([*COMMON, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                      "--expect-workers", "2", "--host", sim.url, "--llm-report", str(report)],
-                     tmp_path / "master.log", process_group=0)
+    master = _locust([*COMMON, *CLIENT_ARGS[client], "--master", "--master-bind-host", "127.0.0.1",
+                      "--master-bind-port", str(port), "--expect-workers", "2", "--host", sim.url, "--llm-report",
+                      str(report)], tmp_path / "master.log", client, process_group=0)
     workers = [_locust(["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
-                       tmp_path / f"w{i}.log", process_group=master.pid) for i in range(2)]
+                       tmp_path / f"w{i}.log", client, process_group=master.pid) for i in range(2)]
     try:
         _wait_for_traffic(sim.url)
         if how == "SIGINT group":
@@ -117,4 +132,4 @@ def test_master_and_workers_stop_cleanly_on_a_signal(sim_factory, tmp_path, how)
         for p in (master, *workers):
             if p.poll() is None:
                 p.kill()
-    _check(report, sim.url, [tmp_path / "master.log", tmp_path / "w0.log", tmp_path / "w1.log"])
+    _check(report, sim.url, [tmp_path / "master.log", tmp_path / "w0.log", tmp_path / "w1.log"], client)
