@@ -11,12 +11,12 @@ the last :data:`KEEP_S` seconds.
 
 from __future__ import annotations
 
-import math
 from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
 from .metrics import RequestRecord, StatsByName
+from .outputs.timeline import pcts_ms
 from .slo import slo_results
 
 RATE_WINDOW_S = 10
@@ -36,12 +36,9 @@ class _Second:
     by_name: dict[str, list[int]] = field(default_factory=dict)  # name -> [finished, failures, tokens, good]
 
 
-def _pct_ms(values: list[int], p: float) -> float | None:
-    """Nearest-rank percentile of sorted ns values, in ms (2 decimals)."""
-    if not values:
-        return None
-    k = max(0, min(len(values) - 1, math.ceil(p / 100 * len(values)) - 1))
-    return round(values[k] / 1e6, 2)
+def _ms2(values: array) -> list[float | None]:
+    """p50 and p99 (nearest rank, the timeline's slice-sorted way) in ms, 2 decimals."""
+    return [None if v is None else round(v, 2) for v in pcts_ms(values, (50, 99))]
 
 
 class LiveView:
@@ -135,10 +132,10 @@ class LiveView:
         return out
 
     def _point(self, t: int, s: _Second) -> dict[str, Any]:
-        ttft, itl = sorted(s.ttft), sorted(s.itl)
+        (ttft50, ttft99), (itl50, itl99) = _ms2(s.ttft), _ms2(s.itl)
         point: dict[str, Any] = {
-            "time": t, "ttftP50": _pct_ms(ttft, 50), "ttftP99": _pct_ms(ttft, 99),
-            "itlP50": _pct_ms(itl, 50), "itlP99": _pct_ms(itl, 99), "outTokS": s.tokens, "reqS": s.finished,
+            "time": t, "ttftP50": ttft50, "ttftP99": ttft99,
+            "itlP50": itl50, "itlP99": itl99, "outTokS": s.tokens, "reqS": s.finished,
         }
         if self.slos:
             point["goodputS"] = s.good

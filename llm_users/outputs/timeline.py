@@ -49,11 +49,11 @@ def _rank(p: float, n: int) -> int:
 
 
 def _pct_ms(values: array, p: float) -> float | None:
-    r = _pcts_ms(values, (p,))
+    r = pcts_ms(values, (p,))
     return r[0]
 
 
-def _pcts_ms(values: array, ps: tuple[float, ...], pause: Callable[[], None] | None = None) -> list[float | None]:
+def pcts_ms(values: array, ps: tuple[float, ...], pause: Callable[[], None] | None = None) -> list[float | None]:
     """Nearest-rank percentiles of ``values`` (ns) in ms, sorting at most SLICE values at a time."""
     n = len(values)
     if not n:
@@ -129,8 +129,8 @@ class Timeline:
 
     def _close(self, t: int, pause: Callable[[], None] | None = None) -> None:
         s = self._open.pop(t)
-        ttft50, ttft99 = _pcts_ms(s.ttft, (50, 99), pause)
-        itl50, itl99 = _pcts_ms(s.itl, (50, 99), pause)
+        ttft50, ttft99 = pcts_ms(s.ttft, (50, 99), pause)
+        itl50, itl99 = pcts_ms(s.itl, (50, 99), pause)
         self._rows[t] = {
             "requests_started": s.started, "requests_finished": s.finished, "failures": s.failures,
             "output_tokens_per_s": s.tokens,

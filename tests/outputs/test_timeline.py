@@ -42,8 +42,8 @@ def test_sliced_percentiles_equal_a_full_sort_and_pause_between_slices() -> None
         values = array("q", (rng.randint(19_000_000, 60_000_000) for _ in range(n)))
         s = sorted(values)
         pauses: list[int] = []
-        got = timeline._pcts_ms(values, (50, 99, 100), pause=lambda p=pauses: p.append(1))
+        got = timeline.pcts_ms(values, (50, 99, 100), pause=lambda p=pauses: p.append(1))
         want = [s[max(0, min(n - 1, math.ceil(p / 100 * n) - 1))] / 1e6 for p in (50, 99, 100)]
         assert got == want, n
         assert len(pauses) == (0 if n <= timeline.SLICE else math.ceil(n / timeline.SLICE) + 2)
-    assert timeline._pcts_ms(array("q"), (50,)) == [None]
+    assert timeline.pcts_ms(array("q"), (50,)) == [None]
