@@ -1,5 +1,6 @@
 """Issue 10 items 3 and 4: a misconfigured run backs off instead of flooding, says so, and its
-verdict names the top failure; Locust's failure table has one row per kind of failure."""
+verdict names the top failure; Locust's failure table has one row per kind of failure. Backing off
+is checked in raw and SDK mode (``--llm-client sdk``: the openai SDK's connect errors and 401s)."""
 
 from __future__ import annotations
 
@@ -10,16 +11,22 @@ from tests.helpers import free_port, get_json, read_records, read_summary, run_l
 pytestmark = pytest.mark.slow
 
 
-def run_dead(tmp_path, *extra: str):
+CLIENTS = ["raw", "sdk"]
+
+
+def run_dead(tmp_path, client: str, *extra: str):
     report = tmp_path / ("r" + "".join(extra).replace("-", ""))
     proc = run_locust("vllm.py", "--host", f"http://127.0.0.1:{free_port()}", "-u", "2", "-r", "2", "-t", "4s",
-                      "--llm-model", "m", "--llm-prometheus-port", "0", *extra, report=report, timeout=90)
+                      "--llm-model", "m", "--llm-prometheus-port", "0", "--llm-client", client, *extra,
+                      report=report, timeout=90)
+    assert {r["client"] for r in read_records(report)} == {client}
     return proc, report
 
 
-def test_a_dead_host_is_not_flooded_and_the_verdict_says_why(tmp_path) -> None:
-    on, on_report = run_dead(tmp_path)
-    off, off_report = run_dead(tmp_path, "--llm-backoff", "off")
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_dead_host_is_not_flooded_and_the_verdict_says_why(tmp_path, client) -> None:
+    on, on_report = run_dead(tmp_path, client)
+    off, off_report = run_dead(tmp_path, client, "--llm-backoff", "off")
     n_on, n_off = len(read_records(on_report)), len(read_records(off_report))
     # two users, 4 s: three quick failures each, then 0.5 + 1 + 2 s of waits: at most ~6 each
     assert 6 <= n_on <= 16, n_on
@@ -34,13 +41,16 @@ def test_a_dead_host_is_not_flooded_and_the_verdict_says_why(tmp_path) -> None:
     assert not off_s["backoff"]["enabled"] and off_s["backoff"]["waits"] == 0
 
 
-def test_identical_401s_back_off(sim_factory, tmp_path) -> None:
+@pytest.mark.parametrize("client", CLIENTS)
+def test_identical_401s_back_off(sim_factory, tmp_path, client) -> None:
     sim = sim_factory("--require-api-key", "the-right-key", "--output-tokens", "5")
     report = tmp_path / "r"
     proc = run_locust("vllm.py", "--host", sim.url, "-u", "2", "-r", "2", "-t", "4s", "--llm-model", "m",
-                      "--llm-prometheus-port", "0", report=report, timeout=90)
+                      "--llm-prometheus-port", "0", "--llm-client", client, report=report, timeout=90)
     served = get_json(sim.url + "/_sim/stats")
-    assert len(read_records(report)) <= 16, served
+    records = read_records(report)
+    assert {r["client"] for r in records} == {client}
+    assert len(records) <= 16, served
     assert read_summary(report)["self_check"]["top_failure"] == "http_401"
     assert "top category http_401" in proc.stdout
 
