@@ -1,6 +1,7 @@
 """Issue 10 item 8: an API key never appears anywhere: a canary key, given through the
 environment and inside the simulator's arguments, is looked for in every locustfile's console
-output and report files, and in a web-UI run's pages, summary route and /metrics."""
+output and report files (in raw mode, and in SDK mode for every locustfile that has an SDK, whose
+clients log at DEBUG too), and in a web-UI run's pages, summary route and /metrics."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import LOCUST, ROOT, free_port, read_summary, run_locust
+from tests.helpers import LOCUST, ROOT, free_port, read_records, read_summary, run_locust
 
 pytestmark = pytest.mark.slow
 
 CANARY = "sk-canary-7f3a9c2e5b1d4e8f"
 LOCUSTFILES = ["vllm.py", "openai.py", "claude.py", "gemini.py", "ollama.py", "tgi.py"]
+SDK_LOCUSTFILES = ["vllm.py", "openai.py", "claude.py", "gemini.py", "ollama.py"]  # tgi has no SDK
+RUNS = [(f, "raw") for f in LOCUSTFILES] + [(f, "sdk") for f in SDK_LOCUSTFILES]
 ENV = {"CANARY_LLM_KEY": CANARY, "OPENAI_API_KEY": CANARY, "ANTHROPIC_API_KEY": CANARY, "GEMINI_API_KEY": CANARY}
 SIM_ARGS = f"--require-api-key {CANARY} --output-tokens 5 --ttft-ms 5 --itl-ms 2"
 
@@ -27,18 +30,19 @@ def leaks(root: Path) -> list[str]:
     return [str(p) for p in root.rglob("*") if p.is_file() and CANARY.encode() in p.read_bytes()]
 
 
-@pytest.mark.parametrize("locustfile", LOCUSTFILES)
-def test_no_output_file_or_log_line_carries_the_key(tmp_path, locustfile) -> None:
+@pytest.mark.parametrize(("locustfile", "client"), RUNS)
+def test_no_output_file_or_log_line_carries_the_key(tmp_path, locustfile, client) -> None:
     report = tmp_path / "r"
     proc = run_locust(locustfile, "-u", "2", "-r", "2", "-t", "3s", "--llm-api-key-env", "CANARY_LLM_KEY",
                       "--llm-sim-args", SIM_ARGS, "--llm-prometheus-port", "0", "--loglevel", "DEBUG",
-                      report=report, env=ENV, timeout=90)
+                      "--llm-client", client, report=report, env=ENV, timeout=90)
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
     assert CANARY not in proc.stdout and CANARY not in proc.stderr
     assert "***" in proc.stdout  # the simulator's start line, masked
     assert leaks(report) == []
     summary = read_summary(report)
     assert summary["overall"]["successes"] > 0  # the key reached the server: it was really in use
+    assert {r["client"] for r in read_records(report)} == {client}
     config = summary["config"]
     assert "llm_max_tokens" in config and config["llm_sim_args"] == SIM_ARGS.replace(CANARY, "***")
 
