@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 import orjson
-from gevent import Timeout
+from gevent import Timeout, getcurrent
 
 from .errors import ConfigError, LLMRequestError, TotalTimeout
 from .failures import from_sdk_exception
@@ -66,13 +66,15 @@ def check_sdk_available(user_cls: Any, endpoint: str | None = None) -> Any:
 
 
 class SDKSession:
-    """One user's SDK client and the httpx client under it (hooks stamp the current request)."""
+    """One user's SDK client and the httpx client under it (its hooks stamp the request of the
+    greenlet they run in)."""
 
     def __init__(self, user: Any) -> None:
         t = user.settings.timeouts
         self.timeouts = t
-        self.current: RequestState | None = None
-        self.request_id = ""
+        # the request each greenlet is streaming: the hooks run in the greenlet that made the SDK
+        # call, and the open-loop scheduler sends many requests at once through one user's session
+        self.streaming: dict[Any, RequestState] = {}
         # connect, read (the first byte until the head arrives), write, pool: a tuple, which
         # every httpx flavour takes; the request hook re-applies it whatever the SDK passes
         self._limits = {"connect": t.connect, "read": t.first_byte, "write": t.read, "pool": t.connect}
@@ -100,12 +102,13 @@ class SDKSession:
         # our limits, whatever the SDK passed per request; the id the simulator traces by
         request.extensions["timeout"] = dict(self._limits)
         request.headers.update(self.user.extra_headers)
-        if self.request_id:
-            request.headers["X-Request-Id"] = self.request_id
+        state = self.streaming.get(getcurrent())
+        if state is not None:
+            request.headers["X-Request-Id"] = state.record.request_id
 
     def _on_response(self, response: Any) -> None:
         now = perf_counter_ns()
-        state = self.current
+        state = self.streaming.get(getcurrent())
         if state is not None:
             state.response(response.status_code, now)
         # bytes flow from here on: the longest gap between reads is the read limit
@@ -117,8 +120,8 @@ class SDKSession:
         body = orjson.loads(req.body)
         state = RequestState(rec, self.route.parser(), overload_statuses)
         parser = state.parser
-        self.current = state
-        self.request_id = rec.request_id
+        me = getcurrent()
+        self.streaming[me] = state
         total = Timeout(self.timeouts.total)
         total.start()
         try:
@@ -137,8 +140,7 @@ class SDKSession:
             raise from_sdk_exception(e, state) from e
         finally:
             total.close()
-            self.current = None
-            self.request_id = ""
+            del self.streaming[me]
         return rec
 
 
