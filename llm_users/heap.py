@@ -18,7 +18,6 @@ leaves glibc's default; on other C libraries this does nothing.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import sys
 
@@ -32,8 +31,9 @@ def fix_mmap_threshold(threshold: int = MMAP_THRESHOLD) -> bool:
     if os.environ.get(ENV) == "off" or not sys.platform.startswith("linux"):
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
+        # the process's own symbols (the C library it runs on): ``find_library`` would run
+        # ``ldconfig`` in a subprocess, which yields to the event loop at a worker's start-up
+        mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):  # not glibc (musl has no mallopt)
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
