@@ -31,7 +31,6 @@ from gevent import Timeout, getcurrent
 from .errors import ConfigError, LLMRequestError, TotalTimeout
 from .failures import from_sdk_exception
 from .metrics import RequestRecord
-from .prompts import Messages
 from .protocols.backend import SDKSetup, all_backends
 from .request_state import RequestState
 
@@ -144,8 +143,9 @@ class SDKSession:
         return rec
 
 
-def sdk_stream(user: Any, messages: Messages, rec: RequestRecord) -> RequestRecord:
-    """Run one request through the user's SDK session (made on first use)."""
+def sdk_stream(user: Any, spec: Any, rec: RequestRecord) -> RequestRecord:
+    """Run one request (its ``spec`` built by the user) through the user's SDK session (made
+    in ``on_start``, or here on first use)."""
     if user._sdk is None:
         user._sdk = SDKSession(user)
-    return user._sdk.stream(user.request_spec(messages), rec, user.descriptor.overload_statuses)
+    return user._sdk.stream(spec, rec, user.descriptor.overload_statuses)

@@ -177,29 +177,27 @@ class LLMUser(User):
         if item is not None and item.max_tokens is not None and item.max_tokens != base.sampling.max_tokens:
             settings = replace(base, sampling=replace(base.sampling, max_tokens=item.max_tokens))
         client = stream_client or self.stream_client
-        if settings is base or base.client != "sdk":
-            return self._send(messages, item, settings, client, scheduled_ns, inflight_wait_ns)
-        self.settings = settings  # SDK mode reads the user's settings while it streams
-        try:
-            return self._send(messages, item, settings, client, scheduled_ns, inflight_wait_ns)
-        finally:
-            self.settings = base
+        return self._send(messages, item, settings, client, scheduled_ns, inflight_wait_ns)
 
     def _send(self, messages: Messages, item: WorkItem | None, settings: Settings, client: StreamClient,
               scheduled_ns: int | None, inflight_wait_ns: int | None) -> RequestRecord:
         overload = self.descriptor.overload_statuses
-        if self.settings.client == "sdk":
+        # this request's settings (its own max tokens) only while it is built: no yield in between,
+        # so requests the open-loop scheduler sends at once through this user never see another's
+        held, self.settings = self.settings, settings
+        try:
+            sdk = settings.client == "sdk"
+            spec = self.request_spec(messages) if sdk else None
+            req = None if sdk else self.build_request(messages)
+        finally:
+            self.settings = held
+        if spec is not None:
             from .sdk import sdk_stream  # optional extra: imported at start by the plugin's checks
 
-            name = self.sdk_name()
-            rec = self._new_record(name)
-            run = lambda: sdk_stream(self, messages, rec)  # noqa: E731
+            rec = self._new_record(self.sdk_name())
+            run = lambda: sdk_stream(self, spec, rec)  # noqa: E731
         else:
-            held, self.settings = self.settings, settings  # only while it is built: no yield in between
-            try:
-                req = self.build_request(messages)
-            finally:
-                self.settings = held
+            assert req is not None
             rec = self._new_record(req.name)
             req.headers.update(self.extra_headers)
             req.headers["X-Request-Id"] = rec.request_id
