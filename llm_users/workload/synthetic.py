@@ -34,6 +34,8 @@ WORDS = tuple(
     ["time", "year", "people", "way", "day", "man", "thing", "woman", "life", "child", "world", "school", "state", "family", "student", "group", "country", "problem", "hand", "part", "place", "case", "week", "company", "system", "program", "question", "work", "government", "number", "night", "point", "home", "water", "room", "mother", "area", "money", "story", "fact", "month", "lot", "right", "study", "book", "eye", "job", "word", "business", "issue", "side", "kind", "head", "house", "service", "friend", "father", "power", "hour", "game", "line", "end", "member", "law", "car", "city", "name", "team", "minute", "idea", "body", "information", "back", "parent", "face", "others", "level", "office", "door", "health", "person", "art", "war", "history", "party", "result", "change", "morning", "reason", "research", "girl", "guy", "moment", "air", "teacher", "force", "education", "foot", "boy", "age", "policy", "music", "market", "sense", "nation", "plan", "college", "interest", "death", "experience", "effect", "class", "control", "care", "field", "development", "role", "effort", "rate", "heart", "drug", "show", "leader", "light", "voice", "wife", "police", "mind", "price", "report", "decision", "son", "view", "relationship", "town", "road", "arm", "difference", "value", "building", "action", "model", "season", "society", "tax", "director", "position", "player", "record", "paper", "space", "ground", "form", "event", "official", "matter", "center", "couple", "site", "project", "activity", "star", "table", "need", "court", "oil", "situation", "cost", "industry", "figure", "street", "image", "phone", "data", "picture", "practice", "piece", "land", "product", "doctor", "wall", "patient", "worker", "news", "test", "movie"]
 )
 
+SHORT_WORDS = tuple(w for w in WORDS if len(w) <= 4)  # one token in any common tokenizer
+
 CALIBRATION_WORDS = (len(WORDS), 3 * len(WORDS))  # whole passes: their token counts are exact
 
 
@@ -121,9 +123,11 @@ class Fitter:
                 best = (abs(n - want), text)
             if n == want:
                 break
-            step = max(1, round(abs(want - n) / self.tokens_per_word))
+            near = abs(want - n) <= 2  # near: one short word at a time (a long one may be two tokens)
+            step = 1 if near else max(1, round(abs(want - n) / self.tokens_per_word))
             if n < want:
-                words += [rng.choice(WORDS) for _ in range(step)]
+                pool = SHORT_WORDS if near else WORDS
+                words += [rng.choice(pool) for _ in range(step)]
             elif len(words) > 1:
                 del words[max(1, len(words) - step):]
             else:
