@@ -135,10 +135,6 @@ class LLMUser(User):
         if self.descriptor.discover_model and self.settings.model is None:
             self.model_name = _discover_model(self.stream_client, self.backend)
         self.prepare_workload()
-        if self.settings.client == "sdk" and self._sdk is None:
-            from .sdk import SDKSession
-
-            self._sdk = SDKSession(self)  # the SDK client is built here (~0.1 s), not in the first request's time
 
     # the task -------------------------------------------------------------------------------
     @task
