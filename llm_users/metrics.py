@@ -236,10 +236,7 @@ class Distribution:
         return self._hist
 
     def add(self, ns: float) -> None:
-        us = min(max(int(ns + 500) // 1000, 0), _HIGHEST_US)
-        b = us.bit_length() - _UNIT_BITS
-        if b > 0:
-            us = us >> b << b
+        us = bucket_floor_us(min(max(int(ns + 500) // 1000, 0), _HIGHEST_US))
         p = self._pending
         p[us] = p.get(us, 0) + 1
         self.count += 1

@@ -45,7 +45,7 @@ class LLMRun:
         self.node = node
         self.monitor: SelfMonitor | None = SelfMonitor(node) if self.generates_load else None
         self.gc: GcTuner | None = GcTuner() if self.generates_load else None
-        self.heap_fixed = fix_mmap_threshold()  # large transient buffers go back (heap.py, issue 10)
+        fix_mmap_threshold()  # large transient buffers go back (heap.py, issue 10)
         self.test_start: float | None = None
         self.test_stop: float | None = None
         self._stopped = False  # test_stop handled for the current test

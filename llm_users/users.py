@@ -182,18 +182,18 @@ class LLMUser(User):
         # so requests the open-loop scheduler sends at once through this user never see another's
         held, self.settings = self.settings, settings
         try:
-            sdk = settings.client == "sdk"
-            spec = self.request_spec(messages) if sdk else None
-            req = None if sdk else self.build_request(messages)
+            if settings.client == "sdk":
+                spec = self.request_spec(messages)
+            else:
+                req = self.build_request(messages)
         finally:
             self.settings = held
-        if spec is not None:
+        if settings.client == "sdk":
             from .sdk import sdk_stream  # optional extra: imported at start by the plugin's checks
 
             rec = self._new_record(self.sdk_name())
             run = lambda: sdk_stream(self, spec, rec)  # noqa: E731
         else:
-            assert req is not None
             rec = self._new_record(req.name)
             req.headers.update(self.extra_headers)
             req.headers["X-Request-Id"] = rec.request_id

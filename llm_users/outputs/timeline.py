@@ -48,11 +48,6 @@ def _rank(p: float, n: int) -> int:
     return max(0, min(n - 1, math.ceil(p / 100 * n) - 1))
 
 
-def _pct_ms(values: array, p: float) -> float | None:
-    r = pcts_ms(values, (p,))
-    return r[0]
-
-
 def pcts_ms(values: array, ps: tuple[float, ...], pause: Callable[[], None] | None = None) -> list[float | None]:
     """Nearest-rank percentiles of ``values`` (ns) in ms, sorting at most SLICE values at a time."""
     n = len(values)
