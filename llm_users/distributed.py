@@ -10,7 +10,14 @@ waiting half a second for their last stats, so whatever the workers finish after
 first sends ``llm_stop``: each worker stops its users (honouring ``--stop-timeout``) and ships
 its final payload; the master waits for every live worker's final payload, then lets Locust
 carry on. A worker that dies loses at most its last interval; :class:`Collector` notes which
-worker, when, and how much data may be missing.
+worker, when, and how much data may be missing (a worker Locust knew whose data never came
+counts as lost too).
+
+Delivery of the final payload: ZeroMQ queues a message and sends it from its own thread, so a
+worker that exits right after sending (Ctrl-C to the process group makes every worker quit on
+its own) can take its final payload with it. The master answers each final payload with
+``llm_ack``; a quitting worker waits for that answer, sending the payload again every
+:data:`ACK_RESEND_S` (the master counts a payload once), up to :data:`ACK_WAIT_S`.
 
 Local runs use the same :class:`Collector` without messages: records go straight in.
 """
@@ -29,7 +36,10 @@ from .selfcheck import NodeHealth
 
 MESSAGE = "llm_data"
 STOP_MESSAGE = "llm_stop"
+ACK_MESSAGE = "llm_ack"
 SHIP_INTERVAL = 2.0
+ACK_RESEND_S = 1.0
+ACK_WAIT_S = 5.0
 
 
 class Shipper:
@@ -130,6 +140,16 @@ class Collector:
             self._keep(RequestRecord.from_dict(d))
         if payload.get("health"):
             self.add_health(payload["health"])
+
+    def expect(self, worker: str, now: float | None = None) -> None:
+        """A worker Locust knows: if none of its data ever arrives, it is reported lost."""
+        if worker not in self.workers:
+            now = time.time() if now is None else now
+            self.workers[worker] = WorkerState(worker, now, now)
+
+    def reported(self) -> list[str]:
+        """Workers whose data arrived (at least one payload)."""
+        return sorted(w for w, ws in self.workers.items() if ws.payloads)
 
     def pending(self, live_workers: list[str]) -> list[str]:
         """Live workers whose final payload has not arrived yet."""

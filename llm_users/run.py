@@ -18,9 +18,18 @@ from collections.abc import Callable
 from typing import Any
 
 import gevent
-from locust.runners import MasterRunner, WorkerRunner
+from locust.runners import STATE_RUNNING, STATE_STOPPING, MasterRunner, WorkerRunner
 
-from .distributed import MESSAGE, SHIP_INTERVAL, STOP_MESSAGE, Collector, Shipper
+from .distributed import (
+    ACK_MESSAGE,
+    ACK_RESEND_S,
+    ACK_WAIT_S,
+    MESSAGE,
+    SHIP_INTERVAL,
+    STOP_MESSAGE,
+    Collector,
+    Shipper,
+)
 from .gctune import GcTuner
 from .heap import fix_mmap_threshold
 from .lagtrace import span
@@ -150,10 +159,18 @@ class WorkerRun(LLMRun):
         super().__init__(environment, config, node)
         self.shipper = Shipper(node, dict(config.slos))
         self._stopping = False
+        self._unconfirmed: dict[str, Any] | None = None  # the last final payload, until the master's ack
 
     def install(self, runner: Any) -> None:
         super().install(runner)
         runner.register_message(STOP_MESSAGE, self.on_stop_request)
+        runner.register_message(ACK_MESSAGE, self.on_ack)
+
+    def on_ack(self, environment: Any = None, msg: Any = None, **_: Any) -> None:
+        """The master has our final payload (distributed.py: delivery of the final payload)."""
+        final = self._unconfirmed
+        if final is not None and msg is not None and (msg.data or {}).get("seq") == final["seq"]:
+            self._unconfirmed = None
 
     def keep(self, record: RequestRecord) -> None:
         self.shipper.add(record)
@@ -171,6 +188,21 @@ class WorkerRun(LLMRun):
                 gevent.sleep(0.05)
         self._stopping = True
         super().on_quitting(**kw)
+        self._await_ack()
+
+    def _await_ack(self) -> None:
+        """Before this process exits: the master confirms the final payload, or it is sent again
+        (bounded; a master that is gone costs ACK_WAIT_S and a warning, no data kept back)."""
+        limit = time.monotonic() + ACK_WAIT_S
+        resend = time.monotonic() + ACK_RESEND_S
+        while self._unconfirmed is not None and time.monotonic() < limit:
+            gevent.sleep(0.02)
+            if self._unconfirmed is not None and time.monotonic() >= resend:
+                resend += ACK_RESEND_S
+                self.environment.runner.send_message(MESSAGE, self._unconfirmed)
+        if self._unconfirmed is not None:
+            print(f"locust-llm: {self.node}: the master did not confirm this worker's final data within "
+                  f"{ACK_WAIT_S:g} s; its last {len(self._unconfirmed['records'])} records may be missing", flush=True)
 
     def on_test_start(self, **kw: Any) -> None:
         self._stopping = False
@@ -185,7 +217,10 @@ class WorkerRun(LLMRun):
     def _ship(self, final: bool = False) -> None:
         with span("shipper"):
             health = self.monitor.to_wire() if self.monitor is not None else None
-            self.environment.runner.send_message(MESSAGE, self.shipper.payload(health, final=final))
+            payload = self.shipper.payload(health, final=final)
+            if final:
+                self._unconfirmed = payload
+            self.environment.runner.send_message(MESSAGE, payload)
 
     def _loop(self) -> None:
         while True:
@@ -254,7 +289,7 @@ class MergingRun(LLMRun):
         }
         s["self_check"] = verdict(list(c.health.values()), ttft50, ttft99)
         s["workers"] = {
-            "reported": sorted(c.workers),
+            "reported": c.reported(),
             "lost": c.lost_workers(self.test_stop),
             "duplicate_records_dropped": c.duplicates,
         }
@@ -326,6 +361,9 @@ class MasterRun(MergingRun):
     def on_message(self, environment: Any = None, msg: Any = None, **_: Any) -> None:
         if msg is not None:
             self.collector.receive(msg.data)
+            data = msg.data
+            if data.get("final"):  # confirm it, also when delivered twice (the worker waits for this)
+                self.environment.runner.send_message(ACK_MESSAGE, {"seq": data["seq"]}, client_id=data["worker"])
 
     def on_test_start(self, **kw: Any) -> None:
         self._stop_sent = False
@@ -340,6 +378,14 @@ class MasterRun(MergingRun):
     def on_test_stopping(self, **_: Any) -> None:
         """Have every worker stop and ship its final payload before Locust stops."""
         runner = self.environment.runner
+        if runner.state == STATE_RUNNING:
+            # Locust sets STOPPING only after test_stopping; until then a worker that quits on
+            # its own (Ctrl-C to the process group) makes it hand that worker's users to the
+            # others, which would start sending again while we wait for their final data
+            runner.update_state(STATE_STOPPING)
+        now = time.time()
+        for c in runner.clients.all:
+            self.collector.expect(c.id, now)
         if not self._stop_sent:  # a second caller (signal + last worker quitting) only waits
             self._stop_sent = True
             runner.send_message(STOP_MESSAGE, None)
@@ -354,6 +400,8 @@ class MasterRun(MergingRun):
 
     def tick(self, now: float) -> None:
         runner = self.environment.runner
+        for c in runner.clients.all:
+            self.collector.expect(c.id, now)
         for wid in list(self.collector.workers):
             client = runner.clients.get(wid)
             if client is None or client.state == "missing":

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import time
 from argparse import Namespace
+from typing import Any
 
+import gevent
 import pytest
+from locust import User, constant, task
 from locust.env import Environment
+from locust.rpc import Message
 
 from llm_users import events as llm_events
-from llm_users.distributed import MESSAGE, STOP_MESSAGE
+from llm_users import run as run_module
+from llm_users.distributed import ACK_RESEND_S, MESSAGE, STOP_MESSAGE
 from llm_users.metrics import RequestRecord
 from llm_users.options import RunConfig
 from llm_users.run import LocalRun, MasterRun, WorkerRun, run_for
@@ -83,3 +89,127 @@ def test_time_based_warmup_and_cooldown_are_flagged_from_the_config(opts: dict, 
     run.classify(late)
     assert getattr(early, flag) and not (late.warmup or late.cooldown)
     run.close()
+
+
+# Stopping a distributed run (issue 10): the master and workers are real runners on loopback;
+# only the master's receipt of llm_data is wrapped, to lose payloads as a worker's exit can.
+
+class Idle(User):
+    wait_time = constant(0.05)
+
+    @task
+    def idle(self) -> None:
+        gevent.sleep(0.01)
+
+
+def _wait(cond, timeout: float = 10.0) -> None:  # noqa: ANN001
+    limit = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < limit, "timed out"
+        gevent.sleep(0.02)
+
+
+def _pair(workers: int = 1):  # noqa: ANN202
+    port = free_port()
+    menv = env_with(web_base_path="", enable_rebalancing=False)
+    menv.user_classes = [Idle]
+    master = menv.create_master_runner("127.0.0.1", port)
+    m = run_for(menv, RunConfig.from_options(menv.parsed_options), master)
+    m.install(master)
+    ws = []
+    for _ in range(workers):
+        wenv = env_with(web_base_path="")
+        wenv.user_classes = [Idle]
+        worker = wenv.create_worker_runner("127.0.0.1", port)
+        w = run_for(wenv, RunConfig.from_options(wenv.parsed_options), worker)
+        w.install(worker)
+        ws.append((worker, w))
+    _wait(lambda: len(master.clients.ready) == workers)
+    return master, m, ws
+
+
+def _drop_finals(master: Any, m: MasterRun, count: int) -> list[int]:
+    """The master loses the first ``count`` final payloads (as a worker's exit can lose them)."""
+    dropped: list[int] = []
+
+    def receive(environment: Any = None, msg: Any = None, **_: Any) -> None:
+        if msg.data.get("final") and len(dropped) < count:
+            dropped.append(msg.data["seq"])
+            return
+        m.on_message(environment=environment, msg=msg)
+
+    master.custom_messages[MESSAGE] = (receive, False)
+    return dropped
+
+
+def test_a_final_payload_lost_on_the_way_is_sent_again_until_the_master_confirms_it() -> None:
+    master, m, [(worker, w)] = _pair()
+    try:
+        dropped = _drop_finals(master, m, 1)
+        w.on_test_start()
+        for i in range(3):
+            w.environment.events.llm_response.fire(record=rec(10.0 + i), user=None)
+        t0 = time.monotonic()
+        w.on_quitting()  # what a worker does on its own Ctrl-C: stop, ship the final payload, await the ack
+        waited = time.monotonic() - t0
+        assert len(dropped) == 1
+        assert m.collector.records == 3 and m.collector.workers[worker.client_id].final
+        assert w._unconfirmed is None
+        assert ACK_RESEND_S * 0.9 < waited < ACK_RESEND_S + 2  # one resend, then confirmed
+    finally:
+        m.close()
+        worker.quit()
+        master.quit()
+
+
+def test_a_master_that_never_confirms_costs_a_bounded_wait_and_a_warning(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(run_module, "ACK_WAIT_S", 0.6)
+    monkeypatch.setattr(run_module, "ACK_RESEND_S", 0.25)
+    master, m, [(worker, w)] = _pair()
+    try:
+        dropped = _drop_finals(master, m, 100)
+        w.on_test_start()
+        w.environment.events.llm_response.fire(record=rec(10.0), user=None)
+        t0 = time.monotonic()
+        w.on_quitting()
+        assert 0.55 < time.monotonic() - t0 < 2.0
+        _wait(lambda: len(dropped) >= 3)  # the first send and two resends in 0.6 s
+        assert m.collector.records == 0
+        out = capsys.readouterr().out
+        assert f"locust-llm: {worker.client_id}: the master did not confirm this worker's final data within 0.6 s" in out
+        assert "last 1 records may be missing" in out
+        summary = m.summary()
+        assert summary["workers"]["reported"] == []
+        m.on_test_stopping()  # the master knew the worker: it is reported lost, not left out
+        assert [lw["worker"] for lw in m.collector.lost_workers()] == [worker.client_id]
+    finally:
+        m.close()
+        worker.quit()
+        master.quit()
+
+
+def test_a_worker_quitting_while_the_master_stops_does_not_get_its_users_handed_to_the_others() -> None:
+    """Ctrl-C to the process group: a worker quits on its own while the master waits for the
+    final data; Locust (still RUNNING) would hand its users to the other worker, which would
+    start sending again after its final payload."""
+    master, m, [(w1, r1), (w2, r2)] = _pair(workers=2)
+    try:
+        master.start(4, spawn_rate=100)
+        _wait(lambda: w1.user_count == 2 and w2.user_count == 2)
+        restarts: list[tuple] = []
+        start = master.start
+        master.start = lambda *a, **kw: (restarts.append(a), start(*a, **kw))[1]  # Locust's hand-over
+        w2.client.send(Message("quit", None, w2.client_id))  # w2 quits on its own ...
+        master.stop(send_stop_to_client=False)  # ... as the master starts stopping (llm_stop to all)
+        gevent.sleep(1.5)
+        assert w2.client_id not in master.clients  # its quit was handled during the stop
+        assert restarts == []
+        assert w1.user_count == 0 and w2.user_count == 0
+        assert m.collector.workers[w1.client_id].final
+    finally:
+        m.close()
+        r1.close()
+        r2.close()
+        w1.quit()
+        w2.quit()
+        master.quit()
