@@ -219,6 +219,64 @@ def test_chunk_after_a_4_mib_frame_is_stamped_when_it_arrives() -> None:
     assert 0 <= stamped - written[0] < 15e6, (stamped - written[0]) / 1e6
 
 
+def test_a_backlog_of_chunks_is_parsed_a_buffer_at_a_time_with_the_hub_visited_between() -> None:
+    """A stream that fell behind finds many chunks waiting in its socket; it parses them at most
+    one buffer (16 KB) per visit to the hub, so other streams' stamps wait about a millisecond,
+    not the whole backlog (a 64 KB read of ~300 chunks held the hub 6-11 ms, issue 14)."""
+    import gevent
+    import gevent.socket
+
+    from llm_users import stream as stream_mod
+
+    chunk = b'data: {"choices":[{"index":0,"delta":{"content":"tok"},"finish_reason":null}]}\n\n'
+    backlog = chunk * 4000 + b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}\n\ndata: [DONE]\n\n'
+    listener = gevent.socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    ticks: list[int] = []
+    streaming = [True]
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n"
+                     % len(backlog) + backlog)
+        gevent.sleep(1)
+        conn.close()
+
+    def tick() -> None:  # runs once per turn of the hub while the stream is parsed
+        while streaming[0]:
+            ticks.append(1)
+            gevent.sleep(0)
+
+    per_turn: dict[int, int] = {}  # turn of the hub -> chunks parsed in it
+
+    class Counting(oa.OpenAIStreamParser):
+        def feed(self, data: bytes) -> list:
+            events = super().feed(data)
+            per_turn[len(ticks)] = per_turn.get(len(ticks), 0) + len(events)
+            return events
+
+    server = gevent.spawn(serve)
+    try:
+        c = StreamClient(f"http://127.0.0.1:{listener.getsockname()[1]}")
+        ticker = gevent.spawn(tick)
+        gevent.sleep(0)
+        req = oa.build_request(model="m", messages=MESSAGES, sampling=Sampling(max_tokens=64), dialect="vllm")
+        rec = c.stream(req, Counting(), RequestRecord(new_request_id(), req.name, "vllm", "m"))
+        streaming[0] = False
+        ticker.join()
+    finally:
+        server.kill()
+        listener.close()
+    assert rec.chunks == 4000 and rec.finish_reason == "length"
+    assert stream_mod._BUF_SIZE == 16384
+    most = 16384 // len(chunk) + 2  # a 16 KB read (and the chunk it completes)
+    assert sum(per_turn.values()) >= 4000
+    assert max(per_turn.values()) <= most, (max(per_turn.values()), most)
+    assert len(per_turn) >= len(backlog) // stream_mod._BUF_SIZE  # the hub was visited between reads
+
+
 def test_a_connection_the_server_closed_while_idle_is_replaced_before_sending() -> None:
     """Issue 9 item 1: the stale check happens before sending, so the request goes out once, on
     a new connection, and the record says it reconnected (summary.json counts it)."""
