@@ -293,7 +293,13 @@ class Distribution:
         return out
 
     def merge(self, other: Distribution) -> None:
-        self.hist.add(other.hist)
+        """Add ``other`` in: its not-yet-recorded values as counts (a dict merge, no HDR call
+        per value), whatever it had recorded histogram to histogram."""
+        if other._hist.total_count:
+            self._hist.add(other._hist)
+        p = self._pending
+        for us, n in other._pending.items():
+            p[us] = p.get(us, 0) + n
         self._merge_exact(other.count, other.sum_ns, other.min_ns, other.max_ns)
 
     def _merge_exact(self, count: int, sum_ns: float, mn: float | None, mx: float | None) -> None:

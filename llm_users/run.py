@@ -262,7 +262,7 @@ class MergingRun(LLMRun):
             self.collector.timeline.settle(now, pause=_yield)  # its slices time themselves
             if self.monitor is not None:
                 with span("selfcheck"):
-                    self.collector.add_health(self.monitor.to_wire())
+                    self.collector.add_health(self.monitor.to_wire(encode=False))
             with span("tick"):
                 self.tick(now)
             self._gc_tick()
@@ -314,7 +314,7 @@ class MergingRun(LLMRun):
 
     def finish(self) -> dict[str, Any]:
         if self.monitor is not None:
-            self.collector.add_health(self.monitor.to_wire())
+            self.collector.add_health(self.monitor.to_wire(encode=False))
         summary = self.summary()
         self.last_summary = summary
         write_outputs(FinalData(summary, self.collector.timeline.rows(), self.collector.stats),

@@ -63,6 +63,27 @@ def test_merge_through_wire_equals_union() -> None:
     assert merged.summary_ms() == union.summary_ms()
 
 
+def test_merge_in_process_equals_union_whether_values_are_pending_or_recorded() -> None:
+    """Distribution.merge adds pending counts as a dict (no HDR call per value) and recorded
+    histograms as histograms: the same figures as one distribution of every value."""
+    rng = random.Random(3)
+    parts = [[int(rng.expovariate(1 / 2e6)) for _ in range(2000)] for _ in range(4)]
+    union = Distribution()
+    merged = Distribution()
+    for i, p in enumerate(parts):
+        union.add_many(p)
+        d = Distribution()
+        d.add_many(p[:1000])
+        if i % 2:
+            d.hist  # noqa: B018 - records the pending values into the histogram
+        d.add_many(p[1000:])
+        merged.merge(d)
+        if i == 1:
+            merged.hist  # noqa: B018 - and a merge into a distribution that has recorded some
+    assert merged.summary_ms() == union.summary_ms()
+    assert merged.count == 8000
+
+
 def test_add_many_clamps_out_of_range() -> None:
     d = Distribution()
     d.add_many([-5, 10, 10**16])
