@@ -226,3 +226,40 @@ def test_run_delay_is_taken_off_the_lag_and_warned_about(monkeypatch) -> None:
     w = verdict([h], ttft_p50_ms=100.0)["nodes"][0]
     assert w["warnings"] and "other processes held this client's core" in w["warnings"][0]
     assert not w["saturated"]  # the machine's fault, not the client's: a warning only
+
+
+def test_cause_looks_only_near_the_probe_and_names_what_a_full_scan_names() -> None:
+    """cause() stops at the probe's end plus the longest event kept; on random nested events it
+    names exactly what a scan of every event names."""
+    import random
+
+    rng = random.Random(5)
+    t = lagtrace.LagTrace(keep_raw=True, event_min_ns=0)
+    events: list[tuple[int, int, str]] = []
+    now = 0
+    for _ in range(3000):
+        now += rng.randint(10_000, 400_000)
+        dur = rng.choice([rng.randint(1_000, 300_000), rng.randint(1_000_000, 20_000_000)])
+        start = max(0, now - dur)
+        if rng.random() < 0.2:
+            t.gc_start.append(start)
+            t.gc_end.append(now)
+            t.gc_gen.append(0)
+            t._longest_gc = max(t._longest_gc, now - start)
+            events.append((start, now, "gc gen0"))
+        else:
+            name = rng.choice(["stats", "records", "greenlet:run_user"])
+            t.add_span(name, start, now - start)
+            events.append((start, now, name))
+
+    def full_scan(a: int, b: int) -> str:
+        cands = [(min(b, e) - max(a, s), e - s, n) for s, e, n in events if min(b, e) - max(a, s) > 0]
+        if not cands:
+            return "unattributed"
+        most = max(c[0] for c in cands)
+        return min((c for c in cands if 2 * c[0] >= most), key=lambda c: c[1])[2]
+
+    for _ in range(400):
+        a = rng.randint(0, now)
+        b = a + rng.randint(1_000_000, 8_000_000)
+        assert t.cause(a, b) == full_scan(a, b)
