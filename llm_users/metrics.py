@@ -12,7 +12,7 @@ import base64
 import weakref
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from hdrh.histogram import HdrHistogram
 
@@ -203,6 +203,36 @@ def new_histogram() -> HdrHistogram:
     return acyclic(HdrHistogram(1, _HIGHEST_US, _SIG_FIGS))
 
 
+class BucketCounts(NamedTuple):
+    """Values bucketed as :class:`Distribution` keeps them, with their exact count, sum and range."""
+
+    counts: dict[int, int]
+    count: int
+    sum_ns: int
+    min_ns: int
+    max_ns: int
+
+
+def bucket_counts(values: list[int]) -> BucketCounts:
+    """Bucket a non-empty list of integer ns values (one loop, no HDR call per value)."""
+    counts: dict[int, int] = {}
+    get = counts.get
+    unit = _UNIT_BITS
+    for ns in values:
+        us = (ns + 500) // 1000
+        b = us.bit_length() - unit
+        if b > 0:
+            us = us >> b << b
+        counts[us] = get(us, 0) + 1
+    lo, hi = min(values), max(values)
+    if hi // 1000 > _HIGHEST_US or lo < 0:  # rare: clamp the odd value
+        for us in [u for u in counts if u > _HIGHEST_US or u < 0]:
+            n = counts.pop(us)
+            c = min(max(us, 0), _HIGHEST_US)
+            counts[c] = counts.get(c, 0) + n
+    return BucketCounts(counts, len(values), sum(values), lo, hi)
+
+
 class Distribution:
     """One latency metric: an HDR histogram in microseconds plus exact count/sum/min/max in ns.
 
@@ -248,29 +278,17 @@ class Distribution:
 
     def add_many(self, values: list[int]) -> None:
         """Add a list of integer ns values (a request's ITL gaps) at C speed where possible."""
-        if not values:
-            return
+        if values:
+            self.add_counts(bucket_counts(values))
+
+    def add_counts(self, b: BucketCounts) -> None:
+        """Add values already bucketed by :func:`bucket_counts` (a request's ITL gaps go into
+        the overall and the per-name distribution: bucketed once, issue 14)."""
         p = self._pending
         get = p.get
-        unit = _UNIT_BITS
-        for ns in values:
-            us = (ns + 500) // 1000
-            b = us.bit_length() - unit
-            if b > 0:
-                us = us >> b << b
-            p[us] = get(us, 0) + 1
-        if max(values) // 1000 > _HIGHEST_US or min(values) < 0:  # rare: clamp the odd value
-            for us in [u for u in p if u > _HIGHEST_US or u < 0]:
-                n = p.pop(us)
-                c = min(max(us, 0), _HIGHEST_US)
-                p[c] = p.get(c, 0) + n
-        self.count += len(values)
-        self.sum_ns += sum(values)
-        lo, hi = min(values), max(values)
-        if self.min_ns is None or lo < self.min_ns:
-            self.min_ns = lo
-        if self.max_ns is None or hi > self.max_ns:
-            self.max_ns = hi
+        for us, n in b.counts.items():
+            p[us] = get(us, 0) + n
+        self._merge_exact(b.count, b.sum_ns, b.min_ns, b.max_ns)
 
     def percentile_ms(self, p: float) -> float | None:
         """The histogram's value at ``p`` (its bucket's highest equivalent value), kept
@@ -354,7 +372,8 @@ class Stats:
         self.first_start: float | None = None
         self.last_end: float | None = None
 
-    def add(self, rec: RequestRecord) -> None:
+    def add(self, rec: RequestRecord, itl: BucketCounts | None = None) -> None:
+        """Count one record; ``itl``: its ITL gaps already bucketed (:class:`StatsByName`)."""
         if rec.reconnected:
             self.stale_reconnects += 1
         if rec.status == "interrupted":  # cut by the stop: counted, never a success or failure
@@ -384,7 +403,10 @@ class Stats:
             d["ttfb"].add(rec.ttfb_ns)
         if rec.ttft_ns is not None:
             d["ttft"].add(rec.ttft_ns)
-        d["itl"].add_many(rec.itl_ns)
+        if itl is not None:
+            d["itl"].add_counts(itl)
+        elif rec.itl_ns:
+            d["itl"].add_many(rec.itl_ns)
         tpot = rec.tpot_ns
         if tpot is not None:
             d["tpot"].add(tpot)
@@ -493,11 +515,12 @@ class StatsByName:
         self.by_name: dict[str, Stats] = {}
 
     def add(self, rec: RequestRecord) -> None:
-        self.total.add(rec)
+        itl = bucket_counts(rec.itl_ns) if rec.itl_ns else None  # once for both distributions
+        self.total.add(rec, itl)
         stats = self.by_name.get(rec.name)
         if stats is None:
             stats = self.by_name[rec.name] = Stats(self.slos)
-        stats.add(rec)
+        stats.add(rec, itl)
 
     def summary(self) -> dict[str, Any]:
         return {
