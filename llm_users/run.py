@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import gevent
-from locust.runners import STATE_RUNNING, STATE_STOPPING, MasterRunner, WorkerRunner
+from locust.runners import MasterRunner, WorkerRunner
 
 from .distributed import (
     ACK_MESSAGE,
@@ -378,11 +378,12 @@ class MasterRun(MergingRun):
     def on_test_stopping(self, **_: Any) -> None:
         """Have every worker stop and ship its final payload before Locust stops."""
         runner = self.environment.runner
-        if runner.state == STATE_RUNNING:
-            # Locust sets STOPPING only after test_stopping; until then a worker that quits on
-            # its own (Ctrl-C to the process group) makes it hand that worker's users to the
-            # others, which would start sending again while we wait for their final data
-            runner.update_state(STATE_STOPPING)
+        # Locust drops its users dispatcher only after test_stopping; until then a worker that
+        # quits on its own (Ctrl-C to the process group) makes it hand that worker's users to
+        # the others, which would start sending again while we wait for their final data. The
+        # state stays RUNNING meanwhile: Locust's web UI stops polling once it sees "stopping"
+        # and then never shows the stopped state (an earlier fix set STOPPING here)
+        runner._users_dispatcher = None
         now = time.time()
         for c in runner.clients.all:
             self.collector.expect(c.id, now)

@@ -199,11 +199,17 @@ def test_a_worker_quitting_while_the_master_stops_does_not_get_its_users_handed_
         restarts: list[tuple] = []
         start = master.start
         master.start = lambda *a, **kw: (restarts.append(a), start(*a, **kw))[1]  # Locust's hand-over
+        states: list[str] = []  # the master's state while it waits for the final payloads
+        pending = m.collector.pending
+        m.collector.pending = lambda live: (states.append(master.state), pending(live))[1]
         w2.client.send(Message("quit", None, w2.client_id))  # w2 quits on its own ...
         master.stop(send_stop_to_client=False)  # ... as the master starts stopping (llm_stop to all)
         gevent.sleep(1.5)
         assert w2.client_id not in master.clients  # its quit was handled during the stop
         assert restarts == []
+        # still "running" while it waits: Locust's web UI stops polling once it sees "stopping"
+        # and would then never show the stopped state
+        assert states and set(states) == {"running"}, states
         assert w1.user_count == 0 and w2.user_count == 0
         assert m.collector.workers[w1.client_id].final
     finally:
