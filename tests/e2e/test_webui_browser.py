@@ -85,6 +85,7 @@ def browser(tmp_path: Path) -> Iterator[Any]:
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1100",
                 f"--user-data-dir={tmp_path / 'chrome'}"):
         opts.add_argument(arg)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the page's console, for failures
     driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
     driver.implicitly_wait(0)
     try:
@@ -195,8 +196,14 @@ def test_the_web_ui_in_a_browser(browser, cluster, tmp_path) -> None:
     # the LLM tab: live rows from both workers
     wait_for(lambda: button(d, "Edit"), 30, "the run to start")
     d.get(ui + "/?tab=llm")
-    rows = wait_for(lambda: (r := llm_rows(d)) and num(r.get("Aggregated", {}).get("Requests", "0")) >= 40 and r,
-                    40, "LLM rows")
+    try:
+        rows = wait_for(lambda: (r := llm_rows(d)) and num(r.get("Aggregated", {}).get("Requests", "0")) >= 40 and r,
+                        40, "LLM rows")
+    except AssertionError as e:  # say what the page was showing (a blank app, another tab, an error)
+        body = d.execute_script("return document.body.innerText")[-1500:]
+        console = [entry.get("message") for entry in d.get_log("browser")][-10:]
+        d.save_screenshot(str(tmp_path / "failed-llm-rows.png"))
+        raise AssertionError(f"{e}; page text: {body!r}; browser console: {console}") from None
     agg = rows["Aggregated"]
     assert 39 <= num(agg["TTFT p50 (ms)"]) <= 80, agg
     assert 4 <= num(agg["ITL p50 (ms)"]) <= 8, agg
