@@ -168,6 +168,20 @@ def llm_rows(driver: Any) -> dict[str, dict[str, str]]:
     return {cells[0]: dict(zip(table["heads"], cells, strict=False)) for cells in table["rows"] if cells}
 
 
+def page_state(driver: Any, shot: Path) -> str:
+    """What the page shows, for a failure message: its text, the browser console, a screenshot
+    (each part best-effort: the page may be gone)."""
+    parts = []
+    for what, get in (("page text", lambda: (driver.execute_script("return document.body.innerText") or "")[-1500:]),
+                      ("browser console", lambda: [e.get("message") for e in driver.get_log("browser")][-10:]),
+                      ("screenshot", lambda: driver.save_screenshot(str(shot)) and str(shot))):
+        try:
+            parts.append(f"{what}: {get()!r}")
+        except Exception as err:  # noqa: BLE001 - a diagnostic must not hide the failure
+            parts.append(f"{what}: unavailable ({err.__class__.__name__})")
+    return "; ".join(parts)
+
+
 def num(text: str) -> float:
     return float(text.replace(",", "")) if text else float("nan")
 
@@ -200,10 +214,7 @@ def test_the_web_ui_in_a_browser(browser, cluster, tmp_path) -> None:
         rows = wait_for(lambda: (r := llm_rows(d)) and num(r.get("Aggregated", {}).get("Requests", "0")) >= 40 and r,
                         40, "LLM rows")
     except AssertionError as e:  # say what the page was showing (a blank app, another tab, an error)
-        body = d.execute_script("return document.body.innerText")[-1500:]
-        console = [entry.get("message") for entry in d.get_log("browser")][-10:]
-        d.save_screenshot(str(tmp_path / "failed-llm-rows.png"))
-        raise AssertionError(f"{e}; page text: {body!r}; browser console: {console}") from None
+        raise AssertionError(f"{e}; {page_state(d, tmp_path / 'failed-llm-rows.png')}") from None
     agg = rows["Aggregated"]
     assert 39 <= num(agg["TTFT p50 (ms)"]) <= 80, agg
     assert 4 <= num(agg["ITL p50 (ms)"]) <= 8, agg
