@@ -284,11 +284,14 @@ class Distribution:
     def add_counts(self, b: BucketCounts) -> None:
         """Add values already bucketed by :func:`bucket_counts` (a request's ITL gaps go into
         the overall and the per-name distribution: bucketed once, issue 14)."""
+        self._add_pending(b.counts)
+        self._merge_exact(b.count, b.sum_ns, b.min_ns, b.max_ns)
+
+    def _add_pending(self, counts: dict[int, int]) -> None:
         p = self._pending
         get = p.get
-        for us, n in b.counts.items():
+        for us, n in counts.items():
             p[us] = get(us, 0) + n
-        self._merge_exact(b.count, b.sum_ns, b.min_ns, b.max_ns)
 
     def percentile_ms(self, p: float) -> float | None:
         """The histogram's value at ``p`` (its bucket's highest equivalent value), kept
@@ -315,9 +318,7 @@ class Distribution:
         per value), whatever it had recorded histogram to histogram."""
         if other._hist.total_count:
             self._hist.add(other._hist)
-        p = self._pending
-        for us, n in other._pending.items():
-            p[us] = p.get(us, 0) + n
+        self._add_pending(other._pending)
         self._merge_exact(other.count, other.sum_ns, other.min_ns, other.max_ns)
 
     def _merge_exact(self, count: int, sum_ns: float, mn: float | None, mx: float | None) -> None:
@@ -403,10 +404,10 @@ class Stats:
             d["ttfb"].add(rec.ttfb_ns)
         if rec.ttft_ns is not None:
             d["ttft"].add(rec.ttft_ns)
+        if itl is None and rec.itl_ns:
+            itl = bucket_counts(rec.itl_ns)
         if itl is not None:
             d["itl"].add_counts(itl)
-        elif rec.itl_ns:
-            d["itl"].add_many(rec.itl_ns)
         tpot = rec.tpot_ns
         if tpot is not None:
             d["tpot"].add(tpot)

@@ -360,8 +360,8 @@ class MasterRun(MergingRun):
 
     def on_message(self, environment: Any = None, msg: Any = None, **_: Any) -> None:
         if msg is not None:
-            self.collector.receive(msg.data)
             data = msg.data
+            self.collector.receive(data)
             if data.get("final"):  # confirm it, also when delivered twice (the worker waits for this)
                 self.environment.runner.send_message(ACK_MESSAGE, {"seq": data["seq"]}, client_id=data["worker"])
 
