@@ -12,10 +12,11 @@ pytestmark = pytest.mark.slow
 
 @pytest.mark.parametrize("client", ["raw", "sdk"])
 def test_a_request_that_outlives_the_run_is_recorded_as_interrupted(client: str, sim_factory, tmp_path) -> None:
-    # 2,000 tokens at 10 ms each: one request takes 20 s, the run 3 s
+    # 2,000 tokens at 10 ms each: one request takes 20 s, the run 5 s (with 3 s, a cold start of
+    # over 1 s under CI load left the request less than the 2 s asserted below: e2e 1.90 s)
     sim = sim_factory("--ttft-ms", "50", "--itl-ms", "10", "--output-tokens", "2000")
     report = tmp_path / client
-    proc = run_locust("vllm.py", "--host", sim.url, "-u", "1", "-r", "1", "-t", "3s", "--llm-client", client,
+    proc = run_locust("vllm.py", "--host", sim.url, "-u", "1", "-r", "1", "-t", "5s", "--llm-client", client,
                       "--llm-max-tokens", "2000", report=report)
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = read_records(report)
@@ -23,7 +24,7 @@ def test_a_request_that_outlives_the_run_is_recorded_as_interrupted(client: str,
     rec = records[0]
     assert rec["status"] == "interrupted" and rec["error_category"] == "interrupted"
     assert 40e6 < rec["ttft_ns"] < 1e9  # the TTFT it had, about the simulator's 50 ms
-    assert 2e9 < rec["e2e_ns"] < 6e9  # cut by the stop, about 3 s in
+    assert 2e9 < rec["e2e_ns"] < 8e9  # cut by the stop, about 5 s in (not by a timeout: 20 s)
     assert rec["output_tokens"] is None and rec["chunks"] > 50
     summary = read_summary(report)
     ov = summary["overall"]
