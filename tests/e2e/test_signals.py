@@ -68,7 +68,8 @@ def _check(report: Path, sim_url: str, logs: list[Path], client: str = "raw") ->
     # every request the simulator saw is one record; those cut by the stop are "interrupted"
     assert len(records) == summary["records"] == merged == stats["started"], (len(records), summary["records"],
                                                                               merged, stats)
-    assert stats["served"] == len(records) - interrupted == len(records) - ov["interrupted"], stats
+    assert stats["served"] == len(records) - interrupted == len(records) - ov["interrupted"], (
+        f"simulator {stats}; records {len(records)}, interrupted {interrupted}")
     assert summary["workers"]["lost"] == []
     assert len(records) >= 20
     assert {r["client"] for r in records} == {client}

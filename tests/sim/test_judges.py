@@ -6,6 +6,11 @@ A failure here is a simulator bug: fix the simulator, never loosen the test.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
 import anthropic
 import ollama
 import openai
@@ -15,6 +20,7 @@ from google.genai import types
 from huggingface_hub import InferenceClient
 
 from llm_users.sim.text import expected_text
+from tests.helpers import get_json
 from tests.sim.simhttp import trace
 from tests.sim.simsettings import OUTPUT_TOKENS, SEED
 
@@ -306,3 +312,41 @@ def test_tgi_non_streaming(sim, rid):
     _check(rec, 6)
     assert out.generated_text == expected_text(SEED, PROMPT, 6)
     assert out.details.generated_tokens == 6 and out.details.finish_reason == "length"
+
+
+# --------------------------------------------------------------------------- hang-up after the answer
+
+
+def _busy_on(cpus: set[int]) -> subprocess.Popen:
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    os.sched_setaffinity(hog.pid, cpus)
+    return hog
+
+
+@pytest.mark.slow
+def test_a_client_that_hangs_up_on_done_was_served(sim_factory) -> None:
+    """The openai SDK closes the response as soon as it parses ``[DONE]``, before the body's
+    terminating chunk: when the simulator is starved of CPU (here three busy processes share
+    its two cores) the terminator can find the connection closed. The client got every token;
+    the simulator must count the request served, not aborted (it once counted 1-3% aborted)."""
+    sim = sim_factory("--ttft-ms", "20", "--itl-ms", "4", "--output-tokens", "25")
+    cpus = set(sorted(os.sched_getaffinity(0))[:2])
+    os.sched_setaffinity(sim.pid, cpus)
+    hogs = [_busy_on(cpus) for _ in range(3)]
+    client = _openai(sim)
+
+    def one(_: int) -> int:
+        stream = client.chat.completions.create(model="m", messages=[{"role": "user", "content": PROMPT}],
+                                                stream=True, max_tokens=25)
+        return sum(1 for c in stream if c.choices and c.choices[0].delta.content)
+
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            got = list(pool.map(one, range(400)))
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    stats = get_json(sim.url + "/_sim/stats")
+    assert got == [25] * 400
+    assert (stats["started"], stats["served"], stats["aborted"]) == (400, 400, 0), f"simulator {stats}"
