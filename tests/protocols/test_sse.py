@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from llm_users.protocols.sse import SSEDecoder
@@ -91,3 +93,22 @@ def test_field_without_colon_and_unknown_fields() -> None:
 def test_utf8_split_inside_a_character() -> None:
     data = 'data: {"t":"héllo ✓"}\n\n'.encode()
     assert decode_all_splits(data) == [(None, '{"t":"héllo ✓"}'.encode())]
+
+
+def test_pieces_of_whole_frames_decode_as_byte_by_byte() -> None:
+    """Pieces that end on a frame boundary take a faster path; it must give exactly what the
+    line-by-line path gives, whatever the frames hold (events, comments, several data lines,
+    extra blank lines, data without the space, empty data)."""
+    rng = random.Random(7)
+    lines = [b"data: {\"a\":1}", b"data:{\"b\":2}", b"data: ", b"data", b"event: ping", b": keep-alive",
+             b"id: 4", b"data: [DONE]", b"retry: 10"]
+    for _ in range(300):
+        frames = [b"\n".join(rng.choices(lines, k=rng.randint(1, 3))) + b"\n" * rng.randint(2, 3)
+                  for _ in range(rng.randint(1, 8))]
+        stream = b"".join(frames)
+        slow = SSEDecoder()
+        want = [f for i in range(len(stream)) for f in slow.feed(stream[i : i + 1])] + slow.close()
+        fast = SSEDecoder()
+        cuts = sorted(rng.sample(range(1, len(frames)), rng.randint(0, len(frames) - 1))) if len(frames) > 1 else []
+        pieces = [b"".join(frames[a:b]) for a, b in zip([0, *cuts], [*cuts, len(frames)], strict=True)]
+        assert [f for p in pieces for f in fast.feed(p)] + fast.close() == want, pieces
