@@ -29,6 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .idle import IdleQueue
+from .lagtrace import span
 from .metrics import RequestRecord, StatsByName
 from .outputs.files import RecordWriter
 from .outputs.timeline import Timeline
@@ -50,15 +52,21 @@ class Shipper:
         self.slos = slos or {}
         self._stats = StatsByName(self.slos)
         self._records: list[dict[str, Any]] = []
+        self._pending: IdleQueue[RequestRecord] = IdleQueue(self._add_stats)  # idle.py: off the streams' path
         self.seq = 0
 
     def add(self, rec: RequestRecord) -> None:
         rec.worker = self.worker_id
-        self._stats.add(rec)
+        self._pending.put(rec)
         self._records.append(rec.to_dict())
+
+    def _add_stats(self, rec: RequestRecord) -> None:
+        with span("stats"):
+            self._stats.add(rec)
 
     def payload(self, health: dict[str, Any] | None = None, final: bool = False) -> dict[str, Any]:
         """Everything since the last payload (msgpack-safe); the buffers start afresh."""
+        self._pending.flush()
         self.seq += 1
         p = {
             "worker": self.worker_id,
@@ -89,7 +97,8 @@ class Collector:
     """The merged view (master or local runner): statistics, timeline, node health, records."""
 
     def __init__(self, slos: dict[str, float] | None = None, writer: RecordWriter | None = None) -> None:
-        self.stats = StatsByName(slos)
+        self._stats = StatsByName(slos)
+        self._pending: IdleQueue[RequestRecord] = IdleQueue(self._add_stats)  # idle.py: off the streams' path
         self.timeline = Timeline()
         self.health: dict[str, NodeHealth] = {}
         self.writer = writer
@@ -103,12 +112,28 @@ class Collector:
         self.observers: list[Callable[[RequestRecord], None]] = []  # each kept record, once (workload, cost)
         self.live: Any = None  # the web UI's LiveView (llm_users/live.py), fed beside the run's stats
 
+    @property
+    def stats(self) -> StatsByName:
+        """The merged statistics, every kept record in (the ones waiting are added first)."""
+        self._pending.flush()
+        return self._stats
+
+    def flush(self) -> None:
+        """Add the records still waiting for a quiet loop (the web UI's live view reads this)."""
+        self._pending.flush()
+
     # local path -------------------------------------------------------------------------------
     def add_record(self, rec: RequestRecord) -> None:
-        self.stats.add(rec)
-        if self.live is not None:
-            self.live.stats.add(rec)
+        """Keep a record now (records file, timeline, observers); its statistics, the costly
+        part, when the loop is idle (:class:`~llm_users.idle.IdleQueue`), exact for any reader."""
+        self._pending.put(rec)
         self._keep(rec)
+
+    def _add_stats(self, rec: RequestRecord) -> None:
+        with span("stats"):
+            self._stats.add(rec)
+            if self.live is not None:
+                self.live.stats.add(rec)
 
     def add_health(self, wire: dict[str, Any]) -> None:
         node = wire["node"]
@@ -132,7 +157,7 @@ class Collector:
         ws.last_report = now
         ws.payloads += 1
         ws.final = ws.final or bool(payload.get("final"))
-        self.stats.merge_wire(payload["stats"])
+        self._stats.merge_wire(payload["stats"])
         if self.live is not None:
             self.live.merge_wire(payload["stats"])
         for d in payload["records"]:
