@@ -108,6 +108,19 @@ scrape_configs:
             p.kill()
 
 
+def wait_scraped(prom: str, master: subprocess.Popen, log: Path, timeout: float = 60) -> None:
+    """Until Prometheus has scraped the exporter once (``up`` is 1)."""
+    q = urllib.parse.urlencode({"query": 'up{job="locust-llm"}'})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = get_json(f"{prom}/api/v1/query?{q}")["data"]["result"]
+        if result and result[0]["value"][1] == "1":
+            return
+        assert master.poll() is None, log.read_text()[-3000:]
+        time.sleep(0.2)
+    raise AssertionError(f"Prometheus did not scrape the exporter within {timeout:g} s")
+
+
 def last_samples(prom: str, selector: str) -> list[tuple[dict[str, str], float, float]]:
     """(labels, timestamp, value) of the last real sample of each series (range selectors skip
     the staleness markers Prometheus writes once the master has gone)."""
@@ -138,9 +151,14 @@ def test_prometheus_scrapes_the_master_exporter_of_a_distributed_run(sim_factory
          "--llm-prometheus-linger", str(LINGER_S),
          "--llm-server-metrics", f"http://127.0.0.1:{proxy.server_port}/metrics", "--llm-scrape-interval", "0.5"],
         tmp_path / "master.log")
-    workers = [start_locust(["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
-                            tmp_path / f"w{i}.log") for i in range(2)]
+    workers: list[subprocess.Popen] = []
     try:
+        # Prometheus hands a new target to its scrapers up to ~5 s after it starts (its discovery
+        # updates are throttled): the run (4 s, from when both workers connect) waits for a first
+        # scrape, or no scrape might see its users at all.
+        wait_scraped(prom, master, tmp_path / "master.log")
+        workers = [start_locust(["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
+                                tmp_path / f"w{i}.log") for i in range(2)]
         # While the master lingers after writing its report: promtool on a live scrape of it.
         # (Rendering report.html blocks the master for a while, so wait for its last line.)
         log, deadline = tmp_path / "master.log", time.monotonic() + 90

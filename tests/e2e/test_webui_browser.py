@@ -214,7 +214,9 @@ def test_the_web_ui_in_a_browser(browser, cluster, tmp_path) -> None:
         rows = wait_for(lambda: (r := llm_rows(d)) and num(r.get("Aggregated", {}).get("Requests", "0")) >= 40 and r,
                         40, "LLM rows")
     except AssertionError as e:  # say what the page was showing (a blank app, another tab, an error)
-        raise AssertionError(f"{e}; {page_state(d, tmp_path / 'failed-llm-rows.png')}") from None
+        server_rows = fetch_json(ui + "/stats/requests").get("extendedStats")
+        raise AssertionError(f"{e}; the server's LLM rows {server_rows}; "
+                             f"{page_state(d, tmp_path / 'failed-llm-rows.png')}") from None
     agg = rows["Aggregated"]
     assert 39 <= num(agg["TTFT p50 (ms)"]) <= 80, agg
     assert 4 <= num(agg["ITL p50 (ms)"]) <= 8, agg
@@ -289,7 +291,8 @@ def test_the_web_ui_in_a_browser(browser, cluster, tmp_path) -> None:
     except AssertionError as e:
         stats = fetch_json(ui + "/stats/requests")
         raise AssertionError(f"{e}; state {stats['state']}, users {stats['user_count']}, locust requests "
-                             f"{stats['stats'][-1]['num_requests']}, table {llm_rows(d)}; master log: "
+                             f"{stats['stats'][-1]['num_requests']}, the server's LLM rows "
+                             f"{stats.get('extendedStats')}, table {llm_rows(d)}; master log: "
                              f"{(tmp_path / 'master.log').read_text()[-1500:]}") from None
     assert num(rows["Aggregated"]["Requests"]) < stopped, (rows["Aggregated"], stopped)
     screenshot(d, tmp_path / "6-new-test.png")
