@@ -182,6 +182,15 @@ def page_state(driver: Any, shot: Path) -> str:
     return "; ".join(parts)
 
 
+def wait_running(ui: str) -> None:
+    """Until the master itself says spawning or running. Locust's page shows Edit as soon as
+    /swarm answers, while the master starts the test in a greenlet a moment later; a page
+    loaded in between is rendered "stopped" and never polls again (Locust's UI polls only
+    while spawning or running), so the test reloads only once the master has started."""
+    wait_for(lambda: fetch_json(ui + "/stats/requests")["state"] in ("spawning", "running"), 20,
+             "the master's state to be running")
+
+
 def num(text: str) -> float:
     return float(text.replace(",", "")) if text else float("nan")
 
@@ -209,6 +218,7 @@ def test_the_web_ui_in_a_browser(browser, cluster, tmp_path) -> None:
 
     # the LLM tab: live rows from both workers
     wait_for(lambda: button(d, "Edit"), 30, "the run to start")
+    wait_running(ui)
     d.get(ui + "/?tab=llm")
     try:
         rows = wait_for(lambda: (r := llm_rows(d)) and num(r.get("Aggregated", {}).get("Requests", "0")) >= 40 and r,
@@ -284,6 +294,7 @@ def test_the_web_ui_in_a_browser(browser, cluster, tmp_path) -> None:
     set_field(d, "spawnRate", "2")
     button(d, "Start").click()
     wait_for(lambda: button(d, "Edit"), 30, "the second run")
+    wait_running(ui)
     d.get(ui + "/?tab=llm")
     try:
         rows = wait_for(lambda: (r := llm_rows(d)) and num(r.get("Aggregated", {}).get("Requests", "0")) > 0 and r,
@@ -292,7 +303,8 @@ def test_the_web_ui_in_a_browser(browser, cluster, tmp_path) -> None:
         stats = fetch_json(ui + "/stats/requests")
         raise AssertionError(f"{e}; state {stats['state']}, users {stats['user_count']}, locust requests "
                              f"{stats['stats'][-1]['num_requests']}, the server's LLM rows "
-                             f"{stats.get('extendedStats')}, table {llm_rows(d)}; master log: "
+                             f"{stats.get('extendedStats')}, table {llm_rows(d)}; "
+                             f"{page_state(d, tmp_path / 'failed-new-test.png')}; master log: "
                              f"{(tmp_path / 'master.log').read_text()[-1500:]}") from None
     assert num(rows["Aggregated"]["Requests"]) < stopped, (rows["Aggregated"], stopped)
     screenshot(d, tmp_path / "6-new-test.png")
