@@ -6,8 +6,8 @@ back to back while other streams' bytes waited in their sockets, unstamped: the 
 ``stats`` time owned its TTFT error p99 at 24-28k chunks/s (issue 14).
 
 :class:`IdleQueue` takes items and processes them one at a time when the loop has nothing
-else to do (a libev idle watcher, ``gevent.idle()``), so a ready socket is always served
-before the next item. If the loop never idles (a saturated client), items are processed anyway
+else to do (a libev idle watcher, re-checked every RECHECK_S), so a ready socket is always
+served before the next item. If the loop never idles (a saturated client), items are processed anyway
 once :attr:`IdleQueue.max_backlog` wait or the oldest has waited :attr:`IdleQueue.max_age_s`,
 still one per turn of the loop. :meth:`IdleQueue.flush` processes everything now, in order: a
 reader that needs exact figures (a summary, a payload to the master) flushes first.

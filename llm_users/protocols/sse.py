@@ -33,7 +33,7 @@ class SSEDecoder:
         self._data: list[bytes] = []
 
     def feed(self, data: bytes) -> list[Frame]:
-        if (data[-2:] == b"\n\n" and not self._buf and not self._data and self._event is None and not self._cr
+        if (data.endswith(b"\n\n") and not self._buf and not self._data and self._event is None and not self._cr
                 and b"\r" not in data):
             return self._whole_frames(data)
         if self._cr:
@@ -68,7 +68,7 @@ class SSEDecoder:
         result is the same; this is only faster, about half the per-chunk parse cost)."""
         frames: list[Frame] = []
         for block in data[:-2].split(b"\n\n"):
-            if block[:6] == b"data: " and b"\n" not in block:
+            if block.startswith(b"data: ") and b"\n" not in block:
                 frames.append((None, block[6:]))
                 continue
             for line in block.split(b"\n"):
