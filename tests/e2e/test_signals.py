@@ -88,9 +88,10 @@ def test_local_run_stops_cleanly_on_a_signal(sim_factory, tmp_path, sig, client)
     _check(report, sim.url, [log], client)
 
 
-# SDK mode for one signal kind per distributed set-up (the stop path is the same for the others)
+# SDK mode for a signal to the master and Ctrl-C to the whole group per distributed set-up
+# (a group signal also stops the SDK's requests in the workers themselves)
 DISTRIBUTED = [("SIGTERM master", "raw"), ("SIGINT master", "raw"), ("SIGINT group", "raw"),
-               ("SIGTERM master", "sdk")]
+               ("SIGTERM master", "sdk"), ("SIGINT group", "sdk")]
 
 
 @pytest.mark.parametrize(("how", "client"), DISTRIBUTED)
