@@ -62,6 +62,23 @@ class SSEDecoder:
             self._line(line, frames)
         return frames
 
+    def lone_data(self, data: bytes) -> bytes | None:
+        """The payload when ``data`` is exactly one whole frame of one ``data:`` line, ended by
+        LF LF or CRLF CRLF (what a server writes per chunk), and no earlier piece left anything
+        pending; else None, with nothing consumed (``feed`` it then). Same frames as ``feed``,
+        without a frame list: the per-chunk hot path."""
+        if not data.startswith(b"data:") or self._buf or self._data or self._event is not None or self._cr:
+            return None
+        n = len(data)
+        lf = data.find(b"\n")
+        if lf == n - 2 and data[-1] == 10 and b"\r" not in data:
+            end = n - 2
+        elif lf == n - 3 and data.endswith(b"\r\n\r\n") and data.find(b"\r") == n - 4:
+            end = n - 4
+        else:
+            return None
+        return data[6 if data[5:6] == b" " else 5:end]
+
     def _whole_frames(self, data: bytes) -> list[Frame]:
         """The common case, a piece of whole frames (a server writes one or more per chunk): a
         frame that is one ``data: `` line is taken as is, any other goes line by line (the
@@ -132,23 +149,30 @@ class SSEJSONParser:
         self.frames = 0
 
     def feed(self, data: bytes) -> list[Event]:
-        return self._frames(self._sse.feed(data))
+        events: list[Event] = []
+        payload = self._sse.lone_data(data)
+        if payload is not None:  # the usual chunk: one whole one-line frame
+            self._frame(None, payload, events)
+            return events
+        for name, payload in self._sse.feed(data):
+            self._frame(name, payload, events)
+        return events
 
     def close(self) -> list[Event]:
-        return self._frames(self._sse.close())
-
-    def _frames(self, frames: list[Frame]) -> list[Event]:
         events: list[Event] = []
-        for name, payload in frames:
-            self.frames += 1
-            if self._sentinel(payload):
-                continue
-            obj = json_object(payload)
-            try:
-                self._chunk(obj, name, events)
-            except (AttributeError, TypeError, ValueError, IndexError, KeyError):
-                raise ProtocolError(f"unexpected {self.protocol} payload shape: {payload[:120]!r}") from None
+        for name, payload in self._sse.close():
+            self._frame(name, payload, events)
         return events
+
+    def _frame(self, name: bytes | None, payload: bytes, events: list[Event]) -> None:
+        self.frames += 1
+        if self._sentinel(payload):
+            return
+        obj = json_object(payload)
+        try:
+            self._chunk(obj, name, events)
+        except (AttributeError, TypeError, ValueError, IndexError, KeyError):
+            raise ProtocolError(f"unexpected {self.protocol} payload shape: {payload[:120]!r}") from None
 
     def payload(self, obj: dict[str, Any], name: bytes | None = None) -> list[Event]:
         """One decoded payload (SDK mode) through the same rules as a frame off the wire."""

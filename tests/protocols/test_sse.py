@@ -112,3 +112,50 @@ def test_pieces_of_whole_frames_decode_as_byte_by_byte() -> None:
         cuts = sorted(rng.sample(range(1, len(frames)), rng.randint(0, len(frames) - 1))) if len(frames) > 1 else []
         pieces = [b"".join(frames[a:b]) for a, b in zip([0, *cuts], [*cuts, len(frames)], strict=True)]
         assert [f for p in pieces for f in fast.feed(p)] + fast.close() == want, pieces
+
+
+@pytest.mark.parametrize(("piece", "payload"), [
+    (b'data: {"a":1}\n\n', b'{"a":1}'),  # vLLM, OpenAI
+    (b'data:{"a":1}\n\n', b'{"a":1}'),  # TGI: no space
+    (b'data: {"a":1}\r\n\r\n', b'{"a":1}'),  # Gemini: CRLF
+    (b"data: [DONE]\n\n", b"[DONE]"),
+    (b"data:\n\n", b""),
+])
+def test_a_lone_data_frame_is_taken_whole(piece: bytes, payload: bytes) -> None:
+    assert SSEDecoder().lone_data(piece) == payload
+    assert decode(piece) == [(None, payload)]
+
+
+@pytest.mark.parametrize("piece", [
+    b"event: x\ndata: 1\n\n", b"data: 1\ndata: 2\n\n", b"data: 1\n\ndata: 2\n\n", b"data: 1\n\n\n",
+    b"data: 1\n", b"data: a\rb\n\n", b"data: 1\r\r", b"data: 1\r\n\n", b": ping\n\n", b"data: 1\n\r\n",
+])
+def test_anything_else_is_left_to_feed(piece: bytes) -> None:
+    assert SSEDecoder().lone_data(piece) is None
+
+
+def test_the_lone_frame_path_decodes_as_byte_by_byte() -> None:
+    """The parsers try ``lone_data`` before ``feed`` on every piece: together they must give what
+    feeding byte by byte gives, for any line ending, any split and anything left pending."""
+    rng = random.Random(11)
+    lines = [b'data: {"a":1}', b'data:{"b":2}', b"data: ", b"data:", b"event: ping", b": keep-alive",
+             b"data: [DONE]", b"data: x\ry"]
+    for _ in range(400):
+        eol = rng.choice([b"\n", b"\r\n", b"\r"])
+        frames = [eol.join(rng.choices(lines, k=rng.choice([1, 1, 1, 2]))) + eol * rng.randint(2, 3)
+                  for _ in range(rng.randint(1, 8))]
+        stream = b"".join(frames)
+        slow = SSEDecoder()
+        want = [f for i in range(len(stream)) for f in slow.feed(stream[i : i + 1])] + slow.close()
+        if rng.random() < 0.5:  # cut at frame boundaries: lone frames are common
+            cuts = sorted(rng.sample(range(1, len(frames)), rng.randint(0, len(frames) - 1))) if len(frames) > 1 else []
+            pieces = [b"".join(frames[a:b]) for a, b in zip([0, *cuts], [*cuts, len(frames)], strict=True)]
+        else:  # anywhere
+            cuts = sorted(set(rng.sample(range(1, len(stream)), min(len(stream) - 1, rng.randint(0, 6)))))
+            pieces = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
+        fast = SSEDecoder()
+        got: list = []
+        for p in pieces:
+            lone = fast.lone_data(p)
+            got += [(None, lone)] if lone is not None else fast.feed(p)
+        assert got + fast.close() == want, pieces
