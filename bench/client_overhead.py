@@ -406,7 +406,7 @@ def lag_figures(path: Path, records: list[tuple[str, int, list[int]]], trace: li
     out: dict[str, Any] = {"loop_lag_p99_ms": None, "loop_lag_p999_ms": None, "loop_lag_max_ms": None}
     if not path.exists():
         return out
-    from llm_users.lagtrace import LagTrace
+    from llm_users.lagtrace import OFF_CPU, LagTrace
 
     lt = LagTrace.from_dict(orjson.loads(path.read_bytes()))
     lags = [lag for due, lag in zip(lt.probe_due, lt.probe_lag, strict=True) if ws <= due < we]
@@ -439,15 +439,21 @@ def lag_figures(path: Path, records: list[tuple[str, int, list[int]]], trace: li
             truth[t["request_id"]] = first
     bound = max(1_000_000, int((ttft_p99_ms or 0) * 1e6))
     causes: dict[str, int] = defaultdict(int)
-    late_probes = [(d, d + g) for d, g in zip(lt.probe_due, lt.probe_lag, strict=True) if g >= lt.late_ns]
+    late_probes = [(d, d + g, i) for i, (d, g) in enumerate(zip(lt.probe_due, lt.probe_lag, strict=True))
+                   if g >= lt.late_ns]
     for rid, _t0, stamps in records:
         s0 = truth.get(rid)
         if s0 is None or not stamps or not ws <= stamps[0] < we or stamps[0] - s0 < bound:
             continue
         cause = lt.cause(s0, stamps[0])
         if cause == "unattributed":
-            blocked = any(a < stamps[0] and b > s0 for a, b in late_probes)
-            cause = "loop blocked, cause unknown" if blocked else "no loop stall (queued behind ready work)"
+            blocked = [i for a, b, i in late_probes if a < stamps[0] and b > s0]
+            if not blocked:
+                cause = "no loop stall (queued behind ready work)"
+            elif any(lt.probe_cause(i) == OFF_CPU for i in blocked):
+                cause = OFF_CPU
+            else:
+                cause = "loop blocked, cause unknown"
         causes[cause] += 1
     out["late_ttft_bound_ms"] = bound / 1e6
     out["late_ttft_causes"] = dict(sorted(causes.items(), key=lambda kv: -kv[1]))

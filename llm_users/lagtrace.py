@@ -10,7 +10,10 @@ object per event):
   delay, the time it was ready but not running): since the previous probe, the loop thread's
   run delay, plus the probe thread's run delay beyond the loop thread's CPU time (the probe
   thread waited for the core while the loop did not hold it), is taken off the lag, up to all
-  of it, and tallied apart as ``contention``;
+  of it, and tallied apart as ``contention``; and of what is left, the part the loop's thread
+  was **off the CPU** without waiting for it (asleep in a blocking call, waiting for the GIL,
+  or its virtual CPU taken by the host: what the thread's own CPU clock did not count between
+  the probe's send and its callback);
 - **gc passes**: ``gc.callbacks`` start/stop and the generation collected;
 - **spans**: named pieces of our own periodic or per-request work timing themselves
   (``with span("timeline")``): the statistics/timeline tick, the shipper, the self-check's CPU
@@ -20,8 +23,9 @@ object per event):
   greenlets: stats, heartbeat, spawner, users). It costs a Python call per greenlet switch, so
   it is off in ordinary runs.
 
-:meth:`LagTrace.drain` attributes each late probe to the event that overlaps its wait most
-(``unattributed`` when none does: the users' own work, or the OS took the core) and keeps a
+:meth:`LagTrace.drain` attributes each late probe to the event that overlaps its wait most;
+when none does, to :data:`OFF_CPU` if the loop's thread was off the CPU for most of the wait,
+else ``unattributed`` (the loop ran code no event names: the users' own work) and keeps a
 per-cause tally (count, sum and max of the lag), then drops the raw events it no longer needs,
 so memory stays bounded in a run of any length. Every pass and span is counted in per-name
 totals (count, sum, max); only those of at least ``event_min_ns`` (0.1 ms) are kept as events. With ``keep_raw`` everything is kept for
@@ -39,13 +43,15 @@ import os
 import threading
 from array import array
 from bisect import bisect_left, bisect_right
-from time import perf_counter_ns
+from time import perf_counter_ns, thread_time_ns
 from typing import Any
 
 #: A probe at least this late is a stall worth attributing.
 LATE_NS = 1_000_000
 #: Shorter gc passes and spans are only counted in the totals: they cannot own a stall.
 EVENT_MIN_NS = 100_000
+#: The cause of a late probe no event covers while the loop's thread was mostly off the CPU.
+OFF_CPU = "loop thread off-CPU (a blocking call, the GIL or the VM)"
 #: Environment variable naming a file the self-check writes the raw trace to at test stop.
 ENV_FILE = "LOCUST_LLM_LAG_TRACE"
 #: Environment variable: "1" times greenlet runs too.
@@ -67,6 +73,7 @@ class LagTrace:
         self.probe_due = array("q")
         self.probe_lag = array("q")  # the client's own part of each probe's lag
         self.probe_wait = array("q")  # the part other processes caused (the main thread's run delay)
+        self.probe_off = array("q")  # of the own part, how long the loop's thread was off the CPU
         self.contention = [0, 0, 0]  # probes >= late_ns of run delay: [count, sum_ns, max_ns]
         self._contention_taken = (0, 0)
         self._sched_fd: int | None = None
@@ -95,10 +102,12 @@ class LagTrace:
         self._span_taken: dict[str, tuple[int, int]] = {}
 
     # recording --------------------------------------------------------------------------------
-    def probe(self, due_ns: int, lag_ns: int, probe_delay_ns: int = -1) -> int:
+    def probe(self, due_ns: int, lag_ns: int, probe_delay_ns: int = -1, sent_ns: int = 0,
+              sent_cpu_ns: int = -1) -> int:
         """A probe's callback ran ``lag_ns`` after it was due (called on the loop's thread;
-        ``probe_delay_ns``: the probe thread's cumulative run delay when it sent it); returns
-        the client's own part of the lag."""
+        ``probe_delay_ns``: the probe thread's cumulative run delay when it sent it;
+        ``sent_ns``/``sent_cpu_ns``: when it was sent and the loop thread's CPU clock then);
+        returns the client's own part of the lag."""
         wait = 0
         if self._sched_fd is not None:
             cpu, rd = read_schedstat(self._sched_fd)
@@ -120,9 +129,14 @@ class LagTrace:
             c[1] += wait
             c[2] = max(c[2], wait)
         own = lag_ns - wait
+        off = 0
+        if sent_cpu_ns >= 0 and own >= self.late_ns:
+            # wall time from send to callback the loop's thread neither ran nor waited for the core
+            off = min(max((due_ns + lag_ns - sent_ns) - (thread_time_ns() - sent_cpu_ns) - wait, 0), own)
         self.probe_due.append(due_ns)
         self.probe_lag.append(own)
         self.probe_wait.append(wait)
+        self.probe_off.append(off)
         return own
 
     def open_run_delay(self) -> None:
@@ -211,7 +225,7 @@ class LagTrace:
         for i in range(self._drained, len(due)):
             if lag[i] < self.late_ns:
                 continue
-            cause = self.cause(due[i], due[i] + lag[i])
+            cause = self.probe_cause(i)
             t = new.get(cause)
             if t is None:
                 new[cause] = [1, lag[i], lag[i]]
@@ -224,6 +238,14 @@ class LagTrace:
         if not self.keep_raw and len(due):
             self._forget(due[-1] - keep_ns)
         return new
+
+    def probe_cause(self, i: int) -> str:
+        """What held the loop while probe ``i`` waited: :meth:`cause`, or :data:`OFF_CPU` when no
+        event covers it and the loop's thread was off the CPU for at least half of the wait."""
+        cause = self.cause(self.probe_due[i], self.probe_due[i] + self.probe_lag[i])
+        if cause == "unattributed" and 2 * self.probe_off[i] >= self.probe_lag[i]:
+            return OFF_CPU
+        return cause
 
     def cause(self, start: int, end: int) -> str:
         """What held the loop over [start, end]: ``gc gen N``, a span's name, or
@@ -254,6 +276,7 @@ class LagTrace:
         del self.probe_due[:self._drained]
         del self.probe_lag[:self._drained]
         del self.probe_wait[:self._drained]
+        del self.probe_off[:self._drained]
         self._drained = 0
         k = bisect_left(self.gc_end, before_ns)
         del self.gc_start[:k], self.gc_end[:k], self.gc_gen[:k]
@@ -295,7 +318,7 @@ class LagTrace:
         """Every raw event kept, plus the summary (for the bench's analysis)."""
         return {
             "probes": {"due_ns": self.probe_due.tolist(), "lag_ns": self.probe_lag.tolist(),
-                       "wait_ns": self.probe_wait.tolist()},
+                       "wait_ns": self.probe_wait.tolist(), "off_ns": self.probe_off.tolist()},
             "gc": {"start_ns": self.gc_start.tolist(), "end_ns": self.gc_end.tolist(),
                    "generation": self.gc_gen.tolist()},
             "spans": {"names": list(self.names), "id": self.span_id.tolist(),
@@ -310,6 +333,7 @@ class LagTrace:
         t.probe_due.extend(d["probes"]["due_ns"])
         t.probe_lag.extend(d["probes"]["lag_ns"])
         t.probe_wait.extend(d["probes"].get("wait_ns") or [0] * len(d["probes"]["lag_ns"]))
+        t.probe_off.extend(d["probes"].get("off_ns") or [0] * len(d["probes"]["lag_ns"]))
         t.gc_start.extend(d["gc"]["start_ns"])
         t.gc_end.extend(d["gc"]["end_ns"])
         t.gc_gen.extend(d["gc"]["generation"])

@@ -71,6 +71,11 @@ class SelfMonitor:
         self._running = True
         lagtrace.install(self.trace)
         self.trace.open_run_delay()
+        try:  # the loop thread's CPU clock, readable from the probe thread (not on every OS)
+            loop_thread = monkey.get_original("_thread", "get_ident")()
+            self._loop_clock: int | None = time.pthread_getcpuclockid(loop_thread)
+        except (AttributeError, OSError):
+            self._loop_clock = None
         loop = gevent.get_hub().loop
         start_thread = monkey.get_original("_thread", "start_new_thread")
         start_thread(self._probe, (loop,))
@@ -103,15 +108,17 @@ class SelfMonitor:
             if wait > 0:
                 sleep(wait / 1e9)
             try:
-                loop.run_callback_threadsafe(self._record, due, lagtrace.read_schedstat(sched)[1])
+                clock = self._loop_clock
+                loop.run_callback_threadsafe(self._record, due, lagtrace.read_schedstat(sched)[1], pc(),
+                                             time.clock_gettime_ns(clock) if clock is not None else -1)
             except Exception:  # the loop is gone (process exiting)
                 return
             due = max(due + step, pc() - 100 * step)
 
-    def _record(self, due: int, probe_delay: int = -1) -> None:
+    def _record(self, due: int, probe_delay: int = -1, sent: int = 0, sent_cpu: int = -1) -> None:
         if self._running:
             # the client's own lag: the trace takes off what other processes held the core
-            lag = self.trace.probe(due, time.perf_counter_ns() - due, probe_delay)
+            lag = self.trace.probe(due, time.perf_counter_ns() - due, probe_delay, sent, sent_cpu)
             self.lag.add(lag)
             if lag > BURST_LAG_NS:
                 now = time.time()

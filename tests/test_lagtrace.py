@@ -7,11 +7,12 @@ import gc
 import time
 
 import gevent
+import gevent.monkey
 import orjson
 import pytest
 
 from llm_users import lagtrace
-from llm_users.lagtrace import LagTrace, span
+from llm_users.lagtrace import OFF_CPU, LagTrace, span
 from llm_users.selfcheck import NodeHealth, SelfMonitor, stall_reason, verdict
 
 
@@ -74,6 +75,26 @@ def test_block_inside_a_span_is_attributed_to_it(monitor: SelfMonitor) -> None:
     assert "records" in s["stalls"], s["stalls"]
     assert s["stalls"]["records"]["max_ms"] >= 10
     assert s["tasks"]["records"]["count"] == 1 and s["tasks"]["records"]["max_ms"] >= 15
+
+
+def test_a_blocking_call_is_named_off_cpu_and_busy_work_is_not(monitor: SelfMonitor) -> None:
+    """The loop's thread asleep in a blocking call (an unpatched sleep: the same for a blocking
+    write or the GIL held elsewhere) is told apart from the loop running code no span names."""
+    blocking_sleep = gevent.monkey.get_original("time", "sleep")
+    _health(monitor)  # start from a clean tally
+    gevent.spawn(blocking_sleep, 0.030).join()
+    gevent.sleep(0.05)
+    stalls = _health(monitor)["stalls"]
+    assert OFF_CPU in stalls, stalls
+    assert stalls[OFF_CPU]["max_ms"] >= 20  # a probe due in its first 10 ms waited that long
+    assert stalls.get("unattributed", {}).get("max_ms", 0) < stalls[OFF_CPU]["max_ms"], stalls
+    gevent.spawn(busy, 0.030).join()
+    gevent.sleep(0.05)
+    stalls = _health(monitor)["stalls"]
+    assert stalls["unattributed"]["max_ms"] >= 20, stalls
+    # on a loaded machine a probe may still catch the loop waiting for the GIL, whose holder
+    # another process preempted (off-CPU, rightly): the busy block itself is not
+    assert stalls.get(OFF_CPU, {}).get("count", 0) < stalls["unattributed"]["count"], stalls
 
 
 def test_gc_pass_is_attributed_to_gc(monitor: SelfMonitor) -> None:
