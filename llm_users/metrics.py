@@ -243,12 +243,16 @@ class Distribution:
     by the microsecond itself: the histogram counts exactly the same, and the dict holds at
     most one key per bucket in use (a few thousand), however long a run goes without reading
     it. Keyed per microsecond it grew with every new value of a long run's tails (issue 10).
+
+    The histogram itself (184 KB of counts) is made only when it is first read or merged into:
+    a fresh one costs 0.1-0.2 ms of page faults with the hub blocked, and the self-check made one
+    every second for its lag window (a 0.44 ms first-token stamp at 60 streams, issue 14).
     """
 
     __slots__ = ("_hist", "_pending", "count", "sum_ns", "min_ns", "max_ns")
 
     def __init__(self) -> None:
-        self._hist = new_histogram()
+        self._hist: HdrHistogram | None = None
         self._pending: dict[int, int] = {}
         self.count = 0
         self.sum_ns = 0.0
@@ -258,12 +262,14 @@ class Distribution:
     @property
     def hist(self) -> HdrHistogram:
         """The histogram with every value added so far."""
+        h = self._hist
+        if h is None:
+            h = self._hist = new_histogram()
         if self._pending:
-            h = self._hist
             for us, n in self._pending.items():
                 h.record_value(us, n)
             self._pending = {}
-        return self._hist
+        return h
 
     def add(self, ns: float) -> None:
         us = bucket_floor_us(min(max(int(ns + 500) // 1000, 0), _HIGHEST_US))
@@ -316,7 +322,9 @@ class Distribution:
     def merge(self, other: Distribution) -> None:
         """Add ``other`` in: its not-yet-recorded values as counts (a dict merge, no HDR call
         per value), whatever it had recorded histogram to histogram."""
-        if other._hist.total_count:
+        if other._hist is not None and other._hist.total_count:
+            if self._hist is None:
+                self._hist = new_histogram()
             self._hist.add(other._hist)
         self._add_pending(other._pending)
         self._merge_exact(other.count, other.sum_ns, other.min_ns, other.max_ns)
