@@ -32,6 +32,7 @@ from .distributed import (
 )
 from .gctune import GcTuner
 from .heap import fix_mmap_threshold
+from .idle import serve_ready_io
 from .lagtrace import span
 from .metrics import RequestRecord
 from .options import RunConfig
@@ -410,7 +411,7 @@ class MasterRun(MergingRun):
 
 def _yield() -> None:
     """Let the hub serve whatever is ready (between slices of periodic work)."""
-    gevent.sleep(0)
+    serve_ready_io()
 
 
 def role_for(runner: Any) -> type[LLMRun]:

@@ -27,6 +27,7 @@ from . import protocols
 from .backoff import Backoff
 from .errors import LLMRequestError
 from .failure_table import for_locust
+from .idle import serve_ready_io
 from .metrics import RequestRecord, sampling_issues
 from .options import Settings, run_config
 from .protocols import anthropic as anthropic_proto
@@ -240,6 +241,10 @@ class LLMUser(User):
             response=None,
         )
         self._fire_record(rec)
+        # the next request's building and sending waits for the sockets found ready meanwhile
+        # (other streams' chunks): Locust's wait() between tasks is a gevent.sleep(0), which
+        # runs before the loop polls (idle.serve_ready_io, issue 14)
+        serve_ready_io()
         return rec
 
     def _fire_record(self, rec: RequestRecord) -> None:

@@ -8,7 +8,7 @@ import gevent
 import gevent.socket
 
 from llm_users.distributed import Collector, Shipper
-from llm_users.idle import IdleQueue
+from llm_users.idle import IdleQueue, serve_ready_io
 from llm_users.metrics import RequestRecord
 
 
@@ -44,6 +44,100 @@ def test_a_ready_socket_is_served_before_the_next_item() -> None:
     gevent.sleep(0.05)
     assert order.index("read") == 1, order
     assert [x for x in order if x != "read"] == [f"p{i}" for i in range(10)]
+
+
+def test_serve_ready_io_lets_a_ready_socket_in_between_pieces_of_work() -> None:
+    """Ten 1 ms pieces of work with ``serve_ready_io`` between them: bytes that arrive during
+    the first piece are read before the second. (``gevent.sleep(0)`` in its place let the
+    reader in only after all ten: its continuations run before the loop polls.)"""
+    order: list[str] = []
+    a, b = gevent.socket.socketpair()
+
+    def reader() -> None:
+        a.recv(1)
+        order.append("read")
+
+    def worker() -> None:
+        for i in range(10):
+            if i == 0:
+                b.send(b"x")
+            busy(1)
+            order.append(f"w{i}")
+            serve_ready_io()
+
+    gevent.joinall([gevent.spawn(reader), gevent.spawn(worker)], timeout=5)
+    assert order.index("read") == 1, order
+    assert [x for x in order if x != "read"] == [f"w{i}" for i in range(10)]
+
+
+def test_serve_ready_io_does_not_wait_for_the_next_event_on_a_quiet_loop() -> None:
+    """It polls without blocking: with nothing ready and the next timer 2 s away, it returns
+    at once (a check watcher, which waits for the next poll, would wait for that timer)."""
+    later = gevent.spawn_later(2.0, lambda: None)
+    try:
+        t = time.perf_counter()
+        for _ in range(100):
+            serve_ready_io()
+        assert time.perf_counter() - t < 0.5
+    finally:
+        later.kill()
+
+
+def test_a_saturated_loop_still_serves_a_ready_socket_between_items() -> None:
+    """When the loop never idles, items go on the backlog and age limits, and a socket found
+    ready while one is processed is read before the next."""
+    order: list[str] = []
+    a, b = gevent.socket.socketpair()
+    stop = False
+
+    def spin() -> None:  # ready work on every turn: the loop never idles
+        while not stop:
+            busy(0.05)
+            gevent.sleep(0)
+
+    def reader() -> None:
+        a.recv(1)
+        order.append("read")
+
+    def process(i: int) -> None:
+        order.append(f"p{i}")
+        if i == 0:
+            b.send(b"x")
+        busy(1)
+
+    q: IdleQueue[int] = IdleQueue(process, max_backlog=6, max_age_s=0.05)
+    g, r = gevent.spawn(spin), gevent.spawn(reader)
+    try:
+        gevent.sleep(0.01)  # the reader waits on its socket, the spinner spins
+        for i in range(6):
+            q.put(i)  # a backlog of 6: urgent from the start
+        r.join(2)
+        t = time.perf_counter()
+        while len(order) < 7 and time.perf_counter() - t < 2:
+            gevent.sleep(0.001)
+    finally:
+        stop = True
+        g.join(1)
+    assert order.index("read") == 1, order
+    assert [x for x in order if x != "read"] == [f"p{i}" for i in range(6)]
+
+
+def test_one_worker_serves_every_burst_and_close_ends_it() -> None:
+    seen: list[int] = []
+    q: IdleQueue[int] = IdleQueue(seen.append)
+    q.put(0)
+    gevent.sleep(0.02)
+    worker = q._worker
+    assert seen == [0] and worker is not None and not worker.dead
+    q.put(1)  # into an empty queue: the parked worker wakes
+    gevent.sleep(0.02)
+    assert seen == [0, 1] and q._worker is worker
+    q.close()
+    gevent.sleep(0)
+    assert worker.dead and q._worker is None
+    q.put(2)  # a new worker
+    gevent.sleep(0.02)
+    assert seen == [0, 1, 2]
 
 
 def test_items_wait_for_an_idle_loop_and_flush_takes_them_now() -> None:

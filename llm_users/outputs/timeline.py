@@ -7,7 +7,7 @@ so memory stays bounded however long the run.
 Closing a second finds nearest-rank percentiles over that second's values (14,000 ITL gaps at
 14k chunks/s). One ``sorted`` of them held the event loop 3-6 ms every second; the values are
 now sorted in slices of :data:`SLICE` and the ranks found by bisection across the sorted
-slices, with ``pause()`` (``gevent.sleep(0)`` from the run's loop) between slices so ready
+slices, with ``pause()`` (``idle.serve_ready_io`` from the run's loop) between slices so ready
 reads are served in between (docs/benchmarks.md, issue 14).
 """
 
@@ -118,7 +118,7 @@ class Timeline:
 
     def settle(self, now: float, pause: Callable[[], None] | None = None) -> None:
         """Close every second older than ``settle_s``; ``pause`` is called between slices of
-        the work (the run passes ``gevent.sleep(0)``: reads due meanwhile are served)."""
+        the work (the run passes ``idle.serve_ready_io``: reads due meanwhile are served)."""
         for t in [t for t in self._open if t < now - self.settle_s]:
             self._close(t, pause)
 
