@@ -396,11 +396,12 @@ def analyse(records: list[tuple[str, int, list[int]]], trace: list[dict[str, Any
 
 
 def lag_figures(path: Path, records: list[tuple[str, int, list[int]]], trace: list[dict[str, Any]], ws: int,
-                we: int, ttft_p99_ms: float | None) -> dict[str, Any]:
+                we: int, ttft_p99_ms: float | None, late_bound_ms: float = 1.0) -> dict[str, Any]:
     """Our client's loop-lag trace (the self-check's probes, gc passes, our periodic work; see
     llm_users/lagtrace.py) over the window, and the late first-token stamps lined up with it:
     each stamp in the TTFT error tail (at or above the run's p99, at least 1 ms late) is put to
-    the event that overlaps [simulator write, client stamp] most; when none does, to whether
+    the event that overlaps [simulator write, client stamp] most (``late_bound_ms`` lowers the
+    1 ms floor, to name sub-millisecond tails); when none does, to whether
     the loop was seen blocked then (a late probe) or not (the stamp queued behind other
     ready work: CPU)."""
     out: dict[str, Any] = {"loop_lag_p99_ms": None, "loop_lag_p999_ms": None, "loop_lag_max_ms": None}
@@ -437,7 +438,7 @@ def lag_figures(path: Path, records: list[tuple[str, int, list[int]]], trace: li
         first = next((x for x, k in zip(times, toks, strict=True) if k > 0), None)
         if first is not None:
             truth[t["request_id"]] = first
-    bound = max(1_000_000, int((ttft_p99_ms or 0) * 1e6))
+    bound = max(int(late_bound_ms * 1e6), int((ttft_p99_ms or 0) * 1e6))
     causes: dict[str, int] = defaultdict(int)
     late_probes = [(d, d + g, i) for i, (d, g) in enumerate(zip(lt.probe_due, lt.probe_lag, strict=True))
                    if g >= lt.late_ns]
@@ -550,7 +551,8 @@ def run_one(kind: str, n: int, sim: Simulator, args: argparse.Namespace, workdir
         (keep / "client.json").write_bytes(orjson.dumps({"window": [ws, we], "records": records}))
         shutil.copy(log_path, keep / "client.log")
     res = analyse(records, trace, ws, we, args.itl_ms)
-    res.update(lag_figures(workdir / "lagtrace.json", records, trace, ws, we, res.get("ttft_err_p99_ms")))
+    res.update(lag_figures(workdir / "lagtrace.json", records, trace, ws, we, res.get("ttft_err_p99_ms"),
+                           args.late_bound_ms))
     if args.keep and (workdir / "lagtrace.json").exists():
         shutil.copy(workdir / "lagtrace.json", Path(args.keep) / workdir.name / "lagtrace.json")
     win_s = (we - ws) / 1e9
@@ -1070,6 +1072,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     "under 5 ms and the first over it of each client in --tail-from (default: the --out file), "
                     "with the steps between; without one, " + TAIL_STEPS)
     ap.add_argument("--tail-from", help="results file whose knee --tail runs around (default: --out)")
+    ap.add_argument("--late-bound-ms", type=float, default=1.0,
+                    help="late first-token stamps at or above max(this, the run's p99) are lined up with "
+                    "the lag trace's events (default 1 ms; lower it to name a sub-millisecond tail)")
     ap.add_argument("--lag-trace", choices=("off", "on", "greenlets"), default="on",
                     help="our client's loop-lag trace (LOCUST_LLM_LAG_TRACE): lag, gc passes and our periodic "
                     "work per window, late stamps lined up with them; greenlets also times every greenlet run "
