@@ -262,8 +262,10 @@ class MergingRun(LLMRun):
             self.collector.timeline.users(now, runner.user_count)
             self.collector.timeline.settle(now, pause=_yield)  # its slices time themselves
             if self.monitor is not None:
-                with span("selfcheck"):
+                _yield()  # each piece of the tick on its own turn of the loop: ready reads first
+                with span("selfcheck"):  # one piece: a kill between the two would lose a second
                     self.collector.add_health(self.monitor.to_wire(encode=False))
+            _yield()
             with span("tick"):
                 self.tick(now)
             self._gc_tick()
