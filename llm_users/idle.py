@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from time import perf_counter_ns
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import gevent
 from gevent.hub import Waiter
@@ -39,13 +39,19 @@ def serve_ready_io() -> None:
     A zero timer at the lowest priority: it makes the next poll non-blocking, and it fires after
     that poll, after the watchers of every socket found ready (default priority). A kill
     (``GreenletExit``) can arrive here like at any other yield."""
+    _first_of((gevent.get_hub().loop.timer(0.0, priority=_LOWEST_PRIORITY), None))
+
+
+def _first_of(*watchers: tuple[Any, str | None]) -> str | None:
+    """Start each (watcher, value), wait for the first to fire, close them all; its value."""
     waiter: Waiter = Waiter()
-    timer = gevent.get_hub().loop.timer(0.0, priority=_LOWEST_PRIORITY)
-    timer.start(waiter.switch, None)
+    for w, value in watchers:
+        w.start(waiter.switch, value)
     try:
-        waiter.get()
+        return waiter.get()
     finally:
-        timer.close()
+        for w, _ in watchers:
+            w.close()
 
 
 class IdleQueue(Generic[T]):
@@ -111,18 +117,9 @@ class IdleQueue(Generic[T]):
                 self._worker = self._parked = None
 
     @staticmethod
-    def _wait_quiet() -> str:
+    def _wait_quiet() -> str | None:
         """Until the loop idles ("idle") or RECHECK_S has passed ("recheck"). Fresh watchers
         each time: an idle watcher stopped and started again beside a timer was seen never to
         fire (gevent 26.9, libev), leaving only the recheck."""
         loop = gevent.get_hub().loop
-        waiter: Waiter = Waiter()
-        idle = loop.idle()
-        timer = loop.timer(RECHECK_S)
-        idle.start(waiter.switch, "idle")
-        timer.start(waiter.switch, "recheck")
-        try:
-            return waiter.get()
-        finally:
-            idle.close()
-            timer.close()
+        return _first_of((loop.idle(), "idle"), (loop.timer(RECHECK_S), "recheck"))

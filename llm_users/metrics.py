@@ -262,13 +262,18 @@ class Distribution:
     @property
     def hist(self) -> HdrHistogram:
         """The histogram with every value added so far."""
-        h = self._hist
-        if h is None:
-            h = self._hist = new_histogram()
+        h = self._histogram()
         if self._pending:
             for us, n in self._pending.items():
                 h.record_value(us, n)
             self._pending = {}
+        return h
+
+    def _histogram(self) -> HdrHistogram:
+        """The histogram as it is (pending counts not recorded), made on first use."""
+        h = self._hist
+        if h is None:
+            h = self._hist = new_histogram()
         return h
 
     def add(self, ns: float) -> None:
@@ -323,9 +328,7 @@ class Distribution:
         """Add ``other`` in: its not-yet-recorded values as counts (a dict merge, no HDR call
         per value), whatever it had recorded histogram to histogram."""
         if other._hist is not None and other._hist.total_count:
-            if self._hist is None:
-                self._hist = new_histogram()
-            self._hist.add(other._hist)
+            self._histogram().add(other._hist)
         self._add_pending(other._pending)
         self._merge_exact(other.count, other.sum_ns, other.min_ns, other.max_ns)
 

@@ -260,12 +260,12 @@ class MergingRun(LLMRun):
             gevent.sleep(1.0)
             now = time.time()
             self.collector.timeline.users(now, runner.user_count)
-            self.collector.timeline.settle(now, pause=_yield)  # its slices time themselves
+            self.collector.timeline.settle(now, pause=serve_ready_io)  # its slices time themselves
             if self.monitor is not None:
-                _yield()  # each piece of the tick on its own turn of the loop: ready reads first
+                serve_ready_io()  # each piece of the tick on its own turn of the loop: ready reads first
                 with span("selfcheck"):  # one piece: a kill between the two would lose a second
                     self.collector.add_health(self.monitor.to_wire(encode=False))
-            _yield()
+            serve_ready_io()
             with span("tick"):
                 self.tick(now)
             self._gc_tick()
@@ -409,11 +409,6 @@ class MasterRun(MergingRun):
             client = runner.clients.get(wid)
             if client is None or client.state == "missing":
                 self.collector.mark_lost(wid, now)
-
-
-def _yield() -> None:
-    """Let the hub serve whatever is ready (between slices of periodic work)."""
-    serve_ready_io()
 
 
 def role_for(runner: Any) -> type[LLMRun]:
