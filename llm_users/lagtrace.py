@@ -1,7 +1,7 @@
 """Loop-lag trace with attribution: what held the gevent hub when a ready event had to wait.
 
 The self-check's probe (:class:`~llm_users.selfcheck.SelfMonitor`) hands the hub a callback
-every 10 ms and the callback reports how late it ran. This module keeps those figures beside
+every 20 ms and the callback reports how late it ran. This module keeps those figures beside
 the events that can hold the hub, all stamped with ``perf_counter_ns`` in compact arrays (no
 object per event):
 

@@ -56,6 +56,34 @@ def test_monitor_samples_and_sees_a_blocked_loop() -> None:
     assert process_cpu_seconds() > 0
 
 
+def test_default_schedule_probes_50_times_a_second_and_catches_a_block_of_one_interval() -> None:
+    """The default monitor (what every run uses) sends 50 probes a second, and a block as long
+    as one interval always holds up a probe: one is due inside it, fixed schedule."""
+    import time
+
+    m = SelfMonitor("local")
+    assert m.interval == SelfMonitor.INTERVAL_S == 0.02
+    m.start()
+    gevent.sleep(1.0)
+    n_quiet = len(m.trace.probe_due)
+
+    def hog(s: float) -> None:
+        end = time.thread_time() + s
+        while time.thread_time() < end:
+            pass
+
+    for _ in range(3):  # three blocks of 1.5 intervals: a probe is due in the first 20 ms of each
+        gevent.spawn(hog, 0.03).join()
+        gevent.sleep(0.05)
+    m.stop()
+    due, lags = list(m.trace.probe_due), list(m.trace.probe_lag)
+    assert 44 <= n_quiet <= 52, n_quiet  # 1 s of probes, the first due 20 ms after start
+    steps = [b - a for a, b in zip(due, due[1:], strict=False)]
+    assert all(s % 20_000_000 == 0 for s in steps), steps  # due on the fixed 20 ms grid
+    late = sorted(lags)[-3:]
+    assert all(lag >= 9_000_000 for lag in late), late  # so it waits >= 10 ms of the 30 (quiet: < 1 ms)
+
+
 def test_lag_in_one_second_bursts_is_named() -> None:
     """Users in phase: the lag over 2 ms falls at the same place in every second."""
     bursty = health("w", 12.0, [0.5] * 10)
