@@ -1053,7 +1053,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--duration", type=float, help="measured window per run, seconds (default 8; --quick 4)")
     ap.add_argument("--calm-rate", type=float, default=3000.0,
                     help="chunks/s of the CPU-per-chunk comparison: the step nearest it (default 3000)")
-    ap.add_argument("--calm-repeats", type=int, help="extra rounds of the calm step (default 2; --quick 0): "
+    ap.add_argument("--calm-repeats", type=int, help="extra rounds of the calm step (default: as many as make "
+                    "3 with --repeats; --quick 0): "
                     "the CPU target takes the median of the per-round ours/floor ratios")
     ap.add_argument("--itl-ms", type=float, default=20.0)
     ap.add_argument("--ttft-ms", type=float, default=20.0)
