@@ -112,6 +112,9 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
             _start_simulator(environment, run)
     environment.events.test_start.add_listener(lambda **_: _refresh_user_settings(environment))
     run.install(runner)
+    from .console_table import install as install_console_table
+
+    install_console_table()  # Locust's table every 2 s, in pieces between the streams' reads
     # Locust arms its -t timer right after this event, before the event loop has run: libev
     # times it from the loop's cached "now", stale by all the start-up work (imports, the SDK,
     # the settings checks), and a 4 s run ended after 1.7 s. Bring the clock up to date.
