@@ -39,10 +39,12 @@ def run_locust(
     env: dict[str, str] | None = None,
     timeout: float = 120,
     csv_prefix: Path | None = None,
+    only_summary: bool = True,
 ) -> subprocess.CompletedProcess[str]:
-    """Run a real `locust` process headless from the project root."""
-    cmd = [LOCUST, "-f", str(ROOT / "locustfiles" / locustfile), "--headless", "--only-summary",
-           "--loglevel", "WARNING", *args]
+    """Run a real `locust` process headless from the project root (``only_summary=False``:
+    with Locust's stats table every 2 s on stderr)."""
+    cmd = [LOCUST, "-f", str(ROOT / "locustfiles" / locustfile), "--headless",
+           *(["--only-summary"] if only_summary else []), "--loglevel", "WARNING", *args]
     if report is not None:
         cmd += ["--llm-report", str(report)]
     if csv_prefix is not None:  # Locust's final stats, written at exit (its CSV is periodic)

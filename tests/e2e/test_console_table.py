@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-
 import pytest
 
-from tests.helpers import LOCUST, ROOT, read_records
+from tests.helpers import read_records, run_locust
 
 pytestmark = pytest.mark.slow
 
@@ -15,10 +12,8 @@ pytestmark = pytest.mark.slow
 def test_the_periodic_table_prints_whole_in_a_real_run(sim_factory, tmp_path) -> None:
     sim = sim_factory("--ttft-ms", "20", "--itl-ms", "5", "--output-tokens", "20")
     report = tmp_path / "r"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")}
-    proc = subprocess.run([LOCUST, "-f", str(ROOT / "locustfiles" / "vllm.py"), "--headless", "--loglevel",
-                           "WARNING", "--host", sim.url, "-u", "4", "-r", "4", "-t", "5s", "--llm-report",
-                           str(report)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    proc = run_locust("vllm.py", "--host", sim.url, "-u", "4", "-r", "4", "-t", "5s", report=report,
+                      only_summary=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stderr.splitlines()
     heads = [i for i, ln in enumerate(lines) if ln.startswith("Type ") and "# reqs" in ln]
