@@ -107,3 +107,19 @@ def test_late_stamps_lined_up_with_the_lag_trace(bench, tmp_path) -> None:
     assert out["late_ttft_causes"] == {"gc gen1": 1, "no loop stall (queued behind ready work)": 1}
     assert out["loop_lag_max_ms"] == 7.0 and out["loop_probes"] == 200
     assert out["gc_passes_over_0_1ms"] == {"gen1": {"count": 1, "total_ms": 8.0, "max_ms": 8.0}}
+
+
+def test_windows_hold_enough_first_tokens_for_a_p999(bench) -> None:
+    a = argparse.Namespace(duration=8.0, min_first_tokens=1000, ttft_ms=20.0, itl_ms=20.0, output_tokens=128)
+    # a request lasts 20 + 127 * 20 ms = 2.56 s, so N streams start N / 2.56 first tokens a second
+    assert bench.window_s(60, a) == pytest.approx(1000 * 2.56 / 60)  # 42.7 s
+    assert bench.window_s(160, a) == pytest.approx(16.0)
+    assert bench.window_s(280, a) == pytest.approx(1000 * 2.56 / 280)  # 9.1 s
+    assert bench.window_s(400, a) == 8.0  # 156 first tokens a second: --duration already holds 1,250
+    assert 60 / 2.56 * bench.window_s(60, a) >= 1000
+    # off (--quick's default), every window is --duration
+    a.min_first_tokens = 0
+    assert [bench.window_s(n, a) for n in (60, 160, 560)] == [8.0, 8.0, 8.0]
+    # and the nearest-rank p99.9 of 1,000 values is not their largest
+    values = list(range(1, 1001))
+    assert bench.pct(values, 99.9) < max(values) / 1e6
