@@ -67,6 +67,19 @@ def test_capacity_on_the_median_with_spread_and_rounds(bench) -> None:
     assert "[2.00-12.30]" in text and "round 0:" in text
 
 
+def test_calm_cpu_on_the_median_round_ratio_with_the_best_rounds_beside(bench) -> None:
+    results = []
+    for rep, (o, f) in enumerate([(29.9, 21.3), (21.5, 22.9), (27.4, 21.2)]):  # run 13's N=60 rounds
+        for client, cpu in (("ours", o), ("floor", f)):
+            r = run(client, 160, rep, 0.5)
+            r["cpu_ms_per_1k_chunks"] = cpu
+            results.append(r)
+    t = bench.summarise(results, args())["targets"]["calm_cpu_within_1.2x_floor"]
+    assert [round(x, 2) for x in t["round_ratios"]] == [0.94, 1.29, 1.40]
+    assert round(t["ratio"], 2) == 1.29 and not t["met"]  # decided on the median round
+    assert (t["ours_ms"], t["floor_ms"], t["best_ratio"]) == (21.5, 21.2, 1.01)
+
+
 def test_sim_bottleneck_is_named(bench) -> None:
     r = run("floor", 560, 0, 1.0)
     r.update(sim_saturated=True, sim_cpu_pct=91.0)
