@@ -542,7 +542,7 @@ def run_together(kinds: tuple[str, ...], n: int, sim: Simulator, args: argparse.
     per: list[dict[str, Any]] = []
     try:
         for kind in kinds:
-            d = workdir / kind if len(kinds) > 1 else workdir
+            d = workdir / (kind if len(kinds) > 1 else "")  # together: a folder per client
             d.mkdir(parents=True, exist_ok=True)
             cmd, env, out = client_command(kind, n, sim.url, stream_s, args, d, start)
             with open(d / "client.log", "w") as log:
@@ -580,7 +580,7 @@ def run_together(kinds: tuple[str, ...], n: int, sim: Simulator, args: argparse.
     for m, (kind, proc, out, d) in zip(per, procs, strict=True):
         records = load_client_records(kind, out)
         if args.keep:
-            keep = Path(args.keep) / workdir.name / (kind if len(kinds) > 1 else "")
+            keep = Path(args.keep) / d.relative_to(workdir.parent)
             keep.mkdir(parents=True, exist_ok=True)
             (keep / "trace.json").write_bytes(orjson.dumps(trace))
             (keep / "client.json").write_bytes(orjson.dumps({"window": [ws, we], "records": records}))
@@ -836,6 +836,8 @@ def targets(clients: dict[str, Any], steps: list[dict[str, Any]] | None = None,
         # pay alike pulls their ratio towards 1. So the ratio decided on is the floor's best
         # sequential round plus that excess, over the floor's best round (the smallest
         # denominator: the strictest reading); the pairs' own ratios are shown beside it.
+        # (from the pairs' CPU figures themselves, so results files written before calm_pair
+        # kept its excess read the same)
         both = [p for p in pairs or () if p.get("ratio")]
         excess = sorted(p["ours"]["cpu_ms_per_1k_chunks"] - p["floor"]["cpu_ms_per_1k_chunks"] for p in both)
         if excess or seq:
@@ -1133,10 +1135,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--calm-rate", type=float, default=3000.0,
                     help="chunks/s of the CPU-per-chunk comparison: the step nearest it (default 3000)")
     ap.add_argument("--calm-repeats", type=int, help="extra rounds of the calm step (default: as many as make "
-                    "3 with --repeats; --quick 0): "
-                    "the CPU target takes the median of the per-round ours/floor ratios")
+                    "3 with --repeats; --quick 0); without calm pairs the CPU target takes the median of "
+                    "the per-round ours/floor ratios")
     ap.add_argument("--calm-pairs", type=int, help="rounds of ours and the floor streaming at once at the calm "
-                    "step (default 3; --quick 0): the CPU target takes the median of their ratios")
+                    "step (default 3; --quick 0): the CPU target adds ours' median excess over the floor in "
+                    "them to the floor's best sequential round")
     ap.add_argument("--calm-pair-s", type=float, default=20.0, help="measured window of a calm pair, seconds "
                     "(default 20)")
     ap.add_argument("--itl-ms", type=float, default=20.0)
@@ -1248,7 +1251,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"simulator {sim.url} on CPU {args.sim_cpu}, clients on CPU {args.client_cpu}: ITL {args.itl_ms:g} ms, "
           f"TTFT {args.ttft_ms:g} ms, {args.output_tokens} tokens per request, one token per chunk, "
           f"{args.duration:g} s windows, priority {args.priority}, simulator loop {sim_loop()}", flush=True)
-    longer = [f"N={n} {window_s(n, args):.1f} s" for n in args.steps if window_s(n, args) > args.duration]
+    longer = [f"N={n} {w:.1f} s" for n in args.steps if (w := window_s(n, args)) > args.duration]
     if longer:
         print(f"windows lengthened to hold {args.min_first_tokens} first tokens: {', '.join(longer)}", flush=True)
     calm_n = min(args.steps, key=lambda n: abs(offered_rate(n, args) - args.calm_rate))
