@@ -5,7 +5,9 @@
 - :class:`Renderer`: the protocol's bytes for that job. ``chunk(i, j, last)`` returns the
   frame(s) for tokens ``i..j-1``; when ``last`` it also carries the closing frames and the
   terminator, so the final token and the end of the stream leave in one write. Renderers
-  prebuild byte templates in ``__init__`` so a chunk costs a few concatenations.
+  prebuild byte templates in ``__init__`` so a chunk costs a few concatenations. Usage counts
+  come from :meth:`Job.reported` (what the answer says; ``--usage-zero`` may zero some), never
+  straight from ``input_tokens``/``n`` (the truth, which the trace records).
 - :class:`Dialect`: the protocol's HTTP error answers (its own body shape and statuses).
 """
 
@@ -33,6 +35,8 @@ class Job:
     n: int = 0
     reasoning: int = 0  # of the n tokens, reported as reasoning in usage
     finish: str = "length"  # "length" (max tokens reached) or "stop" (end of sequence)
+    zero_input: bool = False  # --usage-zero input|both: usage reports 0 prompt tokens
+    zero_output: bool = False  # --usage-zero output|both: usage reports 0 output (and reasoning) tokens
     stream: bool = True
     k: int = 1  # tokens per chunk
     indices: list[int] = field(default_factory=list)
@@ -53,6 +57,12 @@ class Job:
         self.indices = indices
         vocab = vocabulary_bytes()
         self.words = [vocab[i] for i in indices]
+
+    def reported(self) -> tuple[int, int, int]:
+        """Input, output and reasoning tokens as the answer's usage reports them."""
+        if self.zero_output:
+            return (0 if self.zero_input else self.input_tokens), 0, 0
+        return (0 if self.zero_input else self.input_tokens), self.n, self.reasoning
 
     @property
     def n_chunks(self) -> int:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..heap import fix_mmap_threshold
-from .config import DEFAULT_MAX_TOKENS, DISTRIBUTIONS, FAULT_KINDS, SimConfig
+from .config import DEFAULT_MAX_TOKENS, DISTRIBUTIONS, FAULT_KINDS, USAGE_ZERO, SimConfig
 
 DESCRIPTION = """\
 Embedded LLM inference server simulator: one process speaks the OpenAI/vLLM, TGI, Ollama,
@@ -109,6 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "(llama.cpp and max_completion_tokens); default honour it")
     g.add_argument("--answer-model", default=None, metavar="NAME", help="report NAME as the model in every "
                    "answer, whatever the request asked for (a server serving one fixed model)")
+    g.add_argument("--usage-zero", choices=USAGE_ZERO, default=None, help="report 0 output tokens, 0 input "
+                   "tokens or both in every answer's usage (streamed and not, every protocol) while the text "
+                   "streams as usual, as LiteLLM's Gemini bridge reports usageMetadata counts of 0 in every "
+                   "chunk; the ground truth keeps the true counts (default off)")
 
     g.add_argument("--prefix-cache-block", type=_nonneg(int), default=0, help="model automatic prefix "
                    "caching in blocks of N tokens: OpenAI-route usage reports prompt_tokens_details.cached_tokens "

@@ -25,6 +25,8 @@ FAULT_KINDS = (
     "big_frame",
 )
 
+USAGE_ZERO = ("output", "input", "both")
+
 DEFAULT_MAX_TOKENS = 512
 
 
@@ -61,6 +63,7 @@ class SimConfig:
     reasoning_tokens: int = 0  # of each answer's tokens, reported as reasoning in usage
     ignore_max_tokens: int | None = None  # ignore the request's max-token field: write N tokens
     answer_model: str | None = None  # report this model, whatever the request asked for
+    usage_zero: str | None = None  # usage reports 0 "output", "input" or "both" token counts (the trace keeps the truth)
 
     trace_file: str | None = None
     trace_limit: int = 2_000  # a small ring by default; tests and benches that read traces ask for more
@@ -94,6 +97,8 @@ class SimConfig:
             raise ValueError(f"unknown fault kinds {unknown}: choose from {', '.join(FAULT_KINDS)}")
         if self.fault_rate > 0 and not self.fault_kinds:
             raise ValueError("fault_rate > 0 needs at least one fault kind")
+        if self.usage_zero is not None and self.usage_zero not in USAGE_ZERO:
+            raise ValueError(f"usage_zero must be one of {', '.join(USAGE_ZERO)}, got {self.usage_zero!r}")
         if self.prefix_cache_block < 0:
             raise ValueError("prefix_cache_block must be >= 0")
         if self.template_tokens < 0:

@@ -70,6 +70,7 @@ class AnthropicRenderer(Renderer):
         if thinking_budget is not None and job.n >= 2:
             t = min(max(1, job.n // 4), thinking_budget)
         self.t = t  # thinking tokens
+        self.p, self.c, self.r = job.reported()  # input, output, thinking tokens as usage says
         self.text_index = 1 if t else 0
         self.text_delta = b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,' \
                           b'"delta":{"type":"text_delta","text":"' % self.text_index
@@ -91,8 +92,8 @@ class AnthropicRenderer(Renderer):
             "message": {
                 "id": self.id, "type": "message", "role": "assistant", "model": job.model, "content": [],
                 "stop_reason": None, "stop_sequence": None,
-                "usage": {"input_tokens": job.input_tokens, "cache_creation_input_tokens": 0,
-                          "cache_read_input_tokens": 0, "output_tokens": 1},
+                "usage": {"input_tokens": self.p, "cache_creation_input_tokens": 0,
+                          "cache_read_input_tokens": 0, "output_tokens": 0 if job.zero_output else 1},
             },
         })
         return (_event(b"message_start", message) + self._start_block(0, bool(self.t))
@@ -119,13 +120,12 @@ class AnthropicRenderer(Renderer):
             text = words[i] if j - i == 1 else b"".join(words[i:j])
             out += b'%b%b"}}\n\n' % (self.text_delta, text)
         if last:
-            job = self.job
             out += _event(b"content_block_stop", b'{"type":"content_block_stop","index":%d}' % self.text_index)
             out += _event(b"message_delta", b'{"type":"message_delta","delta":{"stop_reason":"%b",'
                           b'"stop_sequence":null},"usage":{"input_tokens":%d,"output_tokens":%d%b}}'
-                          % (self.stop_reason().encode(), job.input_tokens, job.n,
-                             b',"output_tokens_details":{"thinking_tokens":%d}' % job.reasoning
-                             if job.reasoning else b""))
+                          % (self.stop_reason().encode(), self.p, self.c,
+                             b',"output_tokens_details":{"thinking_tokens":%d}' % self.r
+                             if self.r else b""))
             out += _event(b"message_stop", b'{"type":"message_stop"}')
         return out
 
@@ -145,8 +145,8 @@ class AnthropicRenderer(Renderer):
         return orjson.dumps({
             "id": self.id, "type": "message", "role": "assistant", "model": job.model, "content": content,
             "stop_reason": self.stop_reason(), "stop_sequence": None,
-            "usage": {"input_tokens": job.input_tokens, "cache_creation_input_tokens": 0,
-                      "cache_read_input_tokens": 0, "output_tokens": job.n},
+            "usage": {"input_tokens": self.p, "cache_creation_input_tokens": 0,
+                      "cache_read_input_tokens": 0, "output_tokens": self.c},
         })
 
 

@@ -58,13 +58,15 @@ class GeminiRenderer(Renderer):
         self.response_id = f"sim{job.seq:012x}"
         self.pre = b'data: {"candidates":[{"content":{"parts":[{"text":"'
         self.tail = b',"modelVersion":%b,"responseId":"%b"}' % (orjson.dumps(job.model), self.response_id.encode())
+        self.p, self.c, self.r = job.reported()  # prompt, candidates, thoughts tokens as usageMetadata says
+        # With --usage-zero output|both every chunk's usageMetadata is the same: built once.
+        self.usage_fixed = self._usage(0) if job.zero_output else None
 
     def finish_reason(self) -> str:
         return "MAX_TOKENS" if self.job.finish == "length" else "STOP"
 
     def _usage(self, c: int) -> bytes:
-        p = self.job.input_tokens
-        r = self.job.reasoning
+        p, r = self.p, self.r
         thoughts = b',"thoughtsTokenCount":%d' % r if r else b""
         return b'"usageMetadata":{"promptTokenCount":%d,"candidatesTokenCount":%d,"totalTokenCount":%d%b}' % (
             p, c, p + c, thoughts)
@@ -73,8 +75,9 @@ class GeminiRenderer(Renderer):
         words = self.job.words
         text = words[i] if j - i == 1 else b"".join(words[i:j])
         finish = b',"finishReason":"%b"' % self.finish_reason().encode() if last else b""
+        usage = self.usage_fixed
         return b'%b%b"}],"role":"model"}%b,"index":0}],%b%b%b' % (
-            self.pre, text, finish, self._usage(j), self.tail, END)
+            self.pre, text, finish, self._usage(j) if usage is None else usage, self.tail, END)
 
     def error_frame(self) -> bytes:
         return b"data: " + DIALECT.error_body(500, "An internal error has occurred.") + END
@@ -84,11 +87,11 @@ class GeminiRenderer(Renderer):
 
     def body(self) -> bytes:
         job = self.job
-        p = job.input_tokens
+        p, c = self.p, self.c
         return orjson.dumps({
             "candidates": [{"content": {"parts": [{"text": job.text().decode()}], "role": "model"},
                             "finishReason": self.finish_reason(), "index": 0}],
-            "usageMetadata": {"promptTokenCount": p, "candidatesTokenCount": job.n, "totalTokenCount": p + job.n},
+            "usageMetadata": {"promptTokenCount": p, "candidatesTokenCount": c, "totalTokenCount": p + c},
             "modelVersion": job.model, "responseId": self.response_id,
         })
 

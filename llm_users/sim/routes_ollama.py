@@ -6,7 +6,8 @@ sentinel; ``stream`` defaults to true; ``options.num_predict`` is the max (absen
 512). Every /api/chat line carries ``message.role``. The last line has ``done: true``,
 ``done_reason`` (``length`` or ``stop``) and the timings in INTEGER nanoseconds
 (``total_duration, load_duration, prompt_eval_count, prompt_eval_duration, eval_count,
-eval_duration``); zero-valued fields are left out, as Ollama does. Errors are
+eval_duration``); zero-valued fields are left out, as Ollama does, except a count that
+``--usage-zero`` zeroes (written as 0, as a gateway that reports 0 would). Errors are
 ``{"error": "..."}``; a full queue is 503 "server busy"; mid-stream an ``{"error"}`` line.
 """
 
@@ -54,6 +55,8 @@ class OllamaRenderer(Renderer):
         self.created = _now_iso()
         head = b'{"model":%b,"created_at":"%b",' % (orjson.dumps(job.model), self.created.encode())
         self.head_bytes = head
+        self.p, self.c, _ = job.reported()  # prompt_eval_count and eval_count as the answer says
+        self.zeroed = tuple(k for k, z in (("prompt_eval_count", job.zero_input), ("eval_count", job.zero_output)) if z)
         if chat:
             self.pre = head + b'"message":{"role":"assistant","content":"'
             self.post = b'"},"done":false}\n'
@@ -77,12 +80,12 @@ class OllamaRenderer(Renderer):
         timings = {
             "total_duration": now - job.arrival_ns,
             "load_duration": int(job.cold_ms * 1e6),
-            "prompt_eval_count": job.input_tokens,
+            "prompt_eval_count": self.p,
             "prompt_eval_duration": max(0, first - (job.admitted_ns or job.arrival_ns)),
-            "eval_count": job.n,
+            "eval_count": self.c,
             "eval_duration": max(0, now - first),
         }
-        out.update({k: int(v) for k, v in timings.items() if v})
+        out.update({k: int(v) for k, v in timings.items() if v or k in self.zeroed})
         return out
 
     def chunk(self, i: int, j: int, last: bool) -> bytes:

@@ -72,6 +72,13 @@ class _Base(Renderer):
         self.model_json = orjson.dumps(job.model)
         self.obj_head = b'{"id":"%b","object":"%b","created":%d,"model":%b,' % (
             self.id.encode(), self.object_name, self.created, self.model_json)
+        self.p, self.c, self.r = job.reported()  # prompt, completion, reasoning tokens as usage says
+        self.cached = None if job.cached_tokens is None else (0 if job.zero_input else job.cached_tokens)
+        # The tail of a content chunk when it does not depend on the chunk: no usage, or usage whose
+        # completion count is always 0 (--usage-zero); None: cumulative usage, built per chunk.
+        self.cont_fixed: bytes | None = b"}\n\n"
+        if continuous:
+            self.cont_fixed = b',"usage":%b}\n\n' % _usage(self.p, 0) if job.zero_output else None
 
     def headers(self) -> dict[str, str]:
         return {"X-Request-Id": self.job.request_id or self.id}
@@ -79,13 +86,13 @@ class _Base(Renderer):
     def _usage_frame(self) -> bytes:
         if not self.include_usage:
             return b""
-        return b'data: %b"choices":[],"usage":%b}\n\n' % (self.obj_head, _usage(self.job.input_tokens, self.job.n, self.job.reasoning,
-                                                                    self.job.cached_tokens))
+        return b'data: %b"choices":[],"usage":%b}\n\n' % (self.obj_head, _usage(self.p, self.c, self.r, self.cached))
 
     def _cont(self, j: int) -> bytes:
-        if not self.continuous:
-            return b"}\n\n"
-        return b',"usage":%b}\n\n' % _usage(self.job.input_tokens, j)
+        fixed = self.cont_fixed
+        if fixed is not None:
+            return fixed
+        return b',"usage":%b}\n\n' % _usage(self.p, j)
 
     def error_frame(self) -> bytes:
         err = DIALECT.error_body(500, "The simulator failed this request mid-stream (midstream_error fault)")
@@ -98,7 +105,7 @@ class _Base(Renderer):
         return self.job.finish
 
     def usage_dict(self) -> dict[str, int]:
-        p, c = self.job.input_tokens, self.job.n
+        p, c = self.p, self.c
         return {"prompt_tokens": p, "total_tokens": p + c, "completion_tokens": c}
 
 

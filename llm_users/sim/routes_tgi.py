@@ -86,6 +86,7 @@ class TGIRenderer(Renderer):
         self.eos = job.finish == "stop"
         frames = token_frames()
         self.frames = [frames[i] for i in job.indices]
+        self.p, self.c, _ = job.reported()  # input_length and generated_tokens as the answer says
 
     def _text(self) -> bytes:
         job = self.job
@@ -97,8 +98,8 @@ class TGIRenderer(Renderer):
     def _details(self) -> bytes:
         if not self.details:
             return b"null"
-        return orjson.dumps({"finish_reason": self._finish_reason(), "generated_tokens": self.job.n,
-                             "input_length": self.job.input_tokens, "seed": self.seed})
+        return orjson.dumps({"finish_reason": self._finish_reason(), "generated_tokens": self.c,
+                             "input_length": self.p, "seed": self.seed})
 
     def chunk(self, i: int, j: int, last: bool) -> bytes:
         frames = self.frames
@@ -120,13 +121,12 @@ class TGIRenderer(Renderer):
         return b'data:{"index":0,"token":\n\n'
 
     def body(self) -> bytes:
-        job = self.job
         out: dict[str, Any] = {"generated_text": self._text().decode()}
         if self.details:
             tokens = [orjson.Fragment(f) for f in self.frames]
             if self.eos:
                 tokens[-1] = orjson.Fragment(EOS)
-            out["details"] = {"finish_reason": self._finish_reason(), "generated_tokens": job.n, "seed": self.seed,
+            out["details"] = {"finish_reason": self._finish_reason(), "generated_tokens": self.c, "seed": self.seed,
                               "prefill": [], "tokens": tokens}
         return orjson.dumps([out] if self.as_list else out)
 
@@ -147,8 +147,8 @@ class TGIRenderer(Renderer):
             "x-queue-time": str((admitted - job.arrival_ns) // 1_000_000),
             "x-inference-time": str(inference // 1_000_000),
             "x-time-per-token": str(inference // max(1, job.n) // 1_000_000),
-            "x-prompt-tokens": str(job.input_tokens),
-            "x-generated-tokens": str(job.n),
+            "x-prompt-tokens": str(self.p),
+            "x-generated-tokens": str(self.c),
         })
         return h
 
