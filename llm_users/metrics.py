@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import weakref
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -46,6 +47,8 @@ class RequestRecord:
     output_tokens: int | None = None
     reasoning_tokens: int | None = None
     tokens_source: str = "none"  # "usage" (server count) | "estimated" (chunk count) | "none"
+    tokens_reason: str | None = None  # why estimated: "no_usage" | "usage_implausible" (see check_usage)
+    input_tokens_source: str = "none"  # "usage" | "estimated" (the server said 0 for a prompt) | "none"
     finish_reason: str | None = None
     status: str = "ok"  # "ok" | "error" | "interrupted" (in flight when the run stopped)
     error_category: str | None = None
@@ -102,6 +105,7 @@ class RequestRecord:
         """Token counts the server reported; later reports replace earlier ones field by field."""
         if input_tokens is not None:
             self.input_tokens = input_tokens
+            self.input_tokens_source = "usage"
         if output_tokens is not None:
             self.output_tokens = output_tokens
             self.tokens_source = "usage"
@@ -115,6 +119,7 @@ class RequestRecord:
         if self.output_tokens is None and self.chunks:
             self.output_tokens = self.chunks
             self.tokens_source = "estimated"
+            self.tokens_reason = "no_usage"
 
     @property
     def end_time(self) -> float:
@@ -134,6 +139,41 @@ class RequestRecord:
 
 
 _RECORD_ORDER = tuple(f for f in RequestRecord.__dataclass_fields__ if f != "reply")
+
+#: Why a record's token counts are estimates, with what a person needs to know (summary.json, console).
+TOKEN_REASONS = {
+    "no_usage": "the server reported no output token count: estimated from the chunks",
+    "usage_implausible": "the server's usage could not be true (0 output tokens for streamed text, fewer tokens "
+                         "than token-bearing chunks, or 0 input tokens for a prompt): estimated instead",
+}
+
+
+def check_usage(rec: RequestRecord, *, chunk_has_a_token: bool, prompt_tokens: Callable[[], int | None]) -> None:
+    """Server counts that cannot be true are not believed (LiteLLM's Gemini bridge streams text
+    with ``usageMetadata`` counts of 0). Output: 0 tokens although text was streamed, or, where
+    every token-bearing chunk carries at least one counted token (``chunk_has_a_token``, the
+    route's rule), fewer tokens than chunks; the chunk count is used instead. Input: 0 tokens for
+    a non-empty prompt; ``prompt_tokens()`` (the workload's target, else a characters/4 guess) is
+    used instead. Either marks the record ``usage_implausible``."""
+    if rec.tokens_source == "usage" and rec.chunks:
+        out = rec.output_tokens or 0
+        if (out == 0 and rec.output_chars) or (chunk_has_a_token and out < rec.chunks):
+            rec.output_tokens = rec.chunks
+            rec.tokens_source = "estimated"
+            rec.tokens_reason = "usage_implausible"
+    if rec.input_tokens == 0:
+        guess = prompt_tokens()
+        if guess:
+            rec.input_tokens = guess
+            rec.input_tokens_source = "estimated"
+            rec.tokens_reason = rec.tokens_reason or "usage_implausible"
+
+
+def prompt_tokens_guess(messages: list[dict[str, Any]]) -> int | None:
+    """About four characters a token: the guess for a prompt whose server count is not to be had."""
+    chars = sum(len(str(m.get("content") or "")) for m in messages)
+    return max(1, round(chars / 4)) if chars else None
+
 
 #: Metrics an SLO can limit (``--llm-slo``, parsed in :mod:`.slo`).
 SLO_METRICS = ("ttft", "tpot", "e2e", "itl")
@@ -377,6 +417,7 @@ class Stats:
         self.input_tokens = 0
         self.output_tokens = 0
         self.estimated_token_requests = 0
+        self.token_reasons: Counter[str] = Counter()  # why counts were estimated, by reason
         self.excluded = 0
         self.interrupted = 0
         self.stale_reconnects = 0
@@ -428,8 +469,9 @@ class Stats:
         self.output_tokens += rec.output_tokens or 0
         if rec.sampling_issues:
             self.sampling.update(rec.sampling_issues)
-        if rec.tokens_source == "estimated":
+        if rec.tokens_reason is not None or rec.tokens_source == "estimated":  # output or input estimated
             self.estimated_token_requests += 1
+            self.token_reasons[rec.tokens_reason or "no_usage"] += 1
 
     def _window(self, start: float | None, end: float | None) -> None:
         if start is not None and (self.first_start is None or start < self.first_start):
@@ -463,6 +505,8 @@ class Stats:
         out["input_tokens"] = self.input_tokens
         out["output_tokens"] = self.output_tokens
         out["estimated_token_requests"] = self.estimated_token_requests
+        out["estimated_token_reasons"] = {k: {"requests": n, "hint": TOKEN_REASONS.get(k, "")}
+                                          for k, n in sorted(self.token_reasons.items())}
         out["duration_s"] = dur
         out["output_tokens_per_s"] = self.output_tokens / dur if dur > 0 else None
         out["requests_per_s"] = self.requests / dur if dur > 0 else None
@@ -488,6 +532,7 @@ class Stats:
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "estimated_token_requests": self.estimated_token_requests,
+            "token_reasons": dict(self.token_reasons),
             "excluded": self.excluded,
             "excluded_cooldown": self.excluded_cooldown,
             "interrupted": self.interrupted,
@@ -508,6 +553,7 @@ class Stats:
         self.input_tokens += w["input_tokens"]
         self.output_tokens += w["output_tokens"]
         self.estimated_token_requests += w["estimated_token_requests"]
+        self.token_reasons.update(w.get("token_reasons", {}))
         self.excluded += w["excluded"]
         self.excluded_cooldown += w["excluded_cooldown"]
         self.interrupted += w.get("interrupted", 0)

@@ -24,10 +24,13 @@ from __future__ import annotations
 import importlib
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
+import gevent
 import orjson
 from gevent import Timeout, getcurrent
 
+from . import keepalive
 from .errors import ConfigError, LLMRequestError, TotalTimeout
 from .failures import from_sdk_exception
 from .metrics import RequestRecord
@@ -96,6 +99,30 @@ class SDKSession:
             options={name: getattr(user, name) for name in user.request_options},
         )
         self.client = binding.client(module, setup)
+        # keep-alive habits (keepalive.py): the SDK's streams are chunked responses from this server
+        url = urlsplit(setup.base_url)
+        self._server: keepalive.Server = (url.scheme, url.hostname or "", url.port or (443 if url.scheme == "https"
+                                                                                   else 80), True)
+        self._label = f"{url.scheme}://{url.netloc.rsplit('@', 1)[-1]}"
+        self._last_stream: Any = None  # the network stream the last response came on (httpcore's)
+        self._response_stream: dict[Any, Any] = {}  # by greenlet, as ``streaming``
+        self._last_end_ns = 0
+
+    def _before_send(self) -> None:
+        """Until the server is seen to keep connections after a stream, give its close a moment
+        after the previous response (before t0), so httpx's pool finds the connection closed
+        instead of writing the request into a closing one (keepalive.py). Once it is known to
+        close them, requests say ``Connection: close`` and the pool never reuses one; the wait
+        still covers the connection left from before that was known."""
+        last = self._last_stream  # None after a request that said Connection: close
+        if last is None or keepalive.closes_after_response(self._server) is False:
+            return
+        wait = self._last_end_ns + keepalive.CLOSE_GRACE_NS - perf_counter_ns()
+        if wait > 0:
+            gevent.sleep(wait / 1e9)
+        readable = getattr(last, "get_extra_info", lambda name: None)("is_readable")
+        if readable and perf_counter_ns() - self._last_end_ns < keepalive.CLOSED_AFTER_RESPONSE_NS:
+            keepalive.learn(self._server, closes=True, label=self._label)
 
     def _on_request(self, request: Any) -> None:
         # our limits, whatever the SDK passed per request; the id the simulator traces by
@@ -104,12 +131,20 @@ class SDKSession:
         state = self.streaming.get(getcurrent())
         if state is not None:
             request.headers["X-Request-Id"] = state.record.request_id
+            if keepalive.closes_after_response(self._server):  # it closes anyway: so the pool knows
+                request.headers["Connection"] = "close"
+                self._response_stream[getcurrent()] = None  # the pool will not reuse it
 
     def _on_response(self, response: Any) -> None:
         now = perf_counter_ns()
         state = self.streaming.get(getcurrent())
         if state is not None:
             state.response(response.status_code, now)
+            stream = response.extensions.get("network_stream")
+            if stream is not None and stream is self._last_stream:  # a connection carried another request
+                keepalive.learn(self._server, closes=False, label=self._label)
+            if getcurrent() not in self._response_stream:  # not one sent with Connection: close
+                self._response_stream[getcurrent()] = stream
         # bytes flow from here on: the longest gap between reads is the read limit
         response.request.extensions["timeout"]["read"] = self.timeouts.read
 
@@ -123,12 +158,14 @@ class SDKSession:
         self.streaming[me] = state
         total = Timeout(self.timeouts.total)
         total.start()
+        self._before_send()
         try:
             state.start()
             for obj, name in self.binding.stream(self.client, spec, body):
                 now = perf_counter_ns()
                 state.handle(parser.payload(obj, name), now)
             state.finish(perf_counter_ns())
+            self._last_stream, self._last_end_ns = self._response_stream.get(me), perf_counter_ns()
         except Timeout as t:
             if t is not total:
                 raise
@@ -140,6 +177,7 @@ class SDKSession:
         finally:
             total.close()
             del self.streaming[me]
+            self._response_stream.pop(me, None)
         return rec
 
 

@@ -18,9 +18,8 @@ fails after the bytes went out is that request's failure. Some servers close a c
 after a response although they announced keep-alive (llama.cpp's server after every streamed
 response): a request sent on it in the microseconds before the close arrives would fail having
 never reached the server. So until a server is seen to carry a second request on a connection,
-the first reuse waits until ``_CLOSE_GRACE_NS`` after the previous response for its close, and
-a server seen closing right after responses gets a new connection per request (see
-:func:`server_closes_after_response`). Stamping, events, end rules and
+the first reuse waits a moment after the previous response for its close, and a server seen
+closing right after responses gets a new connection per request (:mod:`.keepalive`). Stamping, events, end rules and
 in-stream error categories are :class:`~llm_users.request_state.RequestState`'s, shared with
 SDK mode.
 """
@@ -29,7 +28,6 @@ from __future__ import annotations
 
 import _socket  # the C socket type, which gevent's monkey-patching leaves alone
 import errno
-import logging
 import socket as _stdsocket  # constants only: the class may be gevent's after monkey-patching
 import time
 import uuid
@@ -45,6 +43,7 @@ import httptools
 import orjson
 from gevent import Timeout
 
+from . import keepalive
 from .errors import (
     ConnectError,
     ConnectionResetError_,
@@ -61,7 +60,6 @@ from .metrics import RequestRecord
 from .protocols.base import HTTPRequest, StreamParser, error_message
 from .request_state import DEFAULT_OVERLOAD, RequestState
 
-log = logging.getLogger(__name__)
 perf_counter_ns = time.perf_counter_ns
 
 _BUF_SIZE = 16384
@@ -74,24 +72,6 @@ _BUF_SIZE = 16384
 _BUF = bytearray(_BUF_SIZE)
 _VIEW = memoryview(_BUF)
 _MAX_ERROR_BODY = 65536
-#: How long after a response ends a connection is watched for the server's close before its
-#: first reuse on a server not yet seen to keep connections (llama.cpp closes about 60 us after
-#: its last chunk; 20 ms leaves room for a busy machine). Spent before t0, once per connection.
-_CLOSE_GRACE_NS = 20_000_000
-#: A close found this soon after a response is the server closing after responses, not an
-#: idle timeout (seconds: cpp-httplib and uvicorn 5 s, nginx 75 s).
-_CLOSED_AFTER_RESPONSE_NS = 1_000_000_000
-#: What each server (scheme, host, port) does with a connection after a response, for chunked
-#: (streamed) and other responses apart (llama.cpp keeps a connection after a JSON answer and
-#: closes it after a stream): True, it closes it; False, it carried another request. Learned as
-#: requests go, shared by every client in the process.
-_SERVER_CLOSES: dict[tuple[str, str, int, bool], bool] = {}
-
-
-def server_closes_after_response(scheme: str, host: str, port: int, chunked: bool = True) -> bool | None:
-    """What this process learned of a server: True if it closes connections right after a
-    (chunked) response, False if it keeps them, None while unknown."""
-    return _SERVER_CLOSES.get((scheme, host, port, chunked))
 
 
 @dataclass(slots=True, frozen=True)
@@ -390,13 +370,13 @@ class StreamClient:
         conn = self._conn
         if conn is not None:
             key = (*self._server, conn.after_chunked)
-            closes = _SERVER_CLOSES.get(key)
+            closes = keepalive.closes_after_response(key)
             if closes is None:  # not yet seen to keep connections: give its close time to arrive
-                wait = conn.idle_since + _CLOSE_GRACE_NS - perf_counter_ns()
+                wait = conn.idle_since + keepalive.CLOSE_GRACE_NS - perf_counter_ns()
                 if wait > 0:
                     conn.wait_readable(wait / 1e9)
             if conn.is_dropped():
-                if closes is None and perf_counter_ns() - conn.idle_since < _CLOSED_AFTER_RESPONSE_NS:
+                if closes is None and perf_counter_ns() - conn.idle_since < keepalive.CLOSED_AFTER_RESPONSE_NS:
                     self._learn(key, closes=True)
                 self.close()
                 conn = None
@@ -443,16 +423,14 @@ class StreamClient:
             reused = conn.requests > 0
             key = (*self._server, conn.after_chunked)
             self.close()
-            if reused and key not in _SERVER_CLOSES:
+            if reused:
                 self._learn(key, closes=True)
             raise ConnectionResetError_("server closed the connection after the request was sent, before responding"
                                         + (" (a reused keep-alive connection)" if reused else ""))
         now = ex.now = perf_counter_ns()
         record.ttfb_ns = now - t0
         if conn.requests:
-            key = (*self._server, conn.after_chunked)
-            if key not in _SERVER_CLOSES:
-                self._learn(key, closes=False)
+            self._learn((*self._server, conn.after_chunked), closes=False)
         conn.requests += 1
         deadline = None if conn.tls else self._read_deadline
         try:
@@ -466,21 +444,16 @@ class StreamClient:
             if deadline is not None:
                 deadline.stop()
         chunked = b"chunked" in ex.headers.get(b"transfer-encoding", b"").lower()
-        if not ex.keep_alive or _SERVER_CLOSES.get((*self._server, chunked)):
+        if not ex.keep_alive or keepalive.closes_after_response((*self._server, chunked)):
             self.close()
         else:
             conn.idle_since = ex.now
             conn.after_chunked = chunked
         return record
 
-    def _learn(self, key: tuple[str, str, int, bool], *, closes: bool) -> None:
-        if _SERVER_CLOSES.get(key) is closes:
-            return
-        _SERVER_CLOSES[key] = closes
-        if closes:
-            log.warning("locust-llm: %s://%s closes its connection right after each %sresponse although it "
-                        "announces keep-alive; from now on each such request opens its own connection (its connect "
-                        "time is in connect_ns)", self.scheme, self.host_header, "streamed " if key[3] else "")
+    def _learn(self, key: keepalive.Server, *, closes: bool) -> None:
+        if keepalive.closes_after_response(key) is None:
+            keepalive.learn(key, closes=closes, label=f"{self.scheme}://{self.host_header}")
 
     def _read_body(
         self, conn: _Connection, http: Any, ex: _Exchange, n: int, total: Timeout, read_timer: Timeout | None

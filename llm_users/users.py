@@ -28,7 +28,7 @@ from .backoff import Backoff
 from .errors import LLMRequestError
 from .failure_table import for_locust
 from .idle import serve_ready_io
-from .metrics import RequestRecord, sampling_issues
+from .metrics import RequestRecord, check_usage, prompt_tokens_guess, sampling_issues
 from .options import Settings, run_config
 from .protocols import anthropic as anthropic_proto
 from .protocols import gemini as gemini_proto
@@ -226,6 +226,8 @@ class LLMUser(User):
                 self._fire_record(rec)
             raise
         else:
+            check_usage(rec, chunk_has_a_token=self.route.chunk_has_a_token,
+                        prompt_tokens=lambda: rec.target_input_tokens or prompt_tokens_guess(messages))
             s = settings.sampling
             rec.sampling_issues = sampling_issues(rec, s.max_tokens, s.ignore_eos and self.descriptor.sends_ignore_eos)
         rec.backoff_s = self.backoff.after(rec)

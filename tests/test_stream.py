@@ -358,7 +358,7 @@ def test_a_server_that_closes_after_each_stream_never_costs_a_request() -> None:
     import gevent
     import gevent.socket
 
-    from llm_users.stream import server_closes_after_response
+    from llm_users import keepalive
 
     frames = [b'data: {"choices":[{"index":0,"delta":{"content":"y"},"finish_reason":"stop"}]}\n\n',
               b"data: [DONE]\n\n"]
@@ -392,5 +392,5 @@ def test_a_server_that_closes_after_each_stream_never_costs_a_request() -> None:
         listener.close()
     assert [r.status for r in records] == ["ok"] * 4, [r.error_message for r in records]
     assert len(requests) == 4  # each sent once
-    assert server_closes_after_response("http", "127.0.0.1", port) is True
+    assert keepalive.closes_after_response(("http", "127.0.0.1", port, True)) is True
     assert all(r.connect_ns is not None for r in records)  # a connection per request

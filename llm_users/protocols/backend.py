@@ -104,6 +104,9 @@ class Route:
 
     ``protocol`` names the wire protocol the route speaks (a backend's ``openai`` route speaks
     OpenAI's even when the backend's own is another), so stream semantics follow the route.
+    ``chunk_has_a_token``: every token-bearing chunk carries at least one token the server's
+    output count includes (OpenAI-style, TGI and Ollama streams; not Gemini, whose count leaves
+    thoughts out), so a count below the chunk count cannot be true (:func:`~llm_users.metrics.check_usage`).
     """
 
     endpoint: str
@@ -112,6 +115,7 @@ class Route:
     parser: Callable[[], StreamParser]
     protocol: str
     sdk: SDKBinding | None = None
+    chunk_has_a_token: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -205,7 +205,7 @@ def _route(endpoint: Endpoint) -> Route:
         return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling,
                              api_key=spec.api_key, endpoint=endpoint)
 
-    return Route(endpoint, PATHS[endpoint], build, OllamaStreamParser, protocol="ollama", sdk=SDK)
+    return Route(endpoint, PATHS[endpoint], build, OllamaStreamParser, protocol="ollama", sdk=SDK, chunk_has_a_token=True)
 
 
 OLLAMA = Backend(

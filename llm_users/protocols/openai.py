@@ -180,14 +180,16 @@ def _route(endpoint: Endpoint, dialect: Dialect) -> Route:
         return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling,
                              endpoint=endpoint, dialect=dialect, api_key=spec.api_key)
 
-    return Route(endpoint, PATHS[endpoint], build, OpenAIStreamParser, protocol="openai", sdk=SDK)
+    return Route(endpoint, PATHS[endpoint], build, OpenAIStreamParser, protocol="openai", sdk=SDK,
+                 chunk_has_a_token=True)
 
 
 def compat_route(endpoint: str) -> Route:
     """The OpenAI-compatible chat route other backends also serve (TGI's Messages API, Ollama's
     /v1): ``max_tokens`` only."""
     r = _route("chat", "compat")
-    return Route(endpoint, r.path, r.build, r.parser, r.protocol, sdk=r.sdk)
+    return Route(endpoint, r.path, r.build, r.parser, r.protocol, sdk=r.sdk,
+                 chunk_has_a_token=r.chunk_has_a_token)
 
 
 VLLM = Backend(

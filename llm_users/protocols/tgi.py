@@ -99,7 +99,7 @@ def _route(endpoint: str, path: Path) -> Route:
         return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling,
                              api_key=spec.api_key, path=path)
 
-    return Route(endpoint, path, build, TGIStreamParser, protocol="tgi")
+    return Route(endpoint, path, build, TGIStreamParser, protocol="tgi", chunk_has_a_token=True)
 
 
 TGI = Backend(
