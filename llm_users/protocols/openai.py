@@ -141,6 +141,9 @@ class OpenAIStreamParser(SSEJSONParser):
             cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
             if isinstance(cached, int):  # OpenAI always, vLLM with --enable-prompt-tokens-details
                 server = {**(server or {}), "cached_tokens": cached}
+            timings = obj.get("timings")
+            if isinstance(timings, dict):  # llama.cpp: its own prefill (prompt_ms) and decode (predicted_ms)
+                server = {**(server or {}), "timings": timings}
             events.append(
                 Usage(
                     input_tokens=usage.get("prompt_tokens"),

@@ -1,0 +1,53 @@
+"""What a real server says it did, to judge our records by: llama.cpp's /metrics counters and
+its log (one ``launch_slot_`` line per generation it ran), LiteLLM's access log."""
+
+from __future__ import annotations
+
+import urllib.request
+from dataclasses import dataclass
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.real.servers import ServerProcess
+
+
+def llama_counters(llama: ServerProcess) -> dict[str, float]:
+    """llama.cpp's Prometheus counters (``llamacpp:`` prefix dropped)."""
+    with urllib.request.urlopen(llama.url + "/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out: dict[str, float] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[s.name.removeprefix("llamacpp:")] = s.value
+    return out
+
+
+@dataclass
+class Window:
+    """The server's view between :meth:`open` and :meth:`close`: tokens it generated and prompt
+    tokens it processed (/metrics), generations it ran and requests it answered (its log)."""
+
+    server: ServerProcess
+    counters: dict[str, float]
+    log_at: int
+
+    @classmethod
+    def open(cls, server: ServerProcess) -> Window:
+        counters = llama_counters(server) if server.name == "llama.cpp" else {}
+        return cls(server, counters, server.log.stat().st_size)
+
+    def log_text(self) -> str:
+        with self.server.log.open("rb") as f:
+            f.seek(self.log_at)
+            return f.read().decode(errors="replace")
+
+    def generations(self) -> int:
+        """llama.cpp: generations started in the window (one slot launch each)."""
+        return self.log_text().count("launch_slot_")
+
+    def requests(self, path: str) -> int:
+        """LiteLLM: requests to ``path`` it answered (uvicorn's access log)."""
+        return sum(1 for line in self.log_text().splitlines() if f'"POST {path}' in line)
+
+    def delta(self, name: str) -> float:
+        return llama_counters(self.server)[name] - self.counters[name]

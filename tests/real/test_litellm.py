@@ -1,0 +1,67 @@
+"""The Anthropic and Gemini users against the LiteLLM gateway in front of llama.cpp (issue 27):
+LiteLLM's own translation code writes these streams, quirks and all.
+
+- Claude (``/v1/messages``): ``message_start`` says ``input_tokens: 0``, the real counts come
+  only in ``message_delta``: the later counts win, nothing is flagged.
+- Gemini (``:streamGenerateContent``): every ``usageMetadata`` count is 0 although text
+  streams. The counts cannot be true, so they are not believed: each record is
+  ``estimated`` / ``usage_implausible``, the chunk count stands in (exact here: llama.cpp
+  streams one token a chunk), the console says so once, and TPOT and tokens/s exist.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import read_records, read_summary, run_locust
+from tests.real.observe import Window
+from tests.real.servers import LITELLM_KEY
+
+pytestmark = pytest.mark.slow
+
+MAX_TOKENS = 16
+KEYS = {"ANTHROPIC_API_KEY": LITELLM_KEY, "GEMINI_API_KEY": LITELLM_KEY}
+
+
+def run_through(litellm, llama, locustfile: str, client: str, tmp_path):
+    report = tmp_path / "r"
+    gateway, backend = Window.open(litellm), Window.open(llama)
+    proc = run_locust(locustfile, "--host", litellm.url, "-u", "2", "-r", "2", "-t", "6s", "--stop-timeout", "60",
+                      "--llm-model", "gemma-3-270m", "--llm-max-tokens", str(MAX_TOKENS), "--llm-client", client,
+                      report=report, env=KEYS, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = read_records(report)
+    assert len(records) >= 4
+    assert [r["error_message"] for r in records if r["status"] != "ok"] == []
+    assert backend.generations() == len(records)  # each request reached the model once
+    assert sum(r["output_tokens"] for r in records) == backend.delta("tokens_predicted_total")
+    for text in (proc.stdout, proc.stderr, (report / "requests.jsonl").read_text()):
+        assert LITELLM_KEY not in text
+    return proc, report, records, gateway
+
+
+@pytest.mark.parametrize("client", ["raw", "sdk"])
+def test_claude_through_litellm(litellm, llama, client: str, tmp_path) -> None:
+    proc, report, records, gateway = run_through(litellm, llama, "claude.py", client, tmp_path)
+    assert gateway.requests("/v1/messages") == len(records)
+    assert all(r["tokens_source"] == "usage" and r["input_tokens_source"] == "usage" for r in records)
+    assert all(r["input_tokens"] > 0 and r["output_tokens"] == MAX_TOKENS or r["finish_reason"] == "end_turn"
+               for r in records)
+    assert read_summary(report)["overall"]["estimated_token_requests"] == 0
+
+
+@pytest.mark.parametrize("client", ["raw", "sdk"])
+def test_gemini_through_litellm_zero_usage_is_not_believed(litellm, llama, client: str, tmp_path) -> None:
+    proc, report, records, gateway = run_through(litellm, llama, "gemini.py", client, tmp_path)
+    assert gateway.requests("/v1beta/models/gemma-3-270m") == len(records)
+    for r in records:
+        assert r["tokens_source"] == "estimated" and r["tokens_reason"] == "usage_implausible", r
+        assert r["output_tokens"] == r["chunks"] > 0
+        assert r["input_tokens_source"] == "estimated" and r["input_tokens"] > 0
+        assert r["tpot_ns"] is not None
+    ov = read_summary(report)["overall"]
+    assert ov["estimated_token_requests"] == len([r for r in records if not r["warmup"]])
+    assert list(ov["estimated_token_reasons"]) == ["usage_implausible"]
+    assert ov["output_tokens_per_s"] > 0 and ov["tpot"]["p50"] is not None
+    said = [ln for ln in proc.stdout.splitlines() if "usage_implausible" in ln]
+    assert len(said) == 1 and said[0].startswith("WARNING"), proc.stdout[-2000:]

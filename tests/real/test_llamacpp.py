@@ -1,0 +1,163 @@
+"""Every locustfile that speaks a dialect llama.cpp's own server serves, raw and SDK mode,
+against it (issue 27): the records must match what the server says it did.
+
+Per run: every request succeeds; records == generations the server ran (its log); output
+tokens are the server's usage and add up to its ``tokens_predicted_total``; TTFT is after TTFB
+and not shorter than the server's own prefill time (``timings.prompt_ms``, where the stream
+carries it); the sampling checks stay quiet when the server honours the request.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import read_records, read_summary, run_locust
+from tests.real.conftest import SLOTS
+from tests.real.observe import Window
+
+pytestmark = pytest.mark.slow
+
+MAX_TOKENS = 16
+KEYS = {"OPENAI_API_KEY": "sk-real-tier-unused", "ANTHROPIC_API_KEY": "sk-ant-real-tier-unused"}
+
+CASES = [
+    ("vllm.py", "chat", "raw"), ("vllm.py", "chat", "sdk"),
+    ("vllm.py", "completions", "raw"), ("vllm.py", "completions", "sdk"),
+    ("openai.py", "chat", "raw"), ("openai.py", "chat", "sdk"),
+    ("claude.py", None, "raw"), ("claude.py", None, "sdk"),
+]
+
+
+def prompt_tokens(r: dict) -> int:
+    """The whole prompt: Anthropic's ``input_tokens`` leave out the cached part, counted apart."""
+    return r["input_tokens"] + (r["server"] or {}).get("cache_read_input_tokens", 0)
+
+
+def run_against(server, locustfile: str, tmp_path, *args: str, users: int = 2, seconds: int = 6):
+    report = tmp_path / "r"
+    window = Window.open(server)
+    proc = run_locust(locustfile, "--host", server.url, "-u", str(users), "-r", str(users), "-t", f"{seconds}s",
+                      "--stop-timeout", "60", "--llm-model", "gemma-3-270m", *args, report=report, env=KEYS,
+                      timeout=180)
+    return proc, report, window
+
+
+@pytest.mark.parametrize(("locustfile", "endpoint", "client"), CASES)
+def test_locustfile_against_llamacpp(llama, locustfile: str, endpoint: str | None, client: str, tmp_path) -> None:
+    extra = ["--llm-endpoint", endpoint] if endpoint else []
+    proc, report, window = run_against(llama, locustfile, tmp_path, "--llm-max-tokens", str(MAX_TOKENS),
+                                       "--llm-client", client, *extra)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = read_records(report)
+    assert len(records) >= 4, proc.stderr[-2000:]
+    assert [r["error_message"] for r in records if r["status"] != "ok"] == []
+    # records == generations the server ran; our token counts are its counts
+    assert window.generations() == len(records)
+    assert all(r["tokens_source"] == "usage" and r["input_tokens_source"] == "usage" for r in records)
+    assert sum(r["output_tokens"] for r in records) == window.delta("tokens_predicted_total")
+    assert sum(prompt_tokens(r) for r in records) == (window.delta("prompt_tokens_total")
+                                                       + window.delta("prompt_tokens_cached_total"))
+    for r in records:
+        assert 0 < r["output_tokens"] <= MAX_TOKENS
+        assert r["ttfb_ns"] <= r["ttft_ns"] <= r["e2e_ns"], r
+        timings = (r["server"] or {}).get("timings")
+        if timings:  # the server's own prefill: our TTFT includes it
+            assert r["ttft_ns"] / 1e6 >= timings["prompt_ms"] * 0.98, (r["ttft_ns"], timings)
+    if locustfile == "vllm.py":  # max_tokens and ignore_eos: exactly the maximum, every time
+        assert {r["output_tokens"] for r in records} == {MAX_TOKENS}
+        if client == "raw" and endpoint == "chat":
+            assert all((r["server"] or {}).get("timings") for r in records)  # llama.cpp's timings are kept
+    summary = read_summary(report)
+    assert summary["overall"]["sampling_issues"] == {}, summary["overall"]["sampling_issues"]
+    assert summary["overall"]["estimated_token_requests"] == 0
+    assert "gemma-3-270m" in {r["server_model"] for r in records} | {r["model"] for r in records}
+
+
+def test_prompt_over_the_context_is_http_400_before_any_event(llama, tmp_path) -> None:
+    """llama.cpp answers an over-long streamed prompt with an immediate HTTP 400 JSON
+    (``exceed_context_size_error``): a categorized failure with no TTFT, never a crash."""
+    prompts = tmp_path / "long.jsonl"
+    prompts.write_text('{"prompt": "%s"}\n' % ("word " * 3000))
+    proc, report, window = run_against(llama, "vllm.py", tmp_path, "--llm-dataset", str(prompts),
+                                       "--llm-max-tokens", "8", "--llm-backoff", "off", users=1, seconds=3)
+    assert proc.returncode == 1, proc.stderr[-2000:]  # every request failed
+    records = read_records(report)
+    assert records and all(r["status"] == "error" and r["error_category"] == "http_400" for r in records)
+    assert all(r["ttft_ns"] is None and r["chunks"] == 0 for r in records)
+    assert any("context" in (r["error_message"] or "") for r in records), records[0]["error_message"]
+    assert window.log_text().count("exceeds the available context size") == len(records)  # each sent once
+
+
+def test_context_filled_mid_generation_ends_with_finish_length(llama, tmp_path) -> None:
+    """A prompt that leaves the slot a few hundred tokens: the server stops when the context is
+    full, HTTP 200 and ``finish_reason: length``: a success with the server's (short) count."""
+    prompts = tmp_path / "fill.jsonl"
+    prompts.write_text('{"prompt": "%s"}\n' % ("lorem ipsum " * 420))
+    proc, report, window = run_against(llama, "vllm.py", tmp_path, "--llm-dataset", str(prompts),
+                                       "--llm-max-tokens", "512", users=1, seconds=4)
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    done = [r for r in read_records(report) if r["status"] == "ok"]
+    assert done, proc.stderr[-2000:]
+    for r in done:
+        assert r["finish_reason"] == "length" and r["tokens_source"] == "usage"
+        assert 0 < r["output_tokens"] < 512
+        assert r["input_tokens"] + r["output_tokens"] <= 1024 + 1
+    assert sum(r["output_tokens"] for r in done) <= window.delta("tokens_predicted_total")
+
+
+def test_more_users_than_slots_queue_in_the_server_and_the_client_is_not_blamed(llama, tmp_path) -> None:
+    """Twice as many users as slots: half the requests wait for a slot. llama.cpp sends the
+    response head only when a slot takes the request, so the wait shows in TTFB and TTFT alike
+    (TTFT - TTFB stays the prefill). The self-check must not call the client saturated."""
+    users = 2 * SLOTS
+    proc, report, window = run_against(llama, "vllm.py", tmp_path, "--llm-max-tokens", "24", "--llm-warmup", "0",
+                                       "--llm-spawn-spread", "off", users=users, seconds=8)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = [r for r in read_records(report) if r["status"] == "ok"]
+    assert len(records) >= users
+    first = sorted(records, key=lambda r: r["start_time"])[:users]  # the first request of every user
+    ttft = sorted(r["ttft_ns"] / 1e6 for r in first)
+    e2e_fast = sorted(r["e2e_ns"] / 1e6 for r in first)[0]
+    # the second half waited for a first-half request to finish: about one whole generation more
+    assert ttft[SLOTS] > ttft[SLOTS - 1] + 0.5 * e2e_fast, ttft
+    for r in first:
+        assert r["ttft_ns"] - r["ttfb_ns"] < 0.5 * (ttft[-1] * 1e6), r  # the queueing is before the head
+    text = proc.stdout + proc.stderr
+    assert "client saturated" not in text, text[-3000:]
+    assert window.generations() == len(read_records(report))
+
+
+def test_server_killed_mid_stream_is_connection_reset_then_connect_error(real_logs, tmp_path) -> None:
+    """SIGKILL of the server while users stream: the streams in flight end as
+    ``connection_reset`` (kept, never resent), the requests after it fail fast as
+    ``connect_error``; nothing crashes and the run ends on its own."""
+    import subprocess
+    import time
+
+    from tests.helpers import LOCUST, ROOT
+    from tests.real.servers import start_llama
+
+    server = start_llama(real_logs, slots=2, ctx_per_slot=512)
+    report = tmp_path / "r"
+    try:
+        proc = subprocess.Popen(
+            [LOCUST, "-f", str(ROOT / "locustfiles" / "vllm.py"), "--headless", "--only-summary", "--loglevel",
+             "WARNING", "--host", server.url, "-u", "2", "-r", "2", "-t", "10s", "--stop-timeout", "10",
+             "--llm-max-tokens", "300", "--llm-warmup", "0", "--llm-report", str(report)],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and "launch_slot_" not in server.log_tail(100_000):
+            time.sleep(0.2)
+        time.sleep(2.0)  # both streams are producing tokens
+        server.kill()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        server.stop()
+    records = read_records(report)
+    cats = [r["error_category"] for r in records]
+    assert cats[:2] == ["connection_reset", "connection_reset"] or cats.count("connection_reset") == 2, cats
+    reset = [r for r in records if r["error_category"] == "connection_reset"]
+    assert all(r["ttft_ns"] is not None and r["chunks"] > 0 for r in reset)  # they were mid-stream
+    assert set(cats) <= {"connection_reset", "connect_error"}, cats
+    assert proc.returncode == 1, err[-2000:]
+    assert "Traceback" not in err, err[-3000:]
