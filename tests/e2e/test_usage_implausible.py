@@ -1,0 +1,64 @@
+"""Issue 27 item 3: usage that cannot be true is not believed, in every dialect, raw and SDK.
+
+The simulator's ``--usage-zero`` reports 0 tokens in every usage field, as LiteLLM's Gemini
+bridge does, while the text streams. Every record must then say ``estimated`` with the reason
+``usage_implausible``, use the chunk count (the simulator's truth, from its trace) and a
+prompt estimate, summary.json must count them with the reason, the console must say it once,
+and the figures (TPOT, tokens/s) must exist.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_users.protocols.backend import all_backends
+from tests.helpers import get_json, read_records, read_summary, run_locust
+
+pytestmark = pytest.mark.slow
+
+KEYS = {"OPENAI_API_KEY": "sk-test", "ANTHROPIC_API_KEY": "sk-ant-test", "GEMINI_API_KEY": "gm-test"}
+CASES = [(b.docs.locustfile, client) for b in all_backends().values() if b.docs
+         for client in ("raw", "sdk") if client == "raw" or b.sdk_module]
+
+
+@pytest.mark.parametrize(("locustfile", "client"), CASES)
+def test_zero_usage_is_estimated_and_said(locustfile: str, client: str, sim_factory, tmp_path) -> None:
+    sim = sim_factory("--ttft-ms", "20", "--itl-ms", "2", "--output-tokens", "24", "--usage-zero", "both",
+                      "--gemini-tokens-per-chunk", "1")
+    report = tmp_path / "r"
+    proc = run_locust(locustfile, "--host", sim.url, "-u", "2", "-r", "2", "-t", "3s", "--stop-timeout", "10",
+                      "--llm-client", client, report=report, env=KEYS)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = read_records(report)
+    assert len(records) >= 4 and all(r["status"] == "ok" for r in records), records[:1]
+    trace = {t["request_id"]: t for t in get_json(sim.url + "/_sim/trace")}
+    for r in records:
+        assert r["tokens_source"] == "estimated" and r["tokens_reason"] == "usage_implausible", r
+        assert r["output_tokens"] == r["chunks"]
+        assert 23 <= r["chunks"] <= 24  # TGI's last token (a special one) carries no text
+        if client == "raw":  # the simulator's truth (SDK requests carry no id of ours on every route)
+            assert trace[r["request_id"]]["output_tokens"] == 24
+        assert r["input_tokens_source"] == "estimated" and r["input_tokens"] > 0
+        assert r["tpot_ns"] is not None
+        assert not r["sampling_issues"]  # a 0 the server said is not "stopped short"
+    summary = read_summary(report)
+    ov = summary["overall"]
+    measured = [r for r in records if not r["warmup"]]
+    assert ov["estimated_token_requests"] == len(measured)
+    assert ov["estimated_token_reasons"]["usage_implausible"]["requests"] == len(measured)
+    assert ov["output_tokens"] == sum(r["chunks"] for r in measured) and ov["output_tokens_per_s"] > 0
+    said = [ln for ln in proc.stdout.splitlines() if "usage_implausible" in ln]
+    assert len(said) == 1, proc.stdout[-2000:]
+
+
+def test_true_usage_is_believed(sim_factory, tmp_path) -> None:
+    """The same run without the quirk: every count is the server's, nothing said."""
+    sim = sim_factory("--ttft-ms", "20", "--itl-ms", "2", "--output-tokens", "24")
+    report = tmp_path / "r"
+    proc = run_locust("gemini.py", "--host", sim.url, "-u", "2", "-r", "2", "-t", "2s", "--stop-timeout", "10",
+                      report=report, env=KEYS)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = read_records(report)
+    assert records and all(r["tokens_source"] == "usage" and r["tokens_reason"] is None for r in records)
+    assert read_summary(report)["overall"]["estimated_token_reasons"] == {}
+    assert "usage_implausible" not in proc.stdout
