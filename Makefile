@@ -9,7 +9,7 @@ TIME   ?= 30s
 SIM    ?= --ttft-ms 120 --ttft-dist lognormal --ttft-sd-ms 30 --itl-ms 15 --itl-dist normal \
           --itl-sd-ms 2 --output-tokens 256 --max-batch 48
 
-.PHONY: install demo test test-fast lint bench sim clean
+.PHONY: install demo demo-real test test-real test-fast lint bench sim real-servers clean
 
 install: $(VENV)/.installed
 
@@ -26,8 +26,25 @@ demo: install
 		--stop-timeout 15 --only-summary --llm-report llm-report --llm-sim-args "$(SIM)" \
 		--llm-slo ttft=500ms,tpot=25ms --llm-max-tokens 256
 
-# The whole suite (CI runs exactly this). pytest's "no tests collected" (exit 5) is a failure.
-test: install
+# The main job against a real server on this machine, no GPU: llama.cpp's own server (the
+# xllamacpp wheel) with Gemma 3 270M, installed pinned on first use (tests/real/servers.py).
+# One thread decodes about 25 tokens/s for the whole batch: 4 users, 64 tokens each.
+demo-real: install
+	$(BIN)/python tests/real/servers.py run --slots 4 -- $(BIN)/locust -f locustfiles/vllm.py --host {llama} \
+		--headless -u 4 -r 4 -t $(TIME) --stop-timeout 30 --only-summary --llm-report llm-report-real \
+		--llm-max-tokens 64 --llm-slo ttft=2s,tpot=200ms
+
+# The real servers installed and the model assembled, once (cached in ~/.cache/locust-llm/real).
+real-servers: install
+	$(BIN)/python tests/real/servers.py install
+
+# The real-server tier alone: llama.cpp's server and the LiteLLM gateway (tests/real).
+test-real: real-servers
+	@$(BIN)/python -m pytest -q -rs tests/real; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test-real: pytest collected no tests" >&2; exit 1; fi; exit $$rc
+
+# The whole suite (CI runs exactly this), the real-server tier included. pytest's "no tests collected" (exit 5) is a failure.
+test: real-servers
 	@$(BIN)/python -m pytest -q -rs tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
@@ -45,4 +62,4 @@ sim: install
 	$(BIN)/llm-sim --host 127.0.0.1 --port 8000
 
 clean:
-	rm -rf $(VENV) llm-report .pytest_cache
+	rm -rf $(VENV) llm-report llm-report-real .pytest_cache tests-real-logs

@@ -3,7 +3,7 @@
 Tool, Locust and Python versions; the command line and options with secrets removed; the
 dataset (path, sha256); the embedded simulator's arguments; the server's model id and version
 (response headers and the servers' own endpoints: vLLM ``GET /version`` and ``/v1/models``,
-TGI ``GET /info``, Ollama ``GET /api/version``), asked once when the test starts; GPU devices
+llama.cpp ``GET /props``, TGI ``GET /info``, Ollama ``GET /api/version``), asked once when the test starts; GPU devices
 from the sidecar when one is scraped; the client host and CPU.
 
 No secret reaches it: options whose names say key/token/secret/password/auth are dropped, the
@@ -93,7 +93,8 @@ def _get_json(base: str, path: str, timeout: float = 3.0) -> tuple[Any, dict[str
 
 
 SERVER_PROBES = {
-    "vllm": ("/version", "/v1/models"),
+    "vllm": ("/version", "/v1/models", "/props"),  # /props: llama.cpp's server (build, model file)
+    "openai": ("/props",),
     "tgi": ("/info",),
     "ollama": ("/api/version",),
 }
@@ -119,6 +120,11 @@ def server_info(host: str | None, backend: str | None) -> dict[str, Any]:
             info["model_id"] = data["data"][0].get("id")
             if data["data"][0].get("max_model_len"):
                 info["max_model_len"] = data["data"][0]["max_model_len"]
+        elif path == "/props" and isinstance(data, dict):
+            if data.get("build_info"):
+                info.setdefault("version", data["build_info"])
+            if data.get("model_path"):
+                info["model_file"] = os.path.basename(str(data["model_path"]))
         elif path == "/info" and isinstance(data, dict):
             info["model_id"] = data.get("model_id")
             info["version"] = data.get("version")

@@ -45,8 +45,9 @@ def header(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     if isinstance(locustfile, list):
         locustfile = ", ".join(map(str, locustfile))
     server = env.get("server") or {}
-    srv = " ".join(x for x in (server.get("model_id"), server.get("version") and f"(version {server['version']})")
-                   if x) or "-"
+    srv = " ".join(x for x in (server.get("server_header"), server.get("model_id"),
+                               server.get("model_file") and f"[{server['model_file']}]",
+                               server.get("version") and f"(version {server['version']})") if x) or "-"
     cells = [
         ("Date", _when(start)), ("Duration", f"{_fmt(duration)} s (measured window {_fmt(w.get('measured_s'))} s)"),
         ("Backend", backends), ("Model", models), ("Server", srv), ("Host", str(summary.get("host"))),

@@ -16,6 +16,7 @@ As a command (``make demo-real``, or by hand)::
 
     python tests/real/servers.py install          # the venv and the model file, then exit
     python tests/real/servers.py up [--litellm]   # start, print the URLs, serve until Ctrl-C
+    python tests/real/servers.py run -- locust ... --host {llama}   # start, run it, stop
 """
 
 from __future__ import annotations
@@ -292,6 +293,14 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--ctx", type=int, default=1024, help="context tokens per slot")
     up.add_argument("--port", type=int, default=None)
     up.add_argument("--log-dir", type=Path, default=cache_dir() / "logs")
+    run = sub.add_parser("run", help="start the servers, run a command ({llama} and {litellm} in it become their "
+                                     "URLs), stop them; exits with the command's code")
+    run.add_argument("--litellm", action="store_true", help="also start the LiteLLM proxy")
+    run.add_argument("--slots", type=int, default=4)
+    run.add_argument("--ctx", type=int, default=1024, help="context tokens per slot")
+    run.add_argument("--port", type=int, default=None)
+    run.add_argument("--log-dir", type=Path, default=cache_dir() / "logs")
+    run.add_argument("command", nargs=argparse.REMAINDER)
     args = ap.parse_args(argv)
     if args.cmd == "install":
         python = ensure_installed()
@@ -303,10 +312,15 @@ def main(argv: list[str] | None = None) -> int:
         llama = start_llama(args.log_dir, slots=args.slots, ctx_per_slot=args.ctx, port=args.port)
         started.append(llama)
         print(f"llama.cpp ({XLLAMACPP}, {MODEL}): {llama.url}", flush=True)
+        urls = {"llama": llama.url, "litellm": ""}
         if args.litellm:
             lite = start_litellm(llama.url, args.log_dir)
             started.append(lite)
+            urls["litellm"] = lite.url
             print(f"litellm ({LITELLM}): {lite.url} (key {LITELLM_KEY})", flush=True)
+        if args.cmd == "run":
+            command = [a.format(**urls) for a in args.command if a != "--"]
+            return subprocess.run(command).returncode if command else 0
         while all(s.alive() for s in started):
             time.sleep(0.5)
         return 1
