@@ -105,6 +105,7 @@ class SDKSession:
                                                                                    else 80), True)
         self._label = f"{url.scheme}://{url.netloc.rsplit('@', 1)[-1]}"
         self._last_stream: Any = None  # the network stream the last response came on (httpcore's)
+        self._reuse_candidate: Any = None
         self._response_stream: dict[Any, Any] = {}  # by greenlet, as ``streaming``
         self._last_end_ns = 0
 
@@ -120,8 +121,11 @@ class SDKSession:
         wait = self._last_end_ns + keepalive.CLOSE_GRACE_NS - perf_counter_ns()
         if wait > 0:
             gevent.sleep(wait / 1e9)
-        readable = getattr(last, "get_extra_info", lambda name: None)("is_readable")
-        if readable and perf_counter_ns() - self._last_end_ns < keepalive.CLOSED_AFTER_RESPONSE_NS:
+        info = getattr(last, "get_extra_info", lambda name: None)
+        sock = info("socket")
+        if sock is None or sock.fileno() == -1:  # the SDK closed it itself (the pool will not reuse it)
+            return
+        if info("is_readable") and perf_counter_ns() - self._last_end_ns < keepalive.CLOSED_AFTER_RESPONSE_NS:
             keepalive.learn(self._server, closes=True, label=self._label)
 
     def _on_request(self, request: Any) -> None:
@@ -141,7 +145,7 @@ class SDKSession:
         if state is not None:
             state.response(response.status_code, now)
             stream = response.extensions.get("network_stream")
-            if stream is not None and stream is self._last_stream:  # a connection carried another request
+            if stream is not None and stream is self._reuse_candidate:  # a connection carried another request
                 keepalive.learn(self._server, closes=False, label=self._label)
             if getcurrent() not in self._response_stream:  # not one sent with Connection: close
                 self._response_stream[getcurrent()] = stream
@@ -150,6 +154,9 @@ class SDKSession:
 
     def stream(self, spec: Any, rec: RequestRecord, overload_statuses: frozenset[int]) -> RequestRecord:
         """One request through the SDK; fills ``rec`` or raises the error tree."""
+        self._before_send()
+        # the connection this request may reuse; the last stream is set again when it ends well
+        self._reuse_candidate, self._last_stream = self._last_stream, None
         req = self.route.build(spec)
         body = orjson.loads(req.body)
         state = RequestState(rec, self.route.parser(), overload_statuses)
@@ -158,7 +165,6 @@ class SDKSession:
         self.streaming[me] = state
         total = Timeout(self.timeouts.total)
         total.start()
-        self._before_send()
         try:
             state.start()
             for obj, name in self.binding.stream(self.client, spec, body):

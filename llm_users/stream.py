@@ -19,9 +19,9 @@ after a response although they announced keep-alive (llama.cpp's server after ev
 response): a request sent on it in the microseconds before the close arrives would fail having
 never reached the server. So until a server is seen to carry a second request on a connection,
 the first reuse waits a moment after the previous response for its close, and a server seen
-closing right after responses gets a new connection per request (:mod:`.keepalive`). Stamping, events, end rules and
-in-stream error categories are :class:`~llm_users.request_state.RequestState`'s, shared with
-SDK mode.
+closing right after responses gets a new connection per request (:mod:`.keepalive`).
+Stamping, events, end rules and in-stream error categories are
+:class:`~llm_users.request_state.RequestState`'s, shared with SDK mode.
 """
 
 from __future__ import annotations

@@ -73,3 +73,60 @@ def median(values: list[float]) -> float:
     s = sorted(values)
     n = len(s)
     return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+class closing_sse_server:  # noqa: N801 - used as a context manager, like open()
+    """A loopback server that answers every request with a short chunked stream (OpenAI's or
+    Anthropic's ``frames``, and ``Keep-Alive``), then closes the connection ``close_after`` seconds later whatever arrived
+    meanwhile: llama.cpp's server's habit. ``url``, ``port``, ``requests`` (answered)."""
+
+    OPENAI = (b'data: {"choices":[{"index":0,"delta":{"content":"y"},"finish_reason":"stop"}],'
+              b'"usage":{"prompt_tokens":3,"completion_tokens":1}}\n\n', b"data: [DONE]\n\n")
+    ANTHROPIC = tuple(b"event: %b\ndata: %b\n\n" % (e.split(b'"')[3], e) for e in (
+        b'{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],'
+        b'"model":"m","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":0}}}',
+        b'{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}',
+        b'{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"y"}}',
+        b'{"type":"content_block_stop","index":0}',
+        b'{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":1}}',
+        b'{"type":"message_stop"}'))
+
+    def __init__(self, close_after: float = 0.003, frames: tuple[bytes, ...] = OPENAI) -> None:
+        import gevent.socket
+
+        self.close_after = close_after
+        self.answer = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+                       b"Keep-Alive: timeout=5, max=100\r\n\r\n"
+                       + b"".join(b"%x\r\n%b\r\n" % (len(f), f) for f in frames) + b"0\r\n\r\n")
+        self.listener = gevent.socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.port = self.listener.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.requests = 0
+
+    def _handle(self, conn: Any) -> None:
+        import gevent
+
+        if conn.recv(65536):
+            self.requests += 1
+            conn.sendall(self.answer)
+        gevent.sleep(self.close_after)  # then closes; what arrived meanwhile is unread: the kernel resets
+        conn.close()
+
+    def _serve(self) -> None:
+        import gevent
+
+        while True:
+            conn, _ = self.listener.accept()
+            gevent.spawn(self._handle, conn)
+
+    def __enter__(self) -> closing_sse_server:
+        import gevent
+
+        self._greenlet = gevent.spawn(self._serve)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._greenlet.kill()
+        self.listener.close()

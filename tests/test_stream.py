@@ -355,42 +355,13 @@ def test_a_server_that_closes_after_each_stream_never_costs_a_request() -> None:
     reached nobody and failed as connection_reset (6 of 18 in a real run). The first reuse now
     waits for the close, the client learns the server's habit (one warning) and opens a
     connection per request: every request succeeds, each sent once."""
-    import gevent
-    import gevent.socket
-
     from llm_users import keepalive
+    from tests.helpers import closing_sse_server
 
-    frames = [b'data: {"choices":[{"index":0,"delta":{"content":"y"},"finish_reason":"stop"}]}\n\n',
-              b"data: [DONE]\n\n"]
-    answer = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
-              b"Keep-Alive: timeout=5, max=100\r\n\r\n"
-              + b"".join(b"%x\r\n%b\r\n" % (len(f), f) for f in frames) + b"0\r\n\r\n")
-    listener = gevent.socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    port = listener.getsockname()[1]
-    requests: list[int] = []
-
-    def handle(conn) -> None:
-        if conn.recv(65536):
-            requests.append(1)
-            conn.sendall(answer)
-        gevent.sleep(0.003)  # then closes, whatever arrived meanwhile (unread: the kernel resets)
-        conn.close()
-
-    def serve() -> None:
-        while True:
-            conn, _ = listener.accept()
-            gevent.spawn(handle, conn)
-
-    server = gevent.spawn(serve)
-    try:
-        c = StreamClient(f"http://127.0.0.1:{port}")
+    with closing_sse_server() as server:
+        c = StreamClient(server.url)
         records = [send(c) for _ in range(4)]
-    finally:
-        server.kill()
-        listener.close()
     assert [r.status for r in records] == ["ok"] * 4, [r.error_message for r in records]
-    assert len(requests) == 4  # each sent once
-    assert keepalive.closes_after_response(("http", "127.0.0.1", port, True)) is True
+    assert server.requests == 4  # each sent once
+    assert keepalive.closes_after_response(("http", "127.0.0.1", server.port, True)) is True
     assert all(r.connect_ns is not None for r in records)  # a connection per request

@@ -24,6 +24,7 @@ CASES = [
     ("vllm.py", "chat", "raw"), ("vllm.py", "chat", "sdk"),
     ("vllm.py", "completions", "raw"), ("vllm.py", "completions", "sdk"),
     ("openai.py", "chat", "raw"), ("openai.py", "chat", "sdk"),
+    ("openai.py", "completions", "raw"), ("openai.py", "completions", "sdk"),
     ("claude.py", None, "raw"), ("claude.py", None, "sdk"),
 ]
 
@@ -73,13 +74,17 @@ def test_locustfile_against_llamacpp(llama, locustfile: str, endpoint: str | Non
     assert "gemma-3-270m" in {r["server_model"] for r in records} | {r["model"] for r in records}
 
 
-def test_prompt_over_the_context_is_http_400_before_any_event(llama, tmp_path) -> None:
+@pytest.mark.parametrize(("locustfile", "client"), [("vllm.py", "raw"), ("vllm.py", "sdk"), ("claude.py", "raw"),
+                                                  ("claude.py", "sdk")])
+def test_prompt_over_the_context_is_http_400_before_any_event(llama, locustfile: str, client: str,
+                                                              tmp_path) -> None:
     """llama.cpp answers an over-long streamed prompt with an immediate HTTP 400 JSON
-    (``exceed_context_size_error``): a categorized failure with no TTFT, never a crash."""
+    (``exceed_context_size_error``), on /v1/messages too: a categorized failure with no TTFT,
+    never a crash, each request sent once."""
     prompts = tmp_path / "long.jsonl"
     prompts.write_text('{"prompt": "%s"}\n' % ("word " * 3000))
-    proc, report, window = run_against(llama, "vllm.py", tmp_path, "--llm-dataset", str(prompts),
-                                       "--llm-max-tokens", "8", "--llm-backoff", "off", users=1, seconds=3)
+    proc, report, window = run_against(llama, locustfile, tmp_path, "--llm-dataset", str(prompts),
+                                       "--llm-max-tokens", "8", "--llm-client", client, users=1, seconds=3)
     assert proc.returncode == 1, proc.stderr[-2000:]  # every request failed
     records = read_records(report)
     assert records and all(r["status"] == "error" and r["error_category"] == "http_400" for r in records)
@@ -88,13 +93,14 @@ def test_prompt_over_the_context_is_http_400_before_any_event(llama, tmp_path) -
     assert window.log_text().count("exceeds the available context size") == len(records)  # each sent once
 
 
-def test_context_filled_mid_generation_ends_with_finish_length(llama, tmp_path) -> None:
+@pytest.mark.parametrize("client", ["raw", "sdk"])
+def test_context_filled_mid_generation_ends_with_finish_length(llama, client: str, tmp_path) -> None:
     """A prompt that leaves the slot a few hundred tokens: the server stops when the context is
     full, HTTP 200 and ``finish_reason: length``: a success with the server's (short) count."""
     prompts = tmp_path / "fill.jsonl"
     prompts.write_text('{"prompt": "%s"}\n' % ("lorem ipsum " * 420))
     proc, report, window = run_against(llama, "vllm.py", tmp_path, "--llm-dataset", str(prompts),
-                                       "--llm-max-tokens", "512", users=1, seconds=4)
+                                       "--llm-max-tokens", "512", "--llm-client", client, users=1, seconds=4)
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
     done = [r for r in read_records(report) if r["status"] == "ok"]
     assert done, proc.stderr[-2000:]
@@ -127,7 +133,8 @@ def test_more_users_than_slots_queue_in_the_server_and_the_client_is_not_blamed(
     assert window.generations() == len(read_records(report))
 
 
-def test_server_killed_mid_stream_is_connection_reset_then_connect_error(real_logs, tmp_path) -> None:
+@pytest.mark.parametrize("client", ["raw", "sdk"])
+def test_server_killed_mid_stream_is_connection_reset_then_connect_error(real_logs, client: str, tmp_path) -> None:
     """SIGKILL of the server while users stream: the streams in flight end as
     ``connection_reset`` (kept, never resent), the requests after it fail fast as
     ``connect_error``; nothing crashes and the run ends on its own."""
@@ -143,7 +150,7 @@ def test_server_killed_mid_stream_is_connection_reset_then_connect_error(real_lo
         proc = subprocess.Popen(
             [LOCUST, "-f", str(ROOT / "locustfiles" / "vllm.py"), "--headless", "--only-summary", "--loglevel",
              "WARNING", "--host", server.url, "-u", "2", "-r", "2", "-t", "10s", "--stop-timeout", "10",
-             "--llm-max-tokens", "300", "--llm-warmup", "0", "--llm-report", str(report)],
+             "--llm-max-tokens", "300", "--llm-warmup", "0", "--llm-client", client, "--llm-report", str(report)],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and "launch_slot_" not in server.log_tail(100_000):
@@ -161,3 +168,17 @@ def test_server_killed_mid_stream_is_connection_reset_then_connect_error(real_lo
     assert set(cats) <= {"connection_reset", "connect_error"}, cats
     assert proc.returncode == 1, err[-2000:]
     assert "Traceback" not in err, err[-3000:]
+
+
+def test_a_server_that_cannot_start_fails_loudly_with_its_log(tmp_path) -> None:
+    """The tier never skips: a server that dies before it is ready is a RuntimeError that
+    quotes its log (what the fixtures raise, failing every test that needs it)."""
+    import sys
+
+    from tests.real.servers import ServerProcess, _spawn, wait_ready
+
+    log = tmp_path / "dead.log"
+    code = "import sys; print('model file not found', flush=True); sys.exit(3)"
+    dead = ServerProcess("llama.cpp", _spawn("llama.cpp", [sys.executable, "-c", code], log), "http://127.0.0.1:9", log)
+    with pytest.raises(RuntimeError, match=r"(?s)exited with 3 before it was ready.*model file not found"):
+        wait_ready(dead, "/health", timeout=20)
