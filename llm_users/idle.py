@@ -39,10 +39,10 @@ def serve_ready_io() -> None:
     A zero timer at the lowest priority: it makes the next poll non-blocking, and it fires after
     that poll, after the watchers of every socket found ready (default priority). A kill
     (``GreenletExit``) can arrive here like at any other yield."""
-    _first_of((gevent.get_hub().loop.timer(0.0, priority=_LOWEST_PRIORITY), None))
+    first_of((gevent.get_hub().loop.timer(0.0, priority=_LOWEST_PRIORITY), None))
 
 
-def _first_of(*watchers: tuple[Any, str | None]) -> str | None:
+def first_of(*watchers: tuple[Any, str | None]) -> str | None:
     """Start each (watcher, value), wait for the first to fire, close them all; its value."""
     waiter: Waiter = Waiter()
     for w, value in watchers:
@@ -122,4 +122,4 @@ class IdleQueue(Generic[T]):
         each time: an idle watcher stopped and started again beside a timer was seen never to
         fire (gevent 26.9, libev), leaving only the recheck."""
         loop = gevent.get_hub().loop
-        return _first_of((loop.idle(), "idle"), (loop.timer(RECHECK_S), "recheck"))
+        return first_of((loop.idle(), "idle"), (loop.timer(RECHECK_S), "recheck"))

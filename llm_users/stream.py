@@ -56,6 +56,7 @@ from .errors import (
     TLSError,
     TotalTimeout,
 )
+from .idle import first_of
 from .metrics import RequestRecord
 from .protocols.base import HTTPRequest, StreamParser, error_message
 from .request_state import DEFAULT_OVERLOAD, RequestState
@@ -151,8 +152,14 @@ class _Connection:
         return True  # b"" (EOF) or unexpected bytes
 
     def wait_readable(self, seconds: float) -> None:
-        """Up to ``seconds`` for the server to close (or send): before a first reuse."""
-        gevent.select.select([self.sock], [], [], seconds)
+        """Up to ``seconds`` for the server to close (or send): before a first reuse. A read
+        watcher and a timer, the first to fire wins (``select`` built more per call, and 400
+        streams' first reuses at once left 0.8 KB a stream in RSS)."""
+        if self.tls:
+            gevent.select.select([self.sock], [], [], seconds)
+            return
+        loop = self._hub.loop
+        first_of((loop.io(self.sock.fileno(), 1), "readable"), (loop.timer(seconds), None))
 
     def close(self) -> None:
         if self._watcher is not None:
