@@ -10,19 +10,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from tests.real.servers import free_port  # noqa: F401 - the one free-port helper (servers.py is standalone)
+
 ROOT = Path(__file__).resolve().parent.parent
 LOCUST = str(Path(sys.executable).parent / "locust")
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    import socket
-
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def get_json(url: str, method: str = "GET") -> Any:
