@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from llm_users.protocols.backend import all_backends
-from tests.helpers import get_json, read_records, read_summary, run_locust
+from tests.helpers import free_port, get_json, read_records, read_summary, run_locust
 
 pytestmark = pytest.mark.slow
 
@@ -62,3 +62,22 @@ def test_true_usage_is_believed(sim_factory, tmp_path) -> None:
     assert records and all(r["tokens_source"] == "usage" and r["tokens_reason"] is None for r in records)
     assert read_summary(report)["overall"]["estimated_token_reasons"] == {}
     assert "usage_implausible" not in proc.stdout
+
+
+def test_zero_usage_is_counted_once_across_processes(sim_factory, tmp_path) -> None:
+    """``--processes 2``: each worker flags its records, the master merges the reasons exactly
+    and says it once."""
+    sim = sim_factory("--ttft-ms", "20", "--itl-ms", "2", "--output-tokens", "24", "--usage-zero", "output")
+    report = tmp_path / "r"
+    port = str(free_port())  # Locust's forked workers dial --master-port: one of our own
+    proc = run_locust("vllm.py", "--host", sim.url, "--processes", "2", "--master-bind-port", port, "--master-port",
+                      port, "-u", "4", "-r", "4", "-t", "4s",
+                      "--stop-timeout", "10", report=report, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = read_records(report)
+    assert len({r["worker"] for r in records}) == 2
+    assert all(r["tokens_reason"] == "usage_implausible" and r["input_tokens_source"] == "usage" for r in records)
+    ov = read_summary(report)["overall"]
+    measured = [r for r in records if not r["warmup"] and r["status"] == "ok"]
+    assert ov["estimated_token_reasons"]["usage_implausible"]["requests"] == len(measured)
+    assert len([ln for ln in proc.stdout.splitlines() if "usage_implausible" in ln]) == 1
