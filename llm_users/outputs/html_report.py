@@ -25,7 +25,7 @@ body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;font-size:.85em}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
-.bad{background:#fde2e2;padding:.6em;border:1px solid #e99}.ok{background:#e3f6e3;padding:.6em;border:1px solid #9c9}
+.bad{background:#fde2e2;padding:.6em;border:1px solid #e99}.ok{background:#e3f6e3;padding:.6em;border:1px solid #9c9}.note{background:#eef3fb;padding:.6em;border:1px solid #9ab}
 .charts{display:flex;flex-wrap:wrap;gap:1em}table.first th{text-align:left}.chart svg{width:560px;height:auto}
 """
 
@@ -132,6 +132,14 @@ def render(summary: dict[str, Any], rows: list[dict[str, Any]], stats: Any = Non
     for n in check.get("nodes", []):
         for r in n.get("reasons", []) + n.get("warnings", []):
             parts.append(f"<p class='bad'>{html.escape(n['node'])}: {html.escape(r)}</p>")
+    ov = summary["overall"]
+    for reason, r in (ov.get("estimated_token_reasons") or {}).items():  # the console says the same
+        cls = "bad" if reason == "usage_implausible" else "note"
+        parts.append(f"<p class='{cls}'>Token counts of {r['requests']} requests are estimates "
+                     f"({html.escape(reason)}): {html.escape(r['hint'])}.</p>")
+    for kind, issue in (ov.get("sampling_issues") or {}).items():
+        parts.append(f"<p class='bad'>Sampling not honoured ({html.escape(kind)}): {issue['requests']} requests; "
+                     f"{html.escape(issue['hint'])}.</p>")
     for lost in (summary.get("workers") or {}).get("lost", []):
         parts.append(f"<p class='bad'>Worker {html.escape(lost['worker'])} was lost; up to "
                      f"{lost['window_at_risk_s']:.1f} s of its data may be missing.</p>")

@@ -62,6 +62,7 @@ def test_true_usage_is_believed(sim_factory, tmp_path) -> None:
     assert records and all(r["tokens_source"] == "usage" and r["tokens_reason"] is None for r in records)
     assert read_summary(report)["overall"]["estimated_token_reasons"] == {}
     assert "usage_implausible" not in proc.stdout
+    assert "are estimates" not in (report / "report.html").read_text()
 
 
 def test_zero_usage_is_counted_once_across_processes(sim_factory, tmp_path) -> None:
@@ -81,3 +82,5 @@ def test_zero_usage_is_counted_once_across_processes(sim_factory, tmp_path) -> N
     measured = [r for r in records if not r["warmup"] and r["status"] == "ok"]
     assert ov["estimated_token_reasons"]["usage_implausible"]["requests"] == len(measured)
     assert len([ln for ln in proc.stdout.splitlines() if "usage_implausible" in ln]) == 1
+    page = (report / "report.html").read_text()
+    assert f"Token counts of {len(measured)} requests are estimates (usage_implausible)" in page
