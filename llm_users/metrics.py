@@ -416,8 +416,7 @@ class Stats:
         self.failures_by_category: Counter[str] = Counter()
         self.input_tokens = 0
         self.output_tokens = 0
-        self.estimated_token_requests = 0
-        self.token_reasons: Counter[str] = Counter()  # why counts were estimated, by reason
+        self.token_reasons: Counter[str] = Counter()  # records with an estimated count, by reason
         self.excluded = 0
         self.interrupted = 0
         self.stale_reconnects = 0
@@ -470,8 +469,12 @@ class Stats:
         if rec.sampling_issues:
             self.sampling.update(rec.sampling_issues)
         if rec.tokens_reason is not None or rec.tokens_source == "estimated":  # output or input estimated
-            self.estimated_token_requests += 1
             self.token_reasons[rec.tokens_reason or "no_usage"] += 1
+
+    @property
+    def estimated_token_requests(self) -> int:
+        """Records whose output or input count is an estimate (every reason together)."""
+        return sum(self.token_reasons.values())
 
     def _window(self, start: float | None, end: float | None) -> None:
         if start is not None and (self.first_start is None or start < self.first_start):
@@ -531,7 +534,6 @@ class Stats:
             "failures_by_category": dict(self.failures_by_category),
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
-            "estimated_token_requests": self.estimated_token_requests,
             "token_reasons": dict(self.token_reasons),
             "excluded": self.excluded,
             "excluded_cooldown": self.excluded_cooldown,
@@ -552,8 +554,7 @@ class Stats:
         self.failures_by_category.update(w["failures_by_category"])
         self.input_tokens += w["input_tokens"]
         self.output_tokens += w["output_tokens"]
-        self.estimated_token_requests += w["estimated_token_requests"]
-        self.token_reasons.update(w.get("token_reasons", {}))
+        self.token_reasons.update(w["token_reasons"])
         self.excluded += w["excluded"]
         self.excluded_cooldown += w["excluded_cooldown"]
         self.interrupted += w.get("interrupted", 0)

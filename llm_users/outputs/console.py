@@ -64,12 +64,9 @@ def summary_table(summary: dict[str, Any]) -> str:
     if ov.get("stale_reconnects"):
         lines.append(f"note: {ov['stale_reconnects']} idle keep-alive connections were found closed by the server "
                      "and replaced before sending (nothing was resent)")
-    reasons = ov.get("estimated_token_reasons") or {}
-    for reason, r in reasons.items():
+    for reason, r in (ov.get("estimated_token_reasons") or {}).items():
         level = "WARNING" if reason == "usage_implausible" else "note"
         lines.append(f"{level}: token counts of {r['requests']} requests are estimates ({reason}): {r['hint']}")
-    if ov.get("estimated_token_requests") and not reasons:  # a summary from before the reasons
-        lines.append(f"note: {ov['estimated_token_requests']} requests had no server usage; tokens estimated from chunks")
     window = summary.get("window") or {}
     if window.get("measured_s"):
         wu = window.get("warmup") or {}

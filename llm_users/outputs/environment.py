@@ -3,8 +3,8 @@
 Tool, Locust and Python versions; the command line and options with secrets removed; the
 dataset (path, sha256); the embedded simulator's arguments; the server's model id and version
 (response headers and the servers' own endpoints: vLLM ``GET /version`` and ``/v1/models``,
-llama.cpp ``GET /props``, TGI ``GET /info``, Ollama ``GET /api/version``), asked once when the test starts; GPU devices
-from the sidecar when one is scraped; the client host and CPU.
+llama.cpp ``GET /props``, TGI ``GET /info``, Ollama ``GET /api/version``), asked once when the
+test starts; GPU devices from the sidecar when one is scraped; the client host and CPU.
 
 No secret reaches it: options whose names say key/token/secret/password/auth are dropped, the
 values after such flags on the command line are masked, and the value of every environment
