@@ -406,7 +406,7 @@ def analyse(records: list[tuple[str, int, list[int]]], trace: list[dict[str, Any
 def lag_figures(path: Path, records: list[tuple[str, int, list[int]]], trace: list[dict[str, Any]], ws: int,
                 we: int, ttft_p99_ms: float | None, late_bound_ms: float = 1.0) -> dict[str, Any]:
     """Our client's loop-lag trace (the self-check's probes, gc passes, our periodic work; see
-    llm_users/lagtrace.py) over the window, and the late first-token stamps lined up with it:
+    llm_users/health/lagtrace.py) over the window, and the late first-token stamps lined up with it:
     each stamp in the TTFT error tail (at or above the run's p99, at least 1 ms late) is put to
     the event that overlaps [simulator write, client stamp] most (``late_bound_ms`` lowers the
     1 ms floor, to name sub-millisecond tails); when none does, to whether
@@ -415,7 +415,7 @@ def lag_figures(path: Path, records: list[tuple[str, int, list[int]]], trace: li
     out: dict[str, Any] = {"loop_lag_p99_ms": None, "loop_lag_p999_ms": None, "loop_lag_max_ms": None}
     if not path.exists():
         return out
-    from llm_users.lagtrace import OFF_CPU, LagTrace
+    from llm_users.health.lagtrace import OFF_CPU, LagTrace
 
     lt = LagTrace.from_dict(orjson.loads(path.read_bytes()))
     lags = [lag for due, lag in zip(lt.probe_due, lt.probe_lag, strict=True) if ws <= due < we]

@@ -22,11 +22,11 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import floor_client as fc  # noqa: E402
 
+from llm_users.client.request_state import RequestState  # noqa: E402
+from llm_users.client.stream import _Exchange  # noqa: E402
 from llm_users.metrics import RequestRecord  # noqa: E402
 from llm_users.protocols.openai import OpenAIStreamParser  # noqa: E402
-from llm_users.request_state import RequestState  # noqa: E402
 from llm_users.sim.launcher import start_simulator  # noqa: E402
-from llm_users.stream import _Exchange  # noqa: E402
 
 
 def record_response(tokens: int = 128) -> list[bytes]:

@@ -29,12 +29,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .idle import IdleQueue
-from .lagtrace import span
-from .metrics import RequestRecord, StatsByName
-from .outputs.files import RecordWriter
-from .outputs.timeline import Timeline
-from .selfcheck import NodeHealth
+from llm_users.health.idle import IdleQueue
+from llm_users.health.lagtrace import span
+from llm_users.health.selfcheck import NodeHealth
+from llm_users.metrics import RequestRecord, StatsByName
+from llm_users.outputs.files import RecordWriter
+from llm_users.outputs.timeline import Timeline
 
 MESSAGE = "llm_data"
 STOP_MESSAGE = "llm_stop"
@@ -110,7 +110,7 @@ class Collector:
         self.backoff_s = 0.0
         self.labels: dict[str, tuple[str, str]] = {}  # request name -> (backend, model), first seen
         self.observers: list[Callable[[RequestRecord], None]] = []  # each kept record, once (workload, cost)
-        self.live: Any = None  # the web UI's LiveView (llm_users/live.py), fed beside the run's stats
+        self.live: Any = None  # the web UI's LiveView (llm_users/webui/live.py), fed beside the run's stats
 
     @property
     def stats(self) -> StatsByName:
@@ -125,7 +125,7 @@ class Collector:
     # local path -------------------------------------------------------------------------------
     def add_record(self, rec: RequestRecord) -> None:
         """Keep a record now (records file, timeline, observers); its statistics, the costly
-        part, when the loop is idle (:class:`~llm_users.idle.IdleQueue`), exact for any reader."""
+        part, when the loop is idle (:class:`~llm_users.health.idle.IdleQueue`), exact for any reader."""
         self._pending.put(rec)
         self._keep(rec)
 

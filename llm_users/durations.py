@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import ConfigError
+from llm_users.errors import ConfigError
 
 UNITS_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000,
             "m": 60_000_000_000, "h": 3_600_000_000_000}

@@ -3,7 +3,7 @@
 A category is a short snake_case word that names the failure class, so Locust's failure
 table and our reports group failures without exploding on per-request details. The message
 keeps the server's own words where there are any. Raw and SDK mode raise the same classes:
-:mod:`llm_users.failures` maps socket, httpx and SDK exceptions onto this tree, in one place.
+:mod:`llm_users.client.failures` maps socket, httpx and SDK exceptions onto this tree, in one place.
 
     LLMRequestError
     ├── TransportError              connection_error

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from .durations import parse_duration_s
-from .errors import ConfigError
-from .protocols.sampling import Sampling
-from .slo import parse_slos
-from .stream import Timeouts
+from llm_users.client.stream import Timeouts
+from llm_users.durations import parse_duration_s
+from llm_users.errors import ConfigError
+from llm_users.protocols.sampling import Sampling
+from llm_users.slo import parse_slos
 
 MAX_TEMPERATURE = 2.0  # OpenAI, Gemini and vLLM accept 0..2 (Anthropic 0..1)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -72,13 +72,13 @@ def add_arguments(parser: Any) -> None:
     opt("--llm-gpu-sidecar", "GPU sidecar URLs to pull during the run, comma-separated (host:port or URL)")
     opt("--llm-server-metrics", "the LLM server's own /metrics URL to pull during the run (vLLM, TGI)")
     opt("--llm-scrape-interval", "seconds between pulls of the sidecars and server metrics (default 2)")
-    from .workload.build import add_arguments as add_workload_arguments
+    from llm_users.workload.build import add_arguments as add_workload_arguments
 
     add_workload_arguments(opt)
-    from .outputs.cost import add_arguments as add_cost_arguments
+    from llm_users.outputs.cost import add_arguments as add_cost_arguments
 
     add_cost_arguments(opt)
-    from .outputs.export import add_arguments as add_export_arguments
+    from llm_users.outputs.export import add_arguments as add_export_arguments
 
     add_export_arguments(opt)
 
@@ -334,7 +334,7 @@ def check_url(value: str, option: str) -> str:
 
 
 def _is_llm_user(cls: Any) -> bool:
-    from .users import LLMUser
+    from llm_users.users import LLMUser
 
     return isinstance(cls, type) and issubclass(cls, LLMUser)
 

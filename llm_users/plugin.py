@@ -17,12 +17,12 @@ from typing import Any
 import gevent
 from gevent.event import Event
 
-from . import events as llm_events
-from . import options as llm_options
-from . import study
-from .errors import ConfigError
-from .outputs.files import check_report_dir
-from .run import MasterRun, MergingRun, role_for, run_for
+from llm_users import events as llm_events
+from llm_users import options as llm_options
+from llm_users.errors import ConfigError
+from llm_users.load import study
+from llm_users.outputs.files import check_report_dir
+from llm_users.run import MasterRun, MergingRun, role_for, run_for
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def _release_sdk_names() -> None:
     the module ``openai`` and a later ``import openai`` would get the locustfile, not the SDK.
     Take such a plain module out of ``sys.modules`` under an SDK's name (Locust keeps its own
     reference to the module; nothing looks it up by that name), so the SDK imports as usual."""
-    from .protocols.backend import all_backends
+    from llm_users.protocols.backend import all_backends
 
     names = {r.sdk.module.split(".")[0] for b in all_backends().values() for r in b.routes if r.sdk}
     for name in names:
@@ -68,7 +68,7 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
     try:
         config = llm_options.RunConfig.from_options(environment.parsed_options, user_classes)
         _check_settings(config)
-        from .workload.build import check as check_workload
+        from llm_users.workload.build import check as check_workload
 
         for cls in config.user_settings:
             try:
@@ -82,19 +82,19 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
                 check_report_dir(config.report_dir)
         environment.llm_config = config
         run = run_for(environment, config, runner)
-        from .workload.summary import attach as attach_workload
+        from llm_users.workload.summary import attach as attach_workload
 
         attach_workload(environment, run)
         study.attach(environment, run)  # open loop, stages, sweep, trace replay
-        from .outputs.cost import attach as attach_cost
+        from llm_users.outputs.cost import attach as attach_cost
 
         attach_cost(environment, run)
         if isinstance(run, MergingRun):  # extensions attach here (e.g. exporters.register)
             environment.events.llm_run_ready.fire(environment=environment, run=run)
-        from .outputs.environment import attach as attach_environment
+        from llm_users.outputs.environment import attach as attach_environment
 
         attach_environment(environment, run)  # after the extensions: it reads the sections they add (GPU)
-        from .outputs.export import attach as attach_export
+        from llm_users.outputs.export import attach as attach_export
 
         attach_export(environment, run)  # after environment: it reads the server's model id
     except ConfigError as e:
@@ -102,7 +102,7 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
     environment.llm_run = run
     if isinstance(run, MergingRun):
         if getattr(environment, "web_ui", None) is not None:
-            from .webui import install as install_tab
+            from llm_users.webui.tab import install as install_tab
 
             install_tab(environment.web_ui, run)
         if not environment.host and not all(getattr(u, "host", None) for u in user_classes):
@@ -112,7 +112,7 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
             _start_simulator(environment, run)
     environment.events.test_start.add_listener(lambda **_: _refresh_user_settings(environment))
     run.install(runner)
-    from .console_table import install as install_console_table
+    from llm_users.health.console_table import install as install_console_table
 
     install_console_table()  # Locust's table every 2 s, in pieces between the streams' reads
     # Locust arms its -t timer right after this event, before the event loop has run: libev
@@ -202,7 +202,7 @@ def _check_settings(config: llm_options.RunConfig) -> None:
     """Settings, prompts and API keys are checked before any user starts."""
     for cls, settings in config.user_settings.items():
         if settings.client == "sdk":
-            from .sdk import check_sdk_available
+            from llm_users.client.sdk import check_sdk_available
 
             check_sdk_available(cls, settings.endpoint)  # imported now, not inside the first request
         if cls.requires_api_key and not settings.api_key():
@@ -213,7 +213,7 @@ def _check_settings(config: llm_options.RunConfig) -> None:
 
 
 def _start_simulator(environment: Any, run: MergingRun) -> None:
-    from .sim.launcher import start_simulator
+    from llm_users.sim.launcher import start_simulator
 
     extra = run.config.sim_args
     try:

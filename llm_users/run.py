@@ -8,7 +8,7 @@
   its final data before Locust stops, watches for lost workers, writes the outputs.
 
 :func:`run_for` picks the role once, from Locust's runner. Every load-generating node runs a
-:class:`~llm_users.selfcheck.SelfMonitor`.
+:class:`~llm_users.health.selfcheck.SelfMonitor`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 import gevent
 from locust.runners import MasterRunner, WorkerRunner
 
-from .distributed import (
+from llm_users.distributed import (
     ACK_MESSAGE,
     ACK_RESEND_S,
     ACK_WAIT_S,
@@ -30,15 +30,15 @@ from .distributed import (
     Collector,
     Shipper,
 )
-from .gctune import GcTuner
-from .heap import fix_mmap_threshold
-from .idle import serve_ready_io
-from .lagtrace import span
-from .metrics import RequestRecord
-from .options import RunConfig
-from .outputs import SCHEMA, FinalData, RecordWriter, write_outputs
-from .redaction import Redactor
-from .selfcheck import SelfMonitor, failure_verdict, verdict
+from llm_users.health.gctune import GcTuner
+from llm_users.health.heap import fix_mmap_threshold
+from llm_users.health.idle import serve_ready_io
+from llm_users.health.lagtrace import span
+from llm_users.health.selfcheck import SelfMonitor, failure_verdict, verdict
+from llm_users.metrics import RequestRecord
+from llm_users.options import RunConfig
+from llm_users.outputs import SCHEMA, FinalData, RecordWriter, write_outputs
+from llm_users.redaction import Redactor
 
 
 class LLMRun:

@@ -6,9 +6,9 @@ second of the measured window (vLLM's definition). Failures count as misses.
 
 from __future__ import annotations
 
-from .durations import parse_duration_ns
-from .errors import ConfigError
-from .metrics import SLO_METRICS, slo_results
+from llm_users.durations import parse_duration_ns
+from llm_users.errors import ConfigError
+from llm_users.metrics import SLO_METRICS, slo_results
 
 __all__ = ["METRICS", "parse_slos", "slo_results"]
 METRICS = SLO_METRICS

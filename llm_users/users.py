@@ -23,26 +23,26 @@ from gevent import GreenletExit
 from gevent.lock import BoundedSemaphore
 from locust import User, constant, task
 
-from . import protocols
-from .backoff import Backoff
-from .errors import LLMRequestError
-from .failure_table import for_locust
-from .idle import serve_ready_io
-from .metrics import RequestRecord, check_usage, prompt_tokens_guess, sampling_issues
-from .options import Settings, run_config
-from .protocols import anthropic as anthropic_proto
-from .protocols import gemini as gemini_proto
-from .protocols import ollama as ollama_proto
-from .protocols import openai as openai_proto
-from .protocols import tgi as tgi_proto
-from .protocols.backend import Backend, RequestSpec, Route
-from .protocols.base import HTTPRequest, StreamParser
-from .request_state import mark_failed, mark_interrupted
-from .spawn import first_request_delay, think_jitter, user_rng
-from .stream import StreamClient, new_request_id
-from .workload.build import source_for
-from .workload.source import Messages, WorkItem
-from .workload.tokenizer import ServerProbe
+from llm_users import protocols
+from llm_users.client.backoff import Backoff
+from llm_users.client.failure_table import for_locust
+from llm_users.client.request_state import mark_failed, mark_interrupted
+from llm_users.client.stream import StreamClient, new_request_id
+from llm_users.errors import LLMRequestError
+from llm_users.health.idle import serve_ready_io
+from llm_users.load.spawn import first_request_delay, think_jitter, user_rng
+from llm_users.metrics import RequestRecord, check_usage, prompt_tokens_guess, sampling_issues
+from llm_users.options import Settings, run_config
+from llm_users.protocols import anthropic as anthropic_proto
+from llm_users.protocols import gemini as gemini_proto
+from llm_users.protocols import ollama as ollama_proto
+from llm_users.protocols import openai as openai_proto
+from llm_users.protocols import tgi as tgi_proto
+from llm_users.protocols.backend import Backend, RequestSpec, Route
+from llm_users.protocols.base import HTTPRequest, StreamParser
+from llm_users.workload.build import source_for
+from llm_users.workload.source import Messages, WorkItem
+from llm_users.workload.tokenizer import ServerProbe
 
 log = logging.getLogger(__name__)
 _user_numbers = itertools.count()
@@ -131,7 +131,7 @@ class LLMUser(User):
 
     def on_start(self) -> None:
         delay = first_request_delay(self.settings.spawn_spread, self.environment, self.rng)
-        if delay:  # out of phase with the rest of its spawn batch (llm_users/spawn.py)
+        if delay:  # out of phase with the rest of its spawn batch (llm_users/load/spawn.py)
             gevent.sleep(delay)
         if self.descriptor.discover_model and self.settings.model is None:
             self.model_name = _discover_model(self.stream_client, self.backend)
@@ -190,7 +190,9 @@ class LLMUser(User):
         finally:
             self.settings = held
         if settings.client == "sdk":
-            from .sdk import sdk_stream  # optional extra: imported at start by the plugin's checks
+            from llm_users.client.sdk import (
+                sdk_stream,  # optional extra: imported at start by the plugin's checks
+            )
 
             rec = self._new_record(self.sdk_name())
             run = lambda: sdk_stream(self, spec, rec)  # noqa: E731

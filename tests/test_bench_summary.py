@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from llm_users.lagtrace import LagTrace
+from llm_users.health.lagtrace import LagTrace
 
 ROOT = Path(__file__).resolve().parent.parent
 

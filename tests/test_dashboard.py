@@ -22,8 +22,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporters.nvml import GPUCollector, serve
 from exporters.prometheus import Exporter, LLMCollector, build_registry
 from llm_users.distributed import Collector
+from llm_users.health.selfcheck import SelfMonitor
 from llm_users.metrics import RequestRecord
-from llm_users.selfcheck import SelfMonitor
 from tests.exporters.fake_nvml import fixed_fake
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..metrics import StatsByName
-from .console import summary_table
-from .files import SCHEMA, RecordWriter, write_summary, write_timeseries
+from llm_users.metrics import StatsByName
+from llm_users.outputs.console import summary_table
+from llm_users.outputs.files import SCHEMA, RecordWriter, write_summary, write_timeseries
 
 __all__ = ["SCHEMA", "FinalData", "RecordWriter", "write_outputs"]
 
@@ -34,7 +34,7 @@ def write_outputs(final: FinalData, report_dir: str | None) -> None:
     write_summary(report_dir, final.summary)
     write_timeseries(report_dir, final.timeline_rows)
     try:
-        from .html_report import write_html
+        from llm_users.outputs.html_report import write_html
     except ImportError as e:  # matplotlib is the optional 'report' extra
         print(f"locust-llm: report.html skipped ({e}); pip install 'locust-llm[report]'", flush=True)
     else:

@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
                 if hit:
                     failed.append(f"{r.label}: {why}")
         if args.out:
-            from .compare_html import write_page
+            from llm_users.outputs.compare_html import write_page
 
             write_page(args.out, runs, results, failed, rules)
             print(f"llm-compare: page written to {args.out}")

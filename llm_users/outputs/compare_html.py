@@ -14,8 +14,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from .compare import Rule, Run, Verdict, table  # noqa: E402
-from .html_report import _CSS, _svg  # noqa: E402
+from llm_users.outputs.compare import Rule, Run, Verdict, table  # noqa: E402
+from llm_users.outputs.html_report import _CSS, _svg  # noqa: E402
 
 
 def _esc(x: Any) -> str:

@@ -80,13 +80,13 @@ def summary_table(summary: dict[str, Any]) -> str:
         lines.append(f"goodput: {slo['goodput_rps'] or 0:.2f} req/s met every SLO "
                      f"({share:.1%} of requests)" if share is not None else "goodput: no requests")
     if summary.get("cost"):
-        from .cost import console_line
+        from llm_users.outputs.cost import console_line
 
         lines.append(console_line(summary["cost"]))
     for lost in (summary.get("workers") or {}).get("lost", []):
         lines.append(f"WARNING: worker {lost['worker']} was lost; up to {lost['window_at_risk_s']:.1f} s of its "
                      f"data may be missing")
-    from ..study_console import study_lines
+    from llm_users.outputs.study_console import study_lines
 
     lines += study_lines(summary)
     backoff = summary.get("backoff") or {}

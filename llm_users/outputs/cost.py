@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigError
-from ..metrics import RequestRecord
+from llm_users.errors import ConfigError
+from llm_users.metrics import RequestRecord
 
 _CACHED_KEYS = ("cache_read_input_tokens", "cachedContentTokenCount", "cached_tokens", "cached_input_tokens")
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from ..redaction import redact_config
+from llm_users.redaction import redact_config
 
 _SECRET = re.compile(r"key|token(?!s)|secret|password|passwd|auth", re.I)  # "output-tokens" is no secret
 MASK = "***"

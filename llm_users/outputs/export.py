@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from ..errors import ConfigError
+from llm_users.errors import ConfigError
 
 FORMATS = ("vllm-bench",)
 _METRICS = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2el": "e2e"}

@@ -12,15 +12,15 @@ from typing import Any
 
 import orjson
 
-from ..lagtrace import span
-from ..metrics import LATENCY_METRICS, PERCENTILES, RequestRecord
+from llm_users.health.lagtrace import span
+from llm_users.metrics import LATENCY_METRICS, PERCENTILES, RequestRecord
 
 SCHEMA = "locust-llm/summary/1"
 
 
 def check_report_dir(directory: str | Path) -> None:
     """At start: the report directory can be made and written (ConfigError naming --llm-report)."""
-    from ..errors import ConfigError
+    from llm_users.errors import ConfigError
 
     d = Path(directory)
     if d.exists() and not d.is_dir():
@@ -67,7 +67,7 @@ def write_summary(directory: str | Path, summary: dict[str, Any]) -> tuple[Path,
 
 def write_timeseries(directory: str | Path, rows: list[dict[str, Any]]) -> Path:
     """timeseries.csv: one row per second (client figures plus any scraped server/GPU series)."""
-    from .timeline import COLUMNS
+    from llm_users.outputs.timeline import COLUMNS
 
     extra = sorted({k for r in rows for k in r} - set(COLUMNS))
     path = Path(directory) / "timeseries.csv"

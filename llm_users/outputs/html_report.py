@@ -17,7 +17,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from ..metrics import LATENCY_METRICS, PERCENTILES, Distribution  # noqa: E402
+from llm_users.metrics import LATENCY_METRICS, PERCENTILES, Distribution  # noqa: E402
 
 _CDF_POINTS = [p / 10 for p in range(0, 1000)] + [99.9, 99.95, 99.99, 100.0]
 _CSS = """
@@ -123,7 +123,7 @@ def _percentile_table(summary: dict[str, Any]) -> str:
 def render(summary: dict[str, Any], rows: list[dict[str, Any]], stats: Any = None) -> str:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>locust-llm report</title>"
              f"<style>{_CSS}</style></head><body><h1>locust-llm report</h1>"]
-    from .html_header import complete_rows, header
+    from llm_users.outputs.html_header import complete_rows, header
 
     parts.append(header(summary, rows))
     check = summary.get("self_check") or {}
@@ -155,12 +155,12 @@ def render(summary: dict[str, Any], rows: list[dict[str, Any]], stats: Any = Non
         share = slo["share_meeting_all"]
         parts.append(f"<p><b>Goodput:</b> {_fmt(slo['goodput_rps'])} req/s met every SLO ({html.escape(limits)}); "
                      f"{'-' if share is None else f'{share:.1%}'} of measured requests.</p>")
-    from .html_workload import sections as workload_sections
+    from llm_users.outputs.html_workload import sections as workload_sections
 
     parts.append(workload_sections(summary))
-    from ..study_report import study_sections
+    from llm_users.outputs.study_report import study_sections
 
-    parts += study_sections(summary)  # open loop, stages, sweep, Pareto (llm_users/study_report.py)
+    parts += study_sections(summary)  # open loop, stages, sweep, Pareto (llm_users/outputs/study_report.py)
     charts = []
     if stats is not None:
         for metric, title in (("ttft", "TTFT distribution (CDF)"), ("itl", "ITL distribution (CDF)")):

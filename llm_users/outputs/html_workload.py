@@ -10,7 +10,7 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 
-from .html_report import _fmt, _svg
+from llm_users.outputs.html_report import _fmt, _svg
 
 
 def _rows(head: list[str], rows: list[list[Any]]) -> str:

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..lagtrace import span
-from ..metrics import RequestRecord
+from llm_users.health.lagtrace import span
+from llm_users.metrics import RequestRecord
 
 COLUMNS = [
     "time", "users", "requests_started", "requests_finished", "failures", "output_tokens_per_s",

@@ -23,8 +23,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Literal
 
-from .backend import Backend, BackendDocs, RequestSpec, Route, SDKBinding, SDKChunk, SDKSetup, sdk_arguments
-from .base import (
+from llm_users.protocols.backend import (
+    Backend,
+    BackendDocs,
+    RequestSpec,
+    Route,
+    SDKBinding,
+    SDKChunk,
+    SDKSetup,
+    sdk_arguments,
+)
+from llm_users.protocols.base import (
     Content,
     Event,
     Finish,
@@ -36,8 +45,8 @@ from .base import (
     error_message,
     json_post,
 )
-from .sampling import Sampling
-from .sse import SSEJSONParser
+from llm_users.protocols.sampling import Sampling
+from llm_users.protocols.sse import SSEJSONParser
 
 AuthStyle = Literal["x-api-key", "bearer"]
 

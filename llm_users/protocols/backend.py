@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from ..errors import ConfigError
-from .base import HTTPRequest, StreamParser
-from .sampling import Sampling
+from llm_users.errors import ConfigError
+from llm_users.protocols.base import HTTPRequest, StreamParser
+from llm_users.protocols.sampling import Sampling
 
 Messages = list[dict[str, Any]]
 
@@ -178,7 +178,7 @@ class Backend:
 @cache
 def all_backends() -> dict[str, Backend]:
     """Every backend declared by a protocol module (``BACKENDS``), by name, in table order."""
-    from .. import protocols
+    from llm_users import protocols
 
     found: list[Backend] = []
     for info in pkgutil.iter_modules(protocols.__path__):

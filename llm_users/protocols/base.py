@@ -18,7 +18,7 @@ Events are small slotted objects (treat them as read-only):
 ``parser.complete`` is true once the protocol's terminator was seen ([DONE], a finish reason,
 the final frame, ``done: true``...) and ``parser.frames`` counts the payloads decoded. ``close()``
 returns the events of whatever complete frame was left; the caller
-(:class:`~llm_users.request_state.RequestState`) then reports ``empty_response`` when no frame
+(:class:`~llm_users.client.request_state.RequestState`) then reports ``empty_response`` when no frame
 came at all and ``stream_truncated`` when ``complete`` is false. ``payload(obj, name)`` takes
 one already-decoded payload (what an SDK yields, dumped back to the wire's JSON shape) through
 the same rules, so SDK mode shares every end rule and category with raw mode. Payloads that do not parse raise :class:`~llm_users.errors.ProtocolError`

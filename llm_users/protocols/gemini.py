@@ -20,10 +20,28 @@ import importlib
 from collections.abc import Iterator
 from typing import Any
 
-from .backend import Backend, BackendDocs, RequestSpec, Route, SDKBinding, SDKChunk, SDKSetup
-from .base import Content, Event, Finish, HTTPRequest, ModelName, ServerError, Usage, error_message, json_post
-from .sampling import Sampling
-from .sse import SSEJSONParser
+from llm_users.protocols.backend import (
+    Backend,
+    BackendDocs,
+    RequestSpec,
+    Route,
+    SDKBinding,
+    SDKChunk,
+    SDKSetup,
+)
+from llm_users.protocols.base import (
+    Content,
+    Event,
+    Finish,
+    HTTPRequest,
+    ModelName,
+    ServerError,
+    Usage,
+    error_message,
+    json_post,
+)
+from llm_users.protocols.sampling import Sampling
+from llm_users.protocols.sse import SSEJSONParser
 
 DEFAULT_API_VERSION = "v1beta"
 

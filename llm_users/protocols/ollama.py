@@ -16,9 +16,17 @@ from typing import Any, Literal
 
 import orjson
 
-from ..errors import ProtocolError
-from .backend import Backend, BackendDocs, RequestSpec, Route, SDKBinding, SDKChunk, SDKSetup
-from .base import (
+from llm_users.errors import ProtocolError
+from llm_users.protocols.backend import (
+    Backend,
+    BackendDocs,
+    RequestSpec,
+    Route,
+    SDKBinding,
+    SDKChunk,
+    SDKSetup,
+)
+from llm_users.protocols.base import (
     Content,
     Event,
     Finish,
@@ -30,9 +38,9 @@ from .base import (
     error_message,
     json_post,
 )
-from .openai import compat_route, messages_to_prompt
-from .sampling import Sampling
-from .sse import json_object
+from llm_users.protocols.openai import compat_route, messages_to_prompt
+from llm_users.protocols.sampling import Sampling
+from llm_users.protocols.sse import json_object
 
 Endpoint = Literal["chat", "generate"]
 

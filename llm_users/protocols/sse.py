@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ..errors import ProtocolError
+from llm_users.errors import ProtocolError
 
 if TYPE_CHECKING:
-    from .base import Event
+    from llm_users.protocols.base import Event
 
 Frame = tuple[bytes | None, bytes]
 

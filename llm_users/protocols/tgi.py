@@ -16,11 +16,21 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from .backend import Backend, BackendDocs, RequestSpec, Route
-from .base import Content, Event, Finish, HTTPRequest, ServerError, Usage, bearer, error_message, json_post
-from .openai import compat_route, messages_to_prompt
-from .sampling import Sampling
-from .sse import SSEJSONParser
+from llm_users.protocols.backend import Backend, BackendDocs, RequestSpec, Route
+from llm_users.protocols.base import (
+    Content,
+    Event,
+    Finish,
+    HTTPRequest,
+    ServerError,
+    Usage,
+    bearer,
+    error_message,
+    json_post,
+)
+from llm_users.protocols.openai import compat_route, messages_to_prompt
+from llm_users.protocols.sampling import Sampling
+from llm_users.protocols.sse import SSEJSONParser
 
 Path = Literal["/generate_stream", "/"]
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from .cli import main
+from llm_users.sim.cli import main
 
 sys.exit(main())

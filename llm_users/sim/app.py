@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from . import (
+from llm_users.sim import (
     routes_anthropic,
     routes_gemini,
     routes_ollama,
@@ -25,10 +25,10 @@ from . import (
     routes_tgi,
     routes_tokenize,
 )
-from .clock import Clock
-from .config import SimConfig
-from .metrics import REGISTRY_KEY, build_registry, metrics
-from .state import SIM_KEY, SimState
+from llm_users.sim.clock import Clock
+from llm_users.sim.config import SimConfig
+from llm_users.sim.metrics import REGISTRY_KEY, build_registry, metrics
+from llm_users.sim.state import SIM_KEY, SimState
 
 
 async def _background(app: web.Application) -> AsyncIterator[None]:

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from .text import vocabulary_bytes
+from llm_users.sim.text import vocabulary_bytes
 
 
 @dataclass(slots=True)

@@ -19,8 +19,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..heap import fix_mmap_threshold
-from .config import DEFAULT_MAX_TOKENS, DISTRIBUTIONS, FAULT_KINDS, USAGE_ZERO, SimConfig
+from llm_users.health.heap import fix_mmap_threshold
+from llm_users.sim.config import DEFAULT_MAX_TOKENS, DISTRIBUTIONS, FAULT_KINDS, USAGE_ZERO, SimConfig
 
 DESCRIPTION = """\
 Embedded LLM inference server simulator: one process speaks the OpenAI/vLLM, TGI, Ollama,
@@ -167,7 +167,7 @@ async def serve(cfg: SimConfig, ready: Callable[[str], None] | None = None) -> N
     """Run until SIGTERM/SIGINT. ``ready(url)`` is called once the socket listens."""
     from aiohttp import web
 
-    from .app import build_app
+    from llm_users.sim.app import build_app
 
     app = build_app(cfg)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
@@ -184,7 +184,7 @@ async def serve(cfg: SimConfig, ready: Callable[[str], None] | None = None) -> N
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
-    fix_mmap_threshold()  # large transient buffers go back to the system (llm_users/heap.py)
+    fix_mmap_threshold()  # large transient buffers go back to the system (llm_users/health/heap.py)
     gc.collect()
     gc.freeze()  # startup objects out of the collector's way: shorter pauses on the chunk clock
     if ready is not None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from .config import FAULT_KINDS
+from llm_users.sim.config import FAULT_KINDS
 
 HTTP_FAULTS = {"http_429": 429, "http_500": 500, "http_503": 503}
 #: faults that strike before the stream starts (no chunk position)

@@ -14,15 +14,15 @@ from time import perf_counter_ns
 
 from aiohttp import web
 
-from .base import Dialect, Job, Renderer
-from .engine import QueueFull
-from .faults import Fault, FaultHeaderError, draw_fault, parse_fault_header
-from .state import SimState
-from .stats import RouteStats
-from .streamer import Streamer, chunked, reset_connection
-from .text import count_input_tokens
-from .timing import request_rng
-from .trace import Record
+from llm_users.sim.base import Dialect, Job, Renderer
+from llm_users.sim.engine import QueueFull
+from llm_users.sim.faults import Fault, FaultHeaderError, draw_fault, parse_fault_header
+from llm_users.sim.state import SimState
+from llm_users.sim.stats import RouteStats
+from llm_users.sim.streamer import Streamer, chunked, reset_connection
+from llm_users.sim.text import count_input_tokens
+from llm_users.sim.timing import request_rng
+from llm_users.sim.trace import Record
 
 
 def new_job(

@@ -26,8 +26,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from .state import SimState
-from .stats import Hist
+from llm_users.sim.state import SimState
+from llm_users.sim.stats import Hist
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

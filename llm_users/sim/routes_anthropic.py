@@ -23,10 +23,10 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from .base import Dialect, Job, Renderer, int_param
-from .lifecycle import new_job, serve
-from .state import admit
-from .text import content_text, join_prompt
+from llm_users.sim.base import Dialect, Job, Renderer, int_param
+from llm_users.sim.lifecycle import new_job, serve
+from llm_users.sim.state import admit
+from llm_users.sim.text import content_text, join_prompt
 
 ERROR_TYPES = {
     400: "invalid_request_error",

@@ -18,10 +18,10 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from .base import Dialect, Job, Renderer, int_param, read_json
-from .lifecycle import new_job, serve
-from .state import SIM_KEY
-from .text import content_text, join_prompt
+from llm_users.sim.base import Dialect, Job, Renderer, int_param, read_json
+from llm_users.sim.lifecycle import new_job, serve
+from llm_users.sim.state import SIM_KEY
+from llm_users.sim.text import content_text, join_prompt
 
 STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
           429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}

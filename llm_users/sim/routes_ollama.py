@@ -20,10 +20,10 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from .base import Dialect, Job, Renderer
-from .lifecycle import new_job, serve
-from .state import SIM_KEY, admit
-from .text import content_text, join_prompt
+from llm_users.sim.base import Dialect, Job, Renderer
+from llm_users.sim.lifecycle import new_job, serve
+from llm_users.sim.state import SIM_KEY, admit
+from llm_users.sim.text import content_text, join_prompt
 
 VERSION = "0.12.6"
 CONTEXT_ID_BASE = 1000

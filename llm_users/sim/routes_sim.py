@@ -17,7 +17,7 @@ import dataclasses
 import orjson
 from aiohttp import web
 
-from .state import SIM_KEY
+from llm_users.sim.state import SIM_KEY
 
 
 def _json(obj: object, status: int = 200) -> web.Response:

@@ -24,10 +24,10 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from .base import Dialect, Job, Renderer, int_param
-from .lifecycle import new_job, serve
-from .state import SIM_KEY, admit
-from .text import vocabulary
+from llm_users.sim.base import Dialect, Job, Renderer, int_param
+from llm_users.sim.lifecycle import new_job, serve
+from llm_users.sim.state import SIM_KEY, admit
+from llm_users.sim.text import vocabulary
 
 TOKEN_ID_BASE = 1000
 EOS = b'{"id":2,"text":"</s>","logprob":-0.01,"special":true}'

@@ -17,9 +17,9 @@ from typing import Any
 
 from aiohttp import web
 
-from .routes_openai import DIALECT
-from .state import SIM_KEY
-from .text import content_text, count_input_tokens, join_prompt
+from llm_users.sim.routes_openai import DIALECT
+from llm_users.sim.state import SIM_KEY
+from llm_users.sim.text import content_text, count_input_tokens, join_prompt
 
 MAX_MODEL_LEN = 32768
 VLLM_VERSION = "0.0.0-sim"

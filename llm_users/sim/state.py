@@ -13,15 +13,15 @@ from typing import Any
 
 from aiohttp import web
 
-from .base import read_json
-from .clock import Clock
-from .config import SimConfig
-from .engine import Engine
-from .prefix_cache import PrefixCache
-from .stats import Stats
-from .text import TokenSource
-from .timing import Dist
-from .trace import TraceStore
+from llm_users.sim.base import read_json
+from llm_users.sim.clock import Clock
+from llm_users.sim.config import SimConfig
+from llm_users.sim.engine import Engine
+from llm_users.sim.prefix_cache import PrefixCache
+from llm_users.sim.stats import Stats
+from llm_users.sim.text import TokenSource
+from llm_users.sim.timing import Dist
+from llm_users.sim.trace import TraceStore
 
 
 class SimState:

@@ -25,12 +25,12 @@ from collections.abc import Callable
 from time import perf_counter_ns
 from typing import TYPE_CHECKING
 
-from .base import Job, Renderer
-from .faults import Fault
-from .trace import Record
+from llm_users.sim.base import Job, Renderer
+from llm_users.sim.faults import Fault
+from llm_users.sim.trace import Record
 
 if TYPE_CHECKING:
-    from .state import SimState
+    from llm_users.sim.state import SimState
 
 log = logging.getLogger(__name__)
 

@@ -8,14 +8,14 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ..durations import parse_duration_s
-from ..errors import ConfigError
-from .dataset_source import DatasetSource
-from .datasets import DEFAULT_DATASET, load_dataset
-from .lengths import Lengths, parse_lengths
-from .sessions import SessionSource
-from .source import Lane, Probe, RequestSource, WorkItem
-from .synthetic import SyntheticSource
+from llm_users.durations import parse_duration_s
+from llm_users.errors import ConfigError
+from llm_users.workload.dataset_source import DatasetSource
+from llm_users.workload.datasets import DEFAULT_DATASET, load_dataset
+from llm_users.workload.lengths import Lengths, parse_lengths
+from llm_users.workload.sessions import SessionSource
+from llm_users.workload.source import Lane, Probe, RequestSource, WorkItem
+from llm_users.workload.synthetic import SyntheticSource
 
 
 def add_arguments(opt: Any) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .datasets import Dataset
-from .source import Lane, RequestSource, WorkItem
+from llm_users.workload.datasets import Dataset
+from llm_users.workload.source import Lane, RequestSource, WorkItem
 
 
 class DatasetSource(RequestSource):

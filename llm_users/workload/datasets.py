@@ -25,8 +25,8 @@ from typing import Any
 
 import orjson
 
-from ..errors import ConfigError
-from .source import Messages
+from llm_users.errors import ConfigError
+from llm_users.workload.source import Messages
 
 DEFAULT_DATASET = "short"
 _ROLES = {"system", "user", "assistant"}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from ..errors import ConfigError
+from llm_users.errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from .source import Lane, Messages, Probe, RequestSource, WorkItem
+from llm_users.workload.source import Lane, Messages, Probe, RequestSource, WorkItem
 
 
 class SessionSource(RequestSource):

@@ -16,7 +16,7 @@ import math
 from collections import Counter
 from typing import Any
 
-from ..metrics import RequestRecord, Stats
+from llm_users.metrics import RequestRecord, Stats
 
 
 def _pct(sorted_values: list[float], p: float) -> float | None:
@@ -130,7 +130,7 @@ def attach(environment: Any, run: Any) -> WorkloadStats | None:
     collector.observers.append(stats.add)
 
     def hook(summary: dict[str, Any]) -> None:
-        from .build import source_for
+        from llm_users.workload.build import source_for
 
         block: dict[str, Any] = {}
         try:

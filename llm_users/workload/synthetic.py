@@ -24,9 +24,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import ConfigError, LLMRequestError
-from .lengths import Lengths
-from .source import Lane, Probe, RequestSource, WorkItem
+from llm_users.errors import ConfigError, LLMRequestError
+from llm_users.workload.lengths import Lengths
+from llm_users.workload.source import Lane, Probe, RequestSource, WorkItem
 
 log = logging.getLogger(__name__)
 

@@ -20,11 +20,11 @@ from typing import Any
 
 from gevent.lock import BoundedSemaphore
 
-from ..errors import LLMRequestError
-from ..metrics import RequestRecord
-from ..protocols.base import HTTPRequest, bearer, json_post
-from ..stream import StreamClient, new_request_id
-from .source import Messages
+from llm_users.client.stream import StreamClient, new_request_id
+from llm_users.errors import LLMRequestError
+from llm_users.metrics import RequestRecord
+from llm_users.protocols.base import HTTPRequest, bearer, json_post
+from llm_users.workload.source import Messages
 
 log = logging.getLogger(__name__)
 

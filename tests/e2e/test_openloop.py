@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_users.arrivals import ks_critical, ks_exponential
+from llm_users.load.arrivals import ks_critical, ks_exponential
 from tests.helpers import (
     LOCUST,
     ROOT,

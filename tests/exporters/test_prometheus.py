@@ -34,9 +34,9 @@ from exporters.prometheus import (
 )
 from llm_users.distributed import Collector
 from llm_users.errors import ConfigError
+from llm_users.health.selfcheck import SelfMonitor
 from llm_users.metrics import Distribution, RequestRecord
 from llm_users.options import RunConfig
-from llm_users.selfcheck import SelfMonitor
 
 REPO = Path(__file__).resolve().parents[2]
 CHAT, COMP = "/v1/chat/completions", "/v1/completions"

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from importlib import resources
+from pathlib import Path
 
 import pytest
 
 from llm_users.errors import ConfigError
-from llm_users.prompts import DEFAULT_PROMPTS, load_prompts
 from llm_users.workload.datasets import load_dataset, shipped_names
 
 
@@ -17,11 +18,12 @@ def test_shipped_datasets() -> None:
     short = load_dataset()
     assert short.format == "prompts" and short.path.startswith("package:") and len(short.items) >= 50
     assert len({json.dumps(i.first()) for i in short.items}) == len(short.items)  # varied, no duplicates
-    assert short.sha256 == hashlib.sha256(DEFAULT_PROMPTS.read_bytes()).hexdigest()
+    shipped = Path(str(resources.files("llm_users.data") / "prompts" / "short.json"))
+    assert short.sha256 == hashlib.sha256(shipped.read_bytes()).hexdigest()
     conv = load_dataset("conversations")
     assert conv.format == "sharegpt" and len(conv.items) == 10
     assert all(len(i.followups) == 3 for i in conv.items)
-    assert load_prompts() == [i.first() for i in short.items]
+    assert all(i.first()[-1]["role"] == "user" for i in short.items)
 
 
 def test_prompts_json(tmp_path) -> None:

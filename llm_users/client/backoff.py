@@ -1,0 +1,53 @@
+"""Backing off when the server cannot be reached or keeps refusing the same way.
+
+A load tester should not turn a misconfiguration (a dead host, a missing key) into a flood of
+thousands of requests a second. Each user counts its *consecutive* failures of one kind: a
+connection that could not be made (``connect_error``, ``connect_timeout``, ``connection_error``,
+``tls_error``) or the same 4xx status (``http_401`` ...). From the :data:`AFTER` th such failure
+on, the user waits before its next request: :data:`BASE_S` seconds, doubling each time, at most
+:data:`MAX_S`. Any success or a different failure resets it. ``--llm-backoff off`` turns it off.
+The wait is recorded on the request (``backoff_s``) so the summary counts it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llm_users.metrics import RequestRecord
+
+AFTER = 3  # consecutive failures of one kind before the first wait
+BASE_S = 0.5
+MAX_S = 8.0
+CONNECT_CATEGORIES = frozenset({"connect_error", "connect_timeout", "connection_error", "tls_error"})
+
+
+def backoff_kind(rec: RequestRecord) -> str | None:
+    """The kind of failure that counts toward backing off, or None."""
+    if rec.ok:
+        return None
+    cat = rec.error_category or ""
+    if cat in CONNECT_CATEGORIES:
+        return "connect"
+    if rec.http_status is not None and 400 <= rec.http_status < 500:
+        return f"http_{rec.http_status}"
+    return None
+
+
+@dataclass(slots=True)
+class Backoff:
+    """One user's state: how many failures of the same kind in a row."""
+
+    enabled: bool = True
+    kind: str | None = None
+    streak: int = 0
+
+    def after(self, rec: RequestRecord) -> float:
+        """Seconds to wait before the next request, given how this one ended."""
+        kind = backoff_kind(rec)
+        if kind is None or kind != self.kind:
+            self.kind, self.streak = kind, (1 if kind else 0)
+        else:
+            self.streak += 1
+        if not self.enabled or self.streak < AFTER:
+            return 0.0
+        return min(MAX_S, BASE_S * 2 ** (self.streak - AFTER))

@@ -1,0 +1,195 @@
+"""SDK client mode (``--llm-client sdk``): the same request through the backend's official SDK.
+
+This measures what an application built on the SDK experiences, with raw mode's semantics:
+
+- the request is the one the route's builder made for raw mode (its JSON body becomes the
+  SDK call's arguments), so both modes send the same settings;
+- each chunk the SDK yields is dumped back to the wire's JSON shape and goes through the
+  route's own parser into the same :class:`~llm_users.client.request_state.RequestState` as raw mode,
+  so end signals (``empty_response``, ``stream_truncated``), in-stream error categories, token
+  and reasoning counts are judged by the same rules; SDK exceptions are mapped in
+  :mod:`llm_users.client.failures`;
+- the SDK's HTTP client is an ``httpx.Client`` of ours: its request hook applies our connect
+  and first-byte limits (whatever timeout the SDK passes), its response hook stamps TTFB when
+  the response head arrives and switches to the read-gap limit; the total limit is a gevent
+  ``Timeout`` as in raw mode. ``max_retries=0``: every attempt is one request.
+
+Sync clients run under gevent (Locust monkey-patches sockets). The SDKs are the optional extra
+``locust-llm[sdk]``, imported when the run is set up (:func:`check_sdk_available`), not inside
+the first request.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+import gevent
+import orjson
+from gevent import Timeout, getcurrent
+
+from llm_users.client import keepalive
+from llm_users.client.failures import from_sdk_exception
+from llm_users.client.request_state import RequestState
+from llm_users.errors import ConfigError, LLMRequestError, TotalTimeout
+from llm_users.metrics import RequestRecord
+from llm_users.protocols.backend import SDKSetup, all_backends
+
+perf_counter_ns = time.perf_counter_ns
+
+
+def import_sdk(module: str) -> Any:
+    """Import an SDK. A locustfile named like the SDK (``locustfiles/openai.py`` is imported by
+    Locust as the module ``openai``) must not stand in for it: :func:`llm_users.plugin.register`
+    takes such a locustfile out of ``sys.modules`` under the SDK's name, and this refuses a
+    plain file where a package belongs (a run started inside ``locustfiles/`` would find it)."""
+    top = importlib.import_module(module.split(".")[0])
+    if not hasattr(top, "__path__"):  # a plain file where the SDK is a package
+        raise ImportError(f"{module!r} resolves to {top.__file__}, not the SDK package "
+                          "(a locustfile of that name? run locust from another folder)")
+    return importlib.import_module(module)
+
+
+def check_sdk_available(user_cls: Any, endpoint: str | None = None) -> Any:
+    """Import the SDK the route needs, now (before the run starts), or raise ConfigError with
+    what to install."""
+    route = user_cls.descriptor.route(endpoint)
+    sdk = route.sdk
+    if sdk is None:
+        have = sorted(b.name for b in all_backends().values() if b.sdk_module)
+        raise ConfigError(f"--llm-client sdk is not available for {user_cls.backend} (it is for {', '.join(have)})")
+    try:
+        return import_sdk(sdk.module)
+    except ImportError as e:
+        raise ConfigError(f"--llm-client sdk needs the {sdk.package} package: pip install 'locust-llm[sdk]' ({e})") \
+            from None
+
+
+class SDKSession:
+    """One user's SDK client and the httpx client under it (its hooks stamp the request of the
+    greenlet they run in)."""
+
+    def __init__(self, user: Any) -> None:
+        t = user.settings.timeouts
+        self.timeouts = t
+        # the request each greenlet is streaming: the hooks run in the greenlet that made the SDK
+        # call, and the open-loop scheduler sends many requests at once through one user's session
+        self.streaming: dict[Any, RequestState] = {}
+        # connect, read (the first byte until the head arrives), write, pool: a tuple, which
+        # every httpx flavour takes; the request hook re-applies it whatever the SDK passes
+        self._limits = {"connect": t.connect, "read": t.first_byte, "write": t.read, "pool": t.connect}
+        kwargs: dict[str, Any] = {
+            "timeout": (t.connect, t.first_byte, t.read, t.connect),
+            "verify": user.settings.verify_tls,
+            "event_hooks": {"request": [self._on_request], "response": [self._on_response]},
+        }
+        self.user = user
+        self.route = user.route
+        binding = self.route.sdk
+        if binding is None:
+            raise ConfigError(f"--llm-client sdk is not available for {user.backend}")
+        self.binding = binding
+        module = check_sdk_available(type(user), user.settings.endpoint)
+        setup = SDKSetup(
+            base_url=user.descriptor.base_url(user.host),
+            api_key=user.api_key,
+            httpx_kwargs=kwargs,
+            options={name: getattr(user, name) for name in user.request_options},
+        )
+        self.client = binding.client(module, setup)
+        # keep-alive habits (keepalive.py): the SDK's streams are chunked responses from this server
+        url = urlsplit(setup.base_url)
+        self._server: keepalive.Server = (url.scheme, url.hostname or "", url.port or (443 if url.scheme == "https"
+                                                                                   else 80), True)
+        self._label = f"{url.scheme}://{url.netloc.rsplit('@', 1)[-1]}"
+        self._last_stream: Any = None  # the network stream the last response came on (httpcore's)
+        self._reuse_candidate: Any = None
+        self._response_stream: dict[Any, Any] = {}  # by greenlet, as ``streaming``
+        self._last_end_ns = 0
+
+    def _before_send(self) -> None:
+        """Until the server is seen to keep connections after a stream, give its close a moment
+        after the previous response (before t0), so httpx's pool finds the connection closed
+        instead of writing the request into a closing one (keepalive.py). Once it is known to
+        close them, requests say ``Connection: close`` and the pool never reuses one; the wait
+        still covers the connection left from before that was known."""
+        last = self._last_stream  # None after a request that said Connection: close
+        if last is None or keepalive.closes_after_response(self._server) is False:
+            return
+        wait = self._last_end_ns + keepalive.CLOSE_GRACE_NS - perf_counter_ns()
+        if wait > 0:
+            gevent.sleep(wait / 1e9)
+        info = getattr(last, "get_extra_info", lambda name: None)
+        sock = info("socket")
+        if sock is None or sock.fileno() == -1:  # the SDK closed it itself (the pool will not reuse it)
+            return
+        if info("is_readable") and perf_counter_ns() - self._last_end_ns < keepalive.CLOSED_AFTER_RESPONSE_NS:
+            keepalive.learn(self._server, closes=True, label=self._label)
+
+    def _on_request(self, request: Any) -> None:
+        # our limits, whatever the SDK passed per request; the id the simulator traces by
+        request.extensions["timeout"] = dict(self._limits)
+        request.headers.update(self.user.extra_headers)
+        state = self.streaming.get(getcurrent())
+        if state is not None:
+            request.headers["X-Request-Id"] = state.record.request_id
+            if keepalive.closes_after_response(self._server):  # it closes anyway: so the pool knows
+                request.headers["Connection"] = "close"
+                self._response_stream[getcurrent()] = None  # the pool will not reuse it
+
+    def _on_response(self, response: Any) -> None:
+        now = perf_counter_ns()
+        state = self.streaming.get(getcurrent())
+        if state is not None:
+            state.response(response.status_code, now)
+            stream = response.extensions.get("network_stream")
+            if stream is not None and stream is self._reuse_candidate:  # a connection carried another request
+                keepalive.learn(self._server, closes=False, label=self._label)
+            if getcurrent() not in self._response_stream:  # not one sent with Connection: close
+                self._response_stream[getcurrent()] = stream
+        # bytes flow from here on: the longest gap between reads is the read limit
+        response.request.extensions["timeout"]["read"] = self.timeouts.read
+
+    def stream(self, spec: Any, rec: RequestRecord, overload_statuses: frozenset[int]) -> RequestRecord:
+        """One request through the SDK; fills ``rec`` or raises the error tree."""
+        self._before_send()
+        # the connection this request may reuse; the last stream is set again when it ends well
+        self._reuse_candidate, self._last_stream = self._last_stream, None
+        req = self.route.build(spec)
+        body = orjson.loads(req.body)
+        state = RequestState(rec, self.route.parser(), overload_statuses)
+        parser = state.parser
+        me = getcurrent()
+        self.streaming[me] = state
+        total = Timeout(self.timeouts.total)
+        total.start()
+        try:
+            state.start()
+            for obj, name in self.binding.stream(self.client, spec, body):
+                now = perf_counter_ns()
+                state.handle(parser.payload(obj, name), now)
+            state.finish(perf_counter_ns())
+            self._last_stream, self._last_end_ns = self._response_stream.get(me), perf_counter_ns()
+        except Timeout as t:
+            if t is not total:
+                raise
+            raise TotalTimeout(f"request exceeded the total limit of {self.timeouts.total:g}s") from None
+        except LLMRequestError:
+            raise
+        except Exception as e:  # whatever the SDK raises: the category raw mode gives that fault
+            raise from_sdk_exception(e, state) from e
+        finally:
+            total.close()
+            del self.streaming[me]
+            self._response_stream.pop(me, None)
+        return rec
+
+
+def sdk_stream(user: Any, spec: Any, rec: RequestRecord) -> RequestRecord:
+    """Run one request (its ``spec`` built by the user) through the user's SDK session (made
+    in ``on_start``, or here on first use)."""
+    if user._sdk is None:
+        user._sdk = SDKSession(user)
+    return user._sdk.stream(spec, rec, user.descriptor.overload_statuses)

@@ -1,0 +1,550 @@
+"""The streaming HTTP/1.1 client: gevent sockets, llhttp (httptools) parsing, a timestamp per recv.
+
+Why not Locust's HttpSession/FastHttpSession: their ``iter_lines``/``iter_content(1024)`` wait
+for a kilobyte before yielding, which smears TTFT and ITL. Here every ``recv`` is stamped with
+``time.perf_counter_ns()`` the moment it returns and its bytes go straight through the C HTTP
+parser into the protocol parser, so a chunk's time is when its bytes reached us.
+
+Costs on the hot path are kept to one wait and one ``recv_into`` per network event: we wait for
+readability first (gevent's own ``socket.recv`` tries a non-blocking recv before waiting, two
+syscalls per event), reuse one buffer, and reuse the per-connection timeout timers.
+
+One :class:`StreamClient` per Locust user: it keeps one keep-alive connection, verifies TLS by
+default, sends ``Accept-Encoding: identity`` and enforces four time limits (connect, first byte,
+gap between reads, whole request). Failures raise the :mod:`llm_users.errors` tree. A request is
+never sent twice: an idle keep-alive connection is checked (zero-timeout, as urllib3's
+``is_connection_dropped``) *before* sending and replaced if the server closed it; anything that
+fails after the bytes went out is that request's failure. Some servers close a connection right
+after a response although they announced keep-alive (llama.cpp's server after every streamed
+response): a request sent on it in the microseconds before the close arrives would fail having
+never reached the server. So until a server is seen to carry a second request on a connection,
+the first reuse waits a moment after the previous response for its close, and a server seen
+closing right after responses gets a new connection per request (:mod:`.keepalive`).
+Stamping, events, end rules and in-stream error categories are
+:class:`~llm_users.client.request_state.RequestState`'s, shared with SDK mode.
+"""
+
+from __future__ import annotations
+
+import _socket  # the C socket type, which gevent's monkey-patching leaves alone
+import errno
+import socket as _stdsocket  # constants only: the class may be gevent's after monkey-patching
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import gevent
+import gevent.select
+import gevent.socket
+import gevent.ssl
+import httptools
+import orjson
+from gevent import Timeout
+
+from llm_users.client import keepalive
+from llm_users.client.request_state import DEFAULT_OVERLOAD, RequestState
+from llm_users.errors import (
+    ConnectError,
+    ConnectionResetError_,
+    ConnectTimeout,
+    FirstByteTimeout,
+    HTTPStatusError,
+    LLMRequestError,
+    ProtocolError,
+    ReadTimeout,
+    TLSError,
+    TotalTimeout,
+)
+from llm_users.health.idle import first_of
+from llm_users.metrics import RequestRecord
+from llm_users.protocols.base import HTTPRequest, StreamParser, error_message
+
+perf_counter_ns = time.perf_counter_ns
+
+_BUF_SIZE = 16384
+# One receive buffer per process, shared by every connection: bytes are copied out of it (by
+# httptools into ``on_body``) before the greenlet can switch, so no two reads can overlap.
+# A buffer per user would cost its size in RSS per open stream. Its size is also the most one
+# greenlet parses between two visits to the hub: a stream that fell behind has many chunks
+# waiting in its socket, and a 64 KB read of them (about 300 SSE chunks) ran 6-11 ms without a
+# switch, late-stamping every other stream (issue 14); 16 KB bounds that to about a millisecond.
+_BUF = bytearray(_BUF_SIZE)
+_VIEW = memoryview(_BUF)
+_MAX_ERROR_BODY = 65536
+
+
+@dataclass(slots=True, frozen=True)
+class Timeouts:
+    """Time limits in seconds; None means no limit."""
+
+    connect: float | None = 10.0
+    first_byte: float | None = 120.0
+    read: float | None = 60.0  # the longest gap between two reads once bytes flow
+    total: float | None = 600.0
+
+
+class _Connection:
+    """One TCP (or TLS) connection with a reusable read watcher and read timers."""
+
+    __slots__ = ("sock", "tls", "_hub", "_watcher", "requests", "idle_since", "after_chunked")
+
+    def __init__(self, sock: Any, tls: bool) -> None:
+        self.sock = sock
+        self.tls = tls
+        self.requests = 0
+        self.idle_since = 0  # perf_counter_ns the last response on it ended
+        self.after_chunked = False  # whether that response was chunked (a stream)
+        self._hub = gevent.get_hub()
+        self._watcher = None if tls else self._hub.loop.io(sock.fileno(), 1)
+
+    def send_all(self, data: bytes) -> None:
+        if self.tls:
+            self.sock.sendall(data)
+            return
+        view = memoryview(data)
+        while view:
+            try:
+                sent = self.sock.send(view)
+            except BlockingIOError:
+                self._hub.wait(self._hub.loop.io(self.sock.fileno(), 2))
+                continue
+            view = view[sent:]
+
+    def recv_into(self, buf: bytearray, timeout: Timeout | None) -> int:
+        """Wait until readable (or ``timeout`` fires), then read once. 0 means EOF.
+
+        ``timeout`` must be a fresh (never started) Timeout or None (a :class:`_ReadDeadline`
+        watches the connection instead): gevent's Timeout, started again after ``cancel()``,
+        resumes its remaining time rather than starting over."""
+        if self.tls:
+            self.sock.settimeout(timeout.seconds if timeout is not None else None)
+            try:
+                return self.sock.recv_into(buf)
+            except TimeoutError:
+                raise timeout from None
+        while True:
+            if timeout is not None:
+                timeout.start()
+            try:
+                self._hub.wait(self._watcher)
+            finally:
+                if timeout is not None:
+                    timeout.cancel()
+            try:
+                return self.sock.recv_into(buf)
+            except BlockingIOError:
+                continue  # spurious wake-up
+
+    def is_dropped(self) -> bool:
+        """An idle connection that cannot carry a request: the server closed it (EOF or reset)
+        or sent bytes nobody asked for. A zero-timeout check, before anything is sent."""
+        if self.tls:
+            readable, _, _ = gevent.select.select([self.sock], [], [], 0)
+            return bool(readable)
+        try:
+            self.sock.recv(1, _stdsocket.MSG_PEEK)
+        except BlockingIOError:
+            return False  # nothing to read: alive
+        except OSError as e:
+            return e.errno != errno.EINTR
+        return True  # b"" (EOF) or unexpected bytes
+
+    def wait_readable(self, seconds: float) -> None:
+        """Up to ``seconds`` for the server to close (or send): before a first reuse. A read
+        watcher and a timer, the first to fire wins (``select`` built more per call, and 400
+        streams' first reuses at once left 0.8 KB a stream in RSS)."""
+        if self.tls:
+            gevent.select.select([self.sock], [], [], seconds)
+            return
+        loop = self._hub.loop
+        first_of((loop.io(self.sock.fileno(), 1), "readable"), (loop.timer(seconds), None))
+
+    def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.close()
+            self._watcher = None
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class _ReadDeadline:
+    """The longest gap between reads, for nothing per read: one libev timer per response,
+    armed for the whole limit. Reads only stamp their time (``_Exchange.now``, taken anyway);
+    when the timer fires it re-arms for what is left since the last read, or throws ``exc``
+    (the client's read Timeout, never started itself) into the reading greenlet."""
+
+    __slots__ = ("limit_ns", "exc", "timer", "ex", "greenlet")
+
+    def __init__(self, seconds: float, exc: BaseException) -> None:
+        self.limit_ns = int(seconds * 1e9)
+        self.exc = exc
+        self.timer: Any = None
+        self.ex: Any = None
+        self.greenlet: Any = None
+
+    def start(self, ex: _Exchange) -> None:
+        self.ex = ex
+        self.greenlet = gevent.getcurrent()
+        self._arm(self.limit_ns)
+
+    def _arm(self, ns: int) -> None:
+        self.timer = gevent.get_hub().loop.timer(max(ns, 0) / 1e9)
+        self.timer.start(self._fire)
+
+    def _fire(self) -> None:
+        left = self.limit_ns - (perf_counter_ns() - self.ex.now)
+        if left > 0:
+            self._arm(left)
+        else:
+            self.timer = None
+            self.greenlet.throw(self.exc)
+
+    def stop(self) -> None:
+        if self.timer is not None:
+            self.timer.stop()
+            self.timer.close()
+            self.timer = None
+        self.ex = self.greenlet = None
+
+
+class _Exchange:
+    """httptools callbacks for one request/response; feeds body bytes to the protocol parser
+    and its events to the request's state."""
+
+    __slots__ = ("parser", "state", "record", "now", "status", "headers", "error_body", "done", "http",
+                 "keep_alive")
+
+    def __init__(self, state: RequestState) -> None:
+        self.state = state
+        self.parser = state.parser
+        self.record = state.record
+        self.now = 0
+        self.status = 0
+        self.headers: dict[bytes, bytes] = {}
+        self.error_body = bytearray()
+        self.done = False
+        self.http: Any = None
+        self.keep_alive = False
+
+    # httptools callbacks -------------------------------------------------------------------
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers[name.lower()] = value
+
+    def on_headers_complete(self) -> None:
+        self.status = self.http.get_status_code()
+        self.state.response(self.status, self.now)
+
+    def on_body(self, body: bytes) -> None:
+        if self.status >= 300:
+            if len(self.error_body) < _MAX_ERROR_BODY:
+                self.error_body += body
+            return
+        events = self.parser.feed(body)
+        if events:
+            self.state.handle(events, self.now)
+
+    def on_message_complete(self) -> None:
+        self.done = True
+        self.keep_alive = self.http.should_keep_alive()
+
+
+class StreamClient:
+    """Streams requests to one base URL over one keep-alive connection (per Locust user)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeouts: Timeouts | None = None,
+        verify_tls: bool = True,
+        ssl_context: Any = None,
+        user_agent: str = "locust-llm",
+    ) -> None:
+        url = urlsplit(base_url)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ValueError(f"host must be an http:// or https:// URL, got {base_url!r}")
+        self.scheme = url.scheme
+        self.hostname = url.hostname
+        self.port = url.port or (443 if url.scheme == "https" else 80)
+        self.base_path = url.path.rstrip("/")
+        self.host_header = url.netloc.rsplit("@", 1)[-1]
+        self.timeouts = timeouts or Timeouts()
+        self.user_agent = user_agent
+        self._ssl_context = ssl_context
+        if url.scheme == "https" and ssl_context is None:
+            self._ssl_context = gevent.ssl.create_default_context()
+            if not verify_tls:
+                self._ssl_context.check_hostname = False
+                self._ssl_context.verify_mode = gevent.ssl.CERT_NONE
+        self._conn: _Connection | None = None
+        self._server = (self.scheme, self.hostname, self.port)
+        self.reconnects = 0  # stale idle connections replaced before sending
+        t = self.timeouts
+        self._read_timer = Timeout(t.read)  # thrown by the deadline; its seconds serve TLS reads
+        self._read_deadline = _ReadDeadline(t.read, self._read_timer) if t.read is not None else None
+
+    # connection management --------------------------------------------------------------------
+    def _connect(self) -> _Connection:
+        t0 = perf_counter_ns()
+        try:
+            gsock = gevent.socket.create_connection((self.hostname, self.port), timeout=self.timeouts.connect)
+        except TimeoutError as e:
+            raise ConnectTimeout(f"connect to {self.hostname}:{self.port} timed out") from e
+        except OSError as e:
+            raise ConnectError(f"cannot connect to {self.hostname}:{self.port}: {e.strerror or e}") from e
+        gsock.setsockopt(_stdsocket.IPPROTO_TCP, _stdsocket.TCP_NODELAY, 1)
+        if self.scheme == "https":
+            try:
+                gsock.settimeout(self.timeouts.connect)
+                sock = self._ssl_context.wrap_socket(gsock, server_hostname=self.hostname)
+            except (OSError, gevent.ssl.SSLError) as e:
+                gsock.close()
+                raise TLSError(f"TLS handshake with {self.hostname} failed: {e}") from e
+            conn = _Connection(sock, tls=True)
+        else:
+            raw = _socket.socket(fileno=gsock.detach())
+            raw.setblocking(False)
+            conn = _Connection(raw, tls=False)
+        self._connect_ns = perf_counter_ns() - t0
+        return conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _request_bytes(self, req: HTTPRequest) -> bytes:
+        path = self.base_path + req.path
+        lines = [
+            f"{req.method} {path} HTTP/1.1",
+            f"Host: {self.host_header}",
+            f"User-Agent: {self.user_agent}",
+            "Accept-Encoding: identity",
+            f"Content-Length: {len(req.body)}",
+        ]
+        lines.extend(f"{k}: {v}" for k, v in req.headers.items())
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        return head + req.body
+
+    # the request -----------------------------------------------------------------------------
+    def fetch_json(self, path: str, headers: dict[str, str] | None = None) -> Any:
+        """GET ``path`` and decode its JSON body (raises the error tree on failure)."""
+        req = HTTPRequest("GET", path, dict(headers or {}, Accept="application/json"), b"", name=path)
+        body = _BodyCollector()
+        self.stream(req, body, RequestRecord("", path, "", ""))
+        try:
+            return orjson.loads(body.body)
+        except orjson.JSONDecodeError:
+            raise ProtocolError(f"GET {path} did not return JSON") from None
+
+    def call_json(self, req: HTTPRequest) -> Any:
+        """Send a small non-streaming request and decode its JSON answer (e.g. POST /tokenize)."""
+        body = _BodyCollector()
+        self.stream(req, body, RequestRecord("", req.name, "", ""))
+        try:
+            return orjson.loads(body.body)
+        except orjson.JSONDecodeError:
+            raise ProtocolError(f"{req.method} {req.path} did not return JSON") from None
+
+    def stream(self, req: HTTPRequest, parser: StreamParser, record: RequestRecord,
+               overload_statuses: frozenset[int] = DEFAULT_OVERLOAD) -> RequestRecord:
+        """Send ``req``, feed the response body to ``parser``, fill ``record``.
+
+        Returns the record on success; raises an :class:`LLMRequestError` (with the record
+        filled as far as the request got) on failure. A greenlet kill (Locust stopping a user)
+        propagates untouched and leaves no half-open connection behind.
+        """
+        state = RequestState(record, parser, overload_statuses)
+        total = Timeout(self.timeouts.total)
+        total.start()
+        try:
+            return self._stream_once(req, state, total)
+        except Timeout as t:
+            if t is total:
+                self.close()
+                raise TotalTimeout(f"request exceeded the total limit of {self.timeouts.total:g}s") from None
+            raise
+        finally:
+            total.close()
+
+    def _ready_connection(self, record: RequestRecord) -> _Connection:
+        """The keep-alive connection if it is still good, else a new one. Checked before
+        sending, so a request is never resent: a server's close is found while idle."""
+        conn = self._conn
+        if conn is not None:
+            key = (*self._server, conn.after_chunked)
+            closes = keepalive.closes_after_response(key)
+            if closes is None:  # not yet seen to keep connections: give its close time to arrive
+                wait = conn.idle_since + keepalive.CLOSE_GRACE_NS - perf_counter_ns()
+                if wait > 0:
+                    conn.wait_readable(wait / 1e9)
+            if conn.is_dropped():
+                if closes is None and perf_counter_ns() - conn.idle_since < keepalive.CLOSED_AFTER_RESPONSE_NS:
+                    self._learn(key, closes=True)
+                self.close()
+                conn = None
+                self.reconnects += 1
+                record.reconnected = True
+        if conn is None:
+            conn = self._conn = self._connect()
+            record.connect_ns = self._connect_ns
+        return conn
+
+    def _stream_once(self, req: HTTPRequest, state: RequestState, total: Timeout) -> RequestRecord:
+        record = state.record
+        conn = self._ready_connection(record)
+        data = self._request_bytes(req)
+        ex = _Exchange(state)
+        http = ex.http = httptools.HttpResponseParser(ex)
+        try:
+            return self._exchange(conn, data, state, ex, http, total)
+        finally:
+            # the parser holds the exchange's bound callbacks and the exchange the parser: a
+            # reference cycle per request, left for the garbage collector (and its gen1
+            # passes, the client's longest pauses) unless broken here (issue 14)
+            ex.http = None
+
+    def _exchange(self, conn: _Connection, data: bytes, state: RequestState, ex: _Exchange, http: Any,
+                  total: Timeout) -> RequestRecord:
+        record = state.record
+        t0 = state.start()
+        first_byte = Timeout(self.timeouts.first_byte)  # a fresh one per request (see recv_into)
+        try:
+            conn.send_all(data)
+            n = conn.recv_into(_BUF, first_byte)
+        except Timeout as t:
+            if t is total:
+                raise
+            self.close()
+            raise FirstByteTimeout(f"no response byte within {self.timeouts.first_byte:g}s") from None
+        except OSError as e:
+            self.close()
+            raise ConnectionResetError_(f"connection lost after the request was sent, before any response: {e}") from e
+        finally:
+            first_byte.close()
+        if n == 0:
+            reused = conn.requests > 0
+            key = (*self._server, conn.after_chunked)
+            self.close()
+            if reused:
+                self._learn(key, closes=True)
+            raise ConnectionResetError_("server closed the connection after the request was sent, before responding"
+                                        + (" (a reused keep-alive connection)" if reused else ""))
+        now = ex.now = perf_counter_ns()
+        record.ttfb_ns = now - t0
+        if conn.requests:
+            self._learn((*self._server, conn.after_chunked), closes=False)
+        conn.requests += 1
+        deadline = None if conn.tls else self._read_deadline
+        try:
+            if deadline is not None:
+                deadline.start(ex)
+            self._read_body(conn, http, ex, n, total, None if deadline is not None else self._read_timer)
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            if deadline is not None:
+                deadline.stop()
+        chunked = b"chunked" in ex.headers.get(b"transfer-encoding", b"").lower()
+        if not ex.keep_alive or keepalive.closes_after_response((*self._server, chunked)):
+            self.close()
+        else:
+            conn.idle_since = ex.now
+            conn.after_chunked = chunked
+        return record
+
+    def _learn(self, key: keepalive.Server, *, closes: bool) -> None:
+        if keepalive.closes_after_response(key) is None:
+            keepalive.learn(key, closes=closes, label=f"{self.scheme}://{self.host_header}")
+
+    def _read_body(
+        self, conn: _Connection, http: Any, ex: _Exchange, n: int, total: Timeout, read_timer: Timeout | None
+    ) -> None:
+        rec = ex.record
+        view = _VIEW
+        buf = _BUF
+        received = 0
+        eof = False
+        while True:
+            received += n
+            try:
+                http.feed_data(view[:n])
+            except httptools.HttpParserCallbackError as e:
+                cause = e.__context__
+                if isinstance(cause, LLMRequestError):
+                    raise cause from None
+                raise
+            except httptools.HttpParserError as e:
+                raise ProtocolError(f"invalid HTTP response: {e}") from None
+            if ex.done or eof:
+                break
+            try:
+                n = conn.recv_into(buf, read_timer)
+            except Timeout as t:
+                if t is total:
+                    raise
+                raise ReadTimeout(f"no bytes for {self.timeouts.read:g}s mid-response") from None
+            except OSError as e:
+                raise ConnectionResetError_(f"connection lost mid-response: {e}") from e
+            ex.now = perf_counter_ns()
+            if n == 0:
+                if self._body_until_close(ex):
+                    eof = True
+                    break
+                if ex.status < 300 and ex.parser.complete:
+                    break  # every protocol byte arrived; only HTTP framing was cut
+                raise ConnectionResetError_("server closed the connection mid-response")
+        rec.response_bytes = received
+        end = ex.now
+        if ex.status >= 300 or ex.status == 0:
+            raise _status_error(ex)
+        events = ex.parser.close()
+        if events:
+            ex.state.handle(events, end)
+        ex.state.finish(end)
+
+    @staticmethod
+    def _body_until_close(ex: _Exchange) -> bool:
+        h = ex.headers
+        return b"content-length" not in h and b"chunked" not in h.get(b"transfer-encoding", b"").lower()
+
+
+class _BodyCollector:
+    """A "protocol" that keeps the whole body: for small non-streaming calls (GET /v1/models)."""
+
+    complete = True
+    frames = 1
+
+    def __init__(self) -> None:
+        self.body = bytearray()
+
+    def payload(self, obj: dict[str, Any], name: bytes | None = None) -> list:
+        return []
+
+    def feed(self, data: bytes) -> list:
+        self.body += data
+        return []
+
+    def close(self) -> list:
+        return []
+
+
+def _status_error(ex: _Exchange) -> HTTPStatusError:
+    status = ex.status
+    body = bytes(ex.error_body)
+    try:
+        message = error_message(orjson.loads(body)) if body else ""
+    except orjson.JSONDecodeError:
+        message = body[:200].decode("utf-8", "replace").strip()
+    retry = ex.headers.get(b"retry-after")
+    msg = f"HTTP {status}" + (f": {message}" if message else "")
+    return HTTPStatusError(msg, status=status, retry_after=retry.decode("latin-1") if retry else None)
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex

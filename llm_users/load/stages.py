@@ -1,0 +1,246 @@
+"""Stages: a run as a sequence of load levels, each with its own steady-state statistics.
+
+``--llm-stages 50:60s,100:60s`` (load:duration, ...) and ``--llm-steps 50:2000:50:60s``
+(start:stop:step:duration) become a Locust ``LoadTestShape`` (so the web UI shows them). The
+load is users in closed loop and requests/s in open loop (``--llm-arrival`` given).
+
+Where the records merge (master or local runner), a :class:`StageBook` puts each record in the
+stage its request *started* in and keeps per-stage :class:`~.metrics.Stats`, exact across
+workers. The steady-state rule: the first ``settle`` seconds of each stage are excluded (default
+20% of the stage, at most 30 s; ``--llm-settle``), as are warm-up and cool-down requests; each
+stage's ``excluded`` counts them, so over all stages ``requests + excluded`` is every request
+Locust counted. Per-stage rates divide by the measured part of the stage (its duration less the
+settle window), not by the span of the requests.
+"""
+
+from __future__ import annotations
+
+import bisect
+import csv
+import io
+from dataclasses import dataclass, field
+from typing import Any
+
+from locust import LoadTestShape
+
+from llm_users.durations import parse_duration_s
+from llm_users.errors import ConfigError
+from llm_users.load.schedule_stats import SCHEDULE_METRICS, schedule_values
+from llm_users.metrics import Stats
+
+SETTLE_SHARE = 0.2
+SETTLE_MAX_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class StagePlan:
+    load: float
+    duration_s: float
+
+
+def _seconds(text: str, option: str) -> float:
+    s = parse_duration_s(text, option)
+    if s <= 0:
+        raise ConfigError(f"{option}: a stage lasts more than 0 s, got {text!r}")
+    return s
+
+
+def _number(text: str, option: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = -1.0
+    if v < 0:
+        raise ConfigError(f"{option}: cannot read the load {text!r}; give a number >= 0")
+    return v
+
+
+def parse_stages(text: str) -> list[StagePlan]:
+    """'50:60s,100:60s' -> two stages."""
+    out = []
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        load, sep, dur = item.partition(":")
+        if not sep:
+            raise ConfigError(f"--llm-stages: cannot read {item.strip()!r}; use LOAD:DURATION,... e.g. 50:60s,100:60s")
+        out.append(StagePlan(_number(load, "--llm-stages"), _seconds(dur, "--llm-stages")))
+    if not out:
+        raise ConfigError("--llm-stages: no stage given; use e.g. 50:60s,100:60s")
+    return out
+
+
+def parse_steps(text: str) -> list[StagePlan]:
+    """'8:64:8:5s' -> loads 8, 16, ..., 64, each 5 s."""
+    parts = text.split(":")
+    if len(parts) != 4:
+        raise ConfigError(f"--llm-steps: cannot read {text!r}; use START:STOP:STEP:DURATION, e.g. 50:2000:50:60s")
+    start, stop, step = (_number(p, "--llm-steps") for p in parts[:3])
+    dur = _seconds(parts[3], "--llm-steps")
+    if step <= 0 or stop < start:
+        raise ConfigError(f"--llm-steps: {text!r} needs STEP > 0 and STOP >= START")
+    n = int((stop - start) / step + 1e-9) + 1
+    if n > 10_000:
+        raise ConfigError(f"--llm-steps: {text!r} makes {n} stages; at most 10000")
+    return [StagePlan(start + i * step, dur) for i in range(n)]
+
+
+def settle_for(duration_s: float, settle_s: float | None) -> float:
+    if settle_s is not None:
+        return min(settle_s, duration_s)
+    return min(SETTLE_SHARE * duration_s, SETTLE_MAX_S)
+
+
+@dataclass(slots=True)
+class StageRecord:
+    index: int
+    kind: str  # "users" | "rate"
+    load: float
+    start: float  # wall clock (Unix s), as request records' start_time
+    settle_s: float
+    measure_end: float | None = None  # sweep points: records starting later are excluded (tail)
+    end: float | None = None
+    stats: Stats = field(default_factory=Stats)
+    excluded_settle: int = 0
+    excluded_tail: int = 0
+    note: str | None = None
+    sched: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def measured_start(self) -> float:
+        return self.start + self.settle_s
+
+    def measured_s(self, now: float | None = None) -> float:
+        end = self.measure_end if self.measure_end is not None else self.end if self.end is not None else now
+        return max((end or self.measured_start) - self.measured_start, 0.0)
+
+
+class StageBook:
+    """Per-stage statistics from merged records. ``begin`` opens a stage at a wall-clock time."""
+
+    def __init__(self, slos: dict[str, float] | None = None) -> None:
+        from llm_users.metrics import Distribution
+
+        self._dist = Distribution
+        self.slos = slos or {}
+        self.stages: list[StageRecord] = []
+        self._starts: list[float] = []
+
+    def begin(self, kind: str, load: float, now: float, settle_s: float, measure_s: float | None = None) -> StageRecord:
+        if self.stages and self.stages[-1].end is None:
+            self.stages[-1].end = now
+        st = StageRecord(len(self.stages), kind, load, now, settle_s,
+                         measure_end=None if measure_s is None else now + settle_s + measure_s,
+                         stats=Stats(self.slos), sched={m: self._dist() for m in SCHEDULE_METRICS})
+        self.stages.append(st)
+        self._starts.append(now)
+        return st
+
+    def finish(self, now: float) -> None:
+        if self.stages and self.stages[-1].end is None:
+            self.stages[-1].end = now
+
+    def add(self, rec: Any) -> None:
+        if not self.stages:
+            return
+        i = max(bisect.bisect_right(self._starts, rec.start_time) - 1, 0)
+        st = self.stages[i]
+        rec.stage = i
+        if rec.start_time < st.measured_start:
+            st.excluded_settle += 1
+            return
+        if st.measure_end is not None and rec.start_time >= st.measure_end:
+            st.excluded_tail += 1
+            return
+        st.stats.add(rec)
+        if not (rec.warmup or rec.cooldown):
+            v = schedule_values(rec)
+            if v:
+                for k, ns in v.items():
+                    st.sched[k].add(ns)
+
+    def summary(self, now: float | None = None) -> list[dict[str, Any]]:
+        return [stage_summary(st, now) for st in self.stages]
+
+
+def stage_summary(st: StageRecord, now: float | None = None) -> dict[str, Any]:
+    measured = st.measured_s(now)
+    s = st.stats.summary(duration_s=measured)
+    out: dict[str, Any] = {"index": st.index, st.kind: st.load, "start": st.start, "end": st.end,
+                           "settle_s": st.settle_s, "measured_s": measured}
+    excluded = st.excluded_settle + st.excluded_tail + s["excluded_warmup"] + s["excluded_cooldown"]
+    out.update({"requests": s["requests"], "excluded": excluded, "excluded_settle": st.excluded_settle,
+                "excluded_tail": st.excluded_tail, "excluded_warmup": s["excluded_warmup"],
+                "excluded_cooldown": s["excluded_cooldown"]})
+    for k in ("successes", "failures", "failures_by_category", "ttft", "ttfb", "itl", "tpot", "e2e",
+              "input_tokens", "output_tokens", "output_tokens_per_s", "requests_per_s", "slo"):
+        if k in s:
+            out[k] = s[k]
+    for m, d in st.sched.items():
+        if d.count:
+            out[m] = d.summary_ms()
+    if st.note:
+        out["note"] = st.note
+    return out
+
+
+STAGE_CSV = ["index", "kind", "load", "settle_s", "measured_s", "requests", "excluded", "failures",
+             "requests_per_s", "output_tokens_per_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms",
+             "itl_p50_ms", "itl_p99_ms", "e2e_p50_ms", "e2e_p99_ms", "e2e_from_schedule_p99_ms",
+             "schedule_lag_p99_ms", "slo_share_meeting_all", "goodput_rps"]
+
+
+def stages_csv(stages: list[dict[str, Any]]) -> str:
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(STAGE_CSV)
+    for s in stages:
+        kind = "rate" if "rate" in s else "users"
+        slo = s.get("slo") or {}
+        row = [s["index"], kind, s[kind], s["settle_s"], s["measured_s"], s["requests"], s["excluded"],
+               s.get("failures"), s.get("requests_per_s"), s.get("output_tokens_per_s")]
+        for m in ("ttft", "tpot", "itl", "e2e"):
+            row += [(s.get(m) or {}).get("p50"), (s.get(m) or {}).get("p99")]
+        row += [(s.get("e2e_from_schedule") or {}).get("p99"), (s.get("schedule_lag") or {}).get("p99"),
+                slo.get("share_meeting_all"), slo.get("goodput_rps")]
+        w.writerow(["" if v is None else f"{v:.6g}" if isinstance(v, float) else v for v in row])
+    return out.getvalue()
+
+
+class StageShape(LoadTestShape):
+    """Runs the planned stages in order; tells ``on_stage`` when each begins."""
+
+    abstract = False
+
+    def __init__(self, plan: list[StagePlan], kind: str, on_stage: Any, idle_users: int = 0) -> None:
+        super().__init__()
+        self.plan = plan
+        self.kind = kind
+        self.on_stage = on_stage
+        self.idle_users = idle_users
+        self.current = -1
+        self._ends = []
+        t = 0.0
+        for p in plan:
+            t += p.duration_s
+            self._ends.append(t)
+
+    def reset_time(self) -> None:
+        """Locust resets the shape's clock when the test starts, just after the first tick has
+        begun stage 0: keep that stage; a later reset (a new test from the web UI) starts over."""
+        super().reset_time()
+        if self.current > 0:
+            self.current = -1
+
+    def tick(self) -> tuple[int, float] | None:
+        t = self.get_run_time()
+        i = bisect.bisect_right(self._ends, t)
+        if i >= len(self.plan):
+            return None
+        if i != self.current:
+            self.current = i
+            self.on_stage(i, self.plan[i])
+        if self.kind == "rate":
+            return self.idle_users, 1.0
+        users = int(round(self.plan[i].load))
+        return users, float(max(users, 1))

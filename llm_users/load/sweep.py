@@ -1,0 +1,200 @@
+"""The SLO sweep: the highest load at which the share of requests meeting every SLO stays at or
+above a target (``--llm-sweep concurrency|rate`` with ``--llm-slo``).
+
+A Locust ``LoadTestShape`` run where the merged view is (master or local runner). Each point
+is a stage of the :class:`~.stages.StageBook`: a settle window (excluded), a measurement
+window, then a *tail* during which the load stays on (requests started in it are excluded)
+until the measured requests have all come in: the shipping interval (distributed) plus 1.5x
+the slowest E2E seen at the point. The point passes when at least :data:`MIN_REQUESTS`
+requests were measured and the share meeting every SLO is >= the target.
+
+Search: geometric probe from ``--llm-sweep-start`` (x2 per point) until a point fails, then
+bisection between the highest passing and lowest failing load, until the bracket is within one
+user (concurrency) or :data:`RATE_RESOLUTION` (rate). ``-t`` is the whole budget: it is split
+into ``--llm-sweep-points`` equal points; the sweep stops early when the budget cannot hold
+another point, and says so. Over-saturation guard: a point ends early, failed, when the TTFT
+(from the schedule, in open loop) of the second half of its measured requests is more than
+:data:`GUARD_GROWTH` times that of the first half (a queue growing without bound).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from locust import LoadTestShape
+
+from llm_users.load.stages import StageBook, StageRecord, stage_summary
+
+MIN_REQUESTS = 5
+RATE_RESOLUTION = 0.05
+GUARD_GROWTH = 2.0
+DEFAULT_POINTS = 12
+
+
+class SweepShape(LoadTestShape):
+    abstract = False
+
+    def __init__(self, *, kind: str, book: StageBook, on_point: Any, budget_s: float, start: float, target: float,
+                 points: int, ship_delay_s: float, settle_s: float | None = None) -> None:
+        super().__init__()
+        self.kind = kind  # "users" | "rate"
+        self.book = book
+        self.on_point = on_point
+        self.budget_s = budget_s
+        self.start_load = start
+        self.target = target
+        self.max_points = points
+        self.ship_delay_s = ship_delay_s
+        self.point_s = budget_s / points
+        self.settle_s = settle_s if settle_s is not None else 0.2 * self.point_s
+        self.tail_est_s = ship_delay_s + 2.0  # the shipping delay, the slowest E2E, the 1 s tick
+        self.measure_s = max(self.point_s - self.settle_s - self.tail_est_s, 0.5 * self.point_s)
+        self.results: list[dict[str, Any]] = []
+        self.lo: float | None = None
+        self.hi: float | None = None
+        self.stopped: str | None = None
+        self._cur: StageRecord | None = None
+        self._load: float = start
+        self._growth: list[tuple[float, float]] = []
+        self._e2e_max_ns = 0
+        self._started_at: float | None = None
+
+    # records of the current point (from the collector's record hook) --------------------------
+    def see(self, rec: Any) -> None:
+        cur = self._cur
+        if cur is None or rec.stage != cur.index or not rec.ok:
+            return
+        if rec.e2e_ns:  # every request of the point (settle window too) tells how long to wait
+            self._e2e_max_ns = max(self._e2e_max_ns, rec.e2e_ns)
+        if rec.warmup or not (cur.measured_start <= rec.start_time < (cur.measure_end or float("inf"))):
+            return
+        if rec.ttft_ns is not None and rec.e2e_ns is not None:
+            if rec.scheduled_ns is not None:  # open loop: the wait from the schedule
+                self._growth.append((rec.start_time, rec.t0_ns - rec.scheduled_ns + rec.e2e_ns))
+            else:  # closed loop: the server's queue shows in TTFT
+                self._growth.append((rec.start_time, rec.ttft_ns))
+
+    # the shape ----------------------------------------------------------------------------------
+    def tick(self) -> tuple[int, float] | None:
+        now = time.time()
+        if self._cur is None and not self.results and not self.stopped:
+            self._started_at = now
+            self._begin(self.start_load, now)
+        if self.stopped:
+            return None
+        cur = self._cur
+        assert cur is not None and cur.measure_end is not None
+        if now < cur.measure_end and self._saturated(now):
+            cur.measure_end = now
+            cur.note = ("over-saturated: latency from the schedule grew without bound; point ended early"
+                        if self.kind == "rate" else "over-saturated: TTFT grew without bound; point ended early")
+            self._judge(now, saturated=True)
+        elif now >= cur.measure_end:
+            tail = self.ship_delay_s + max(1.5 * self._e2e_max_ns / 1e9, 0.5)
+            if now >= cur.measure_end + min(tail, 60.0) or self._budget_left(now) <= 0:
+                self._judge(now)
+        if self.stopped:
+            self.book.finish(now)
+            return None
+        return self._users()
+
+    def _users(self) -> tuple[int, float]:
+        if self.kind == "rate":
+            return 0, 1.0
+        n = int(self._load)
+        return n, float(max(n, 1))
+
+    def _budget_left(self, now: float) -> float:
+        return self.budget_s - (now - (self._started_at or now))
+
+    def _begin(self, load: float, now: float) -> None:
+        self._load = load
+        self._growth = []
+        self._e2e_max_ns = 0
+        self._cur = self.book.begin(self.kind, load, now, self.settle_s, self.measure_s)
+        self.on_point(self.kind, load)
+
+    def _saturated(self, now: float) -> bool:
+        """The latency of the measured requests so far climbs: the second half's median is
+        1.5x the first half's, and at that slope it would grow by more than GUARD_GROWTH x the
+        first half's median over the point's measurement window."""
+        cur = self._cur
+        assert cur is not None
+        t0 = cur.measured_start
+        mid = t0 + (now - t0) / 2
+        a = [(t, v) for t, v in self._growth if t < mid]
+        b = [(t, v) for t, v in self._growth if t >= mid]
+        if len(a) < 5 or len(b) < 5 or now - t0 < 1.0:
+            return False
+        ma, mb = sorted(v for _, v in a)[len(a) // 2], sorted(v for _, v in b)[len(b) // 2]
+        dt = sum(t for t, _ in b) / len(b) - sum(t for t, _ in a) / len(a)
+        if ma <= 0 or dt <= 0 or mb < 1.5 * ma:
+            return False
+        return (mb - ma) / dt * self.measure_s > GUARD_GROWTH * ma
+
+    def _judge(self, now: float, saturated: bool = False) -> None:
+        cur = self._cur
+        assert cur is not None
+        s = stage_summary(cur, now)
+        share = (s.get("slo") or {}).get("share_meeting_all")
+        passed = not saturated and s["requests"] >= MIN_REQUESTS and share is not None and share >= self.target
+        reason = ("over-saturated" if saturated else f"only {s['requests']} requests measured"
+                  if s["requests"] < MIN_REQUESTS else f"{share:.1%} met the SLOs" if share is not None else "no data")
+        self.results.append({"index": cur.index, "load": cur.load, "passed": passed, "reason": reason})
+        load = cur.load
+        if passed:
+            self.lo = load if self.lo is None else max(self.lo, load)
+        else:
+            self.hi = load if self.hi is None else min(self.hi, load)
+        nxt = self._next()
+        if nxt is None:
+            return
+        if self._budget_left(now) < 0.8 * self.point_s or len(self.results) >= self.max_points:
+            self.stopped = "budget used" if self._budget_left(now) < 0.8 * self.point_s else "point limit reached"
+            return
+        self._begin(nxt, now)
+
+    def _next(self) -> float | None:
+        lo, hi = self.lo, self.hi
+        whole = self.kind == "users"
+        if hi is None:
+            assert lo is not None
+            return float(int(lo * 2)) if whole else lo * 2
+        if lo is None:
+            nxt = int(hi / 2) if whole else hi / 2
+            if nxt < (1 if whole else 1e-3):
+                self.stopped = "even the lowest load misses the SLOs"
+                return None
+            return float(nxt)
+        if (whole and hi - lo <= 1) or (not whole and hi / lo <= 1 + RATE_RESOLUTION):
+            self.stopped = "converged"
+            return None
+        return float(int((lo + hi) / 2)) if whole else (lo + hi) / 2
+
+    # the result ---------------------------------------------------------------------------------
+    def summary(self, now: float | None = None) -> dict[str, Any]:
+        from llm_users.load.pareto import frontiers
+
+        key = "concurrency" if self.kind == "users" else "rate"
+        points = []
+        by_index = {r["index"]: r for r in self.results}
+        for st in self.book.stages:
+            s = stage_summary(st, now)
+            r = by_index.get(st.index, {"passed": None, "reason": "not judged (run stopped)"})
+            s[key] = st.load
+            s["passed"], s["reason"] = r["passed"], r["reason"]
+            points.append(s)
+        knee = None
+        good = [p for p in points if p["passed"]]
+        if good:
+            best = max(good, key=lambda p: p[key])
+            slo = best.get("slo") or {}
+            knee = {key: best[key], "point": best["index"], "goodput_rps": slo.get("goodput_rps"),
+                    "requests_per_s": best.get("requests_per_s"), "share_meeting_all": slo.get("share_meeting_all"),
+                    "output_tokens_per_s": best.get("output_tokens_per_s")}
+        fr = frontiers(points)
+        return {"mode": "concurrency" if self.kind == "users" else "rate", "target": self.target,
+                "budget_s": self.budget_s, "point_s": self.point_s, "settle_s": self.settle_s,
+                "knee": knee, "bracket": [self.lo, self.hi], "stopped": self.stopped or "run ended",
+                "points": points, "frontier": {f: [points[i]["index"] for i in idx] for f, idx in fr.items()}}

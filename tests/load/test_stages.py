@@ -1,0 +1,98 @@
+"""Stage plans, the settle rule, the per-stage book (every record lands in exactly one stage)
+and the stage shape's ticks."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_users.errors import ConfigError
+from llm_users.load.stages import (
+    StageBook,
+    StagePlan,
+    StageShape,
+    parse_stages,
+    parse_steps,
+    settle_for,
+    stages_csv,
+)
+from llm_users.metrics import RequestRecord
+
+
+def test_parse_stages_and_steps() -> None:
+    assert parse_stages("50:60s,100:2m") == [StagePlan(50, 60), StagePlan(100, 120)]
+    steps = parse_steps("8:64:8:5s")
+    assert [s.load for s in steps] == [8, 16, 24, 32, 40, 48, 56, 64] and all(s.duration_s == 5 for s in steps)
+    assert [s.load for s in parse_steps("0.5:2:0.5:1s")] == [0.5, 1.0, 1.5, 2.0]
+
+
+@pytest.mark.parametrize(("fn", "text", "msg"), [
+    (parse_stages, "50", "LOAD:DURATION"), (parse_stages, "50:60", "bare number"), (parse_stages, "x:60s", "load"),
+    (parse_stages, "", "no stage"), (parse_steps, "8:64:8", "START:STOP:STEP:DURATION"),
+    (parse_steps, "8:64:0:5s", "STEP > 0"), (parse_steps, "64:8:8:5s", "STOP >= START"),
+    (parse_stages, "5:0s", "more than 0")])
+def test_bad_plans_are_one_line_errors(fn, text, msg) -> None:
+    with pytest.raises(ConfigError, match=msg):
+        fn(text)
+
+
+def test_settle_rule() -> None:
+    assert settle_for(60, None) == pytest.approx(12)
+    assert settle_for(600, None) == 30  # capped
+    assert settle_for(60, 5) == 5 and settle_for(3, 5) == 3
+
+
+def _rec(start: float, ttft_ms: float, warmup: bool = False, ok: bool = True) -> RequestRecord:
+    r = RequestRecord(request_id=f"{start}", name="/x", backend="b", model="m", start_time=start,
+                      t0_ns=int(start * 1e9), ttft_ns=int(ttft_ms * 1e6), e2e_ns=int(2 * ttft_ms * 1e6),
+                      output_tokens=3, warmup=warmup)
+    if not ok:
+        r.status, r.error_category = "error", "http_error"
+    return r
+
+
+def test_book_puts_each_record_in_its_stage_and_counts_add_up() -> None:
+    book = StageBook({"ttft": 15e6})
+    book.begin("users", 2, 100.0, 1.0)
+    book.begin("users", 4, 110.0, 1.0)
+    recs = [_rec(99.0, 5), _rec(100.5, 5), _rec(101.0, 10), _rec(105, 20, warmup=True), _rec(109.9, 30),
+            _rec(110.2, 5), _rec(111.5, 10, ok=False), _rec(115, 12)]
+    for r in recs:
+        book.add(r)
+    book.finish(120.0)
+    s = book.summary()
+    assert [r.stage for r in recs] == [0, 0, 0, 0, 0, 1, 1, 1]
+    assert (s[0]["requests"], s[0]["excluded_settle"], s[0]["excluded_warmup"]) == (2, 2, 1)
+    assert (s[1]["requests"], s[1]["excluded_settle"], s[1]["failures"]) == (2, 1, 1)
+    assert sum(x["requests"] + x["excluded"] for x in s) == len(recs)
+    assert s[0]["ttft"]["p50"] == pytest.approx(10, abs=0.01) and s[0]["ttft"]["max"] == 30
+    assert s[0]["measured_s"] == 9.0 and s[0]["requests_per_s"] == pytest.approx(2 / 9)
+    assert s[0]["slo"]["share_meeting_all"] == 0.5 and s[1]["slo"]["share_meeting_all"] == 0.5
+    text = stages_csv(s).splitlines()
+    assert text[0].startswith("index,kind,load") and len(text) == 3 and text[1].startswith("0,users,2,")
+
+
+def test_measure_end_excludes_the_tail() -> None:
+    book = StageBook()
+    book.begin("rate", 10, 0.0, 1.0, measure_s=2.0)
+    for t in (0.5, 1.5, 2.9, 3.0, 3.5):
+        book.add(_rec(t, 5))
+    s = book.summary(now=10.0)[0]
+    assert (s["requests"], s["excluded_settle"], s["excluded_tail"], s["excluded"]) == (2, 1, 2, 3)
+    assert s["measured_s"] == 2.0 and s["rate"] == 10
+
+
+def test_shape_ticks_through_the_stages(monkeypatch) -> None:
+    seen = []
+    shape = StageShape([StagePlan(5, 2), StagePlan(10, 3)], "users", lambda i, p: seen.append((i, p.load)))
+    clock = {"t": 0.0}
+    monkeypatch.setattr(shape, "get_run_time", lambda: clock["t"])
+    assert shape.tick() == (5, 5.0)
+    shape.reset_time()  # Locust's reset at test start keeps stage 0
+    clock["t"] = 2.5
+    assert shape.tick() == (10, 10.0)
+    clock["t"] = 5.0
+    assert shape.tick() is None
+    assert seen == [(0, 5), (1, 10)]
+    rate = StageShape([StagePlan(30, 2)], "rate", lambda i, p: None)
+    monkeypatch.setattr(rate, "get_run_time", lambda: 0.0)
+    assert rate.tick() == (0, 1.0)  # open loop: no Locust users, the scheduler sends
