@@ -79,105 +79,13 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 VENV_BIN = Path(sys.executable).parent
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 CLIENTS = ("ours", "fasthttp", "floor")
 READY = "BENCH-READY"
 BOUNDS_MS = (5.0, 1.0)
+sys.path.insert(0, str(ROOT))
 
-
-# /proc ---------------------------------------------------------------------------------------
-def _stat_fields(pid: int) -> list[bytes] | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    return stat[stat.rfind(b")") + 2:].split()  # fields from 3 (state) on
-
-
-def _tree(pid: int) -> list[int]:
-    """The process and its live descendants."""
-    parent: dict[int, list[int]] = defaultdict(list)
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            fields = _stat_fields(int(entry))
-            if fields is not None:
-                parent[int(fields[1])].append(int(entry))
-    pids, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        pids.append(p)
-        todo.extend(parent.get(p, ()))
-    return pids
-
-
-def cpu_ms(pid: int) -> float:
-    """utime+stime of the process and its live descendants, in ms."""
-    total = 0
-    for p in _tree(pid):
-        fields = _stat_fields(p)
-        if fields is not None:
-            total += int(fields[11]) + int(fields[12])  # stat fields 14 and 15
-    return total * 1000.0 / CLK_TCK
-
-
-def rss_kb(pid: int) -> int:
-    total = 0
-    for p in _tree(pid):
-        with contextlib.suppress(OSError), open(f"/proc/{p}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-                    break
-    return total
-
-
-def core_busy_ms(cpu: int) -> tuple[float, float]:
-    """(busy, steal) milliseconds of one CPU since boot, from /proc/stat."""
-    with open("/proc/stat") as f:
-        for line in f:
-            if line.startswith(f"cpu{cpu} "):
-                v = [int(x) for x in line.split()[1:9]]
-                user, nice, system, _idle, _iowait, irq, softirq, steal = v
-                return (user + nice + system + irq + softirq) * 1000.0 / CLK_TCK, steal * 1000.0 / CLK_TCK
-    return 0.0, 0.0
-
-
-def run_delay_ms(pid: int) -> float:
-    """Time the main threads of the process and its children spent runnable but waiting for
-    a CPU (/proc/PID/task/PID/schedstat). Helper threads (our self-check probe) are left out:
-    they queue behind the main thread on the same core by design."""
-    total = 0
-    for p in _tree(pid):
-        with contextlib.suppress(OSError, IndexError), open(f"/proc/{p}/task/{p}/schedstat") as f:
-            total += int(f.read().split()[1])
-    return total / 1e6
-
-
-def preemptions(pid: int) -> int:
-    """Involuntary context switches of all the process's threads: times it was made to wait
-    for its core while it still had work."""
-    total = 0
-    for p in _tree(pid):
-        with contextlib.suppress(OSError):
-            for task in os.listdir(f"/proc/{p}/task"):
-                with contextlib.suppress(OSError), open(f"/proc/{p}/task/{task}/status") as f:
-                    for line in f:
-                        if line.startswith("nonvoluntary_ctxt_switches:"):
-                            total += int(line.split()[1])
-    return total
-
-
-def _prio(args: argparse.Namespace) -> list[str]:
-    """Command prefix for the simulator's and the clients' priority. On a shared machine other
-    jobs would otherwise take the cores and delay the reads being measured: ``rt`` (SCHED_FIFO 1,
-    the default when root) lets them run only in the cores' idle time; ``nice`` (-10) only
-    weighs the scheduler; ``normal`` leaves it."""
-    if args.priority == "rt":
-        return ["chrt", "-f", "1"]
-    if args.priority == "nice":
-        return ["nice", "-n", "-10"]
-    return []
+from bench.lib.priority import priority_prefix  # noqa: E402
+from bench.lib.procfs import core_busy_ms, cpu_ms, preemptions, rss_kb, run_delay_ms  # noqa: E402
 
 
 # simulator -----------------------------------------------------------------------------------
@@ -186,7 +94,7 @@ class Simulator:
 
     def __init__(self, args: argparse.Namespace, max_streams: int) -> None:
         self.cmd = [
-            *_prio(args), "taskset", "-c", str(args.sim_cpu), str(VENV_BIN / "llm-sim"), "--host", "127.0.0.1", "--port", "0",
+            *priority_prefix(args.priority), "taskset", "-c", str(args.sim_cpu), str(VENV_BIN / "llm-sim"), "--host", "127.0.0.1", "--port", "0",
             "--ttft-ms", f"{args.ttft_ms:g}", "--itl-ms", f"{args.itl_ms:g}",
             "--output-tokens", str(args.output_tokens), "--seed", "1", "--tokens-per-chunk", "1",
             "--max-batch", str(max(2 * max_streams, 256)), "--exit-with-parent",
@@ -277,7 +185,7 @@ def client_command(kind: str, n: int, url: str, stream_s: float, args: argparse.
         "BENCH_STREAMS": str(n), "BENCH_SPREAD_S": f"{spread:g}", "BENCH_HOLD_S": f"{args.hold:g}",
         "BENCH_MAX_TOKENS": str(args.output_tokens), "PYTHONUNBUFFERED": "1",
     })
-    pin = [*_prio(args), "taskset", "-c", str(args.client_cpu)]
+    pin = [*priority_prefix(args.priority), "taskset", "-c", str(args.client_cpu)]
     if kind == "floor":
         out = workdir / "floor.jsonl"
         cmd = [*pin, sys.executable, str(args.floor_script), "--url", url, "--streams", str(n),
