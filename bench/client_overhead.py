@@ -323,7 +323,7 @@ def lag_figures(path: Path, records: list[tuple[str, int, list[int]]], trace: li
     out: dict[str, Any] = {"loop_lag_p99_ms": None, "loop_lag_p999_ms": None, "loop_lag_max_ms": None}
     if not path.exists():
         return out
-    from llm_users.lagtrace import OFF_CPU, LagTrace
+    from bench.lib.llm_imports import OFF_CPU, LagTrace
 
     lt = LagTrace.from_dict(orjson.loads(path.read_bytes()))
     lags = [lag for due, lag in zip(lt.probe_due, lt.probe_lag, strict=True) if ws <= due < we]

@@ -28,8 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.lib.llm_imports import start_simulator  # noqa: E402
 from bench.lib.procfs import cpu_s  # noqa: E402
-from llm_users.sim.launcher import start_simulator  # noqa: E402
 
 END = b"\r\n0\r\n\r\n"
 

@@ -52,9 +52,9 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 sys.path.insert(0, str(ROOT))
 
+from bench.lib.llm_imports import start_simulator  # noqa: E402
 from bench.lib.priority import priority_prefix  # noqa: E402
 from bench.lib.procfs import tree_by_children, tree_cpu_s  # noqa: E402
-from llm_users.sim.launcher import start_simulator  # noqa: E402
 
 
 def free_port() -> int:
