@@ -8,10 +8,13 @@ Linear framing keeps the figure flat; the old join-and-resplit decoder grew with
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 
-from llm_users.protocols.ollama import OllamaStreamParser
-from llm_users.protocols.openai import OpenAIStreamParser
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.lib.llm_imports import OllamaStreamParser, OpenAIStreamParser  # noqa: E402
 
 PIECE = 65536
 

@@ -20,13 +20,16 @@ import httptools
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import floor_client as fc  # noqa: E402
 
-from llm_users.client.request_state import RequestState  # noqa: E402
-from llm_users.client.stream import _Exchange  # noqa: E402
-from llm_users.metrics import RequestRecord  # noqa: E402
-from llm_users.protocols.openai import OpenAIStreamParser  # noqa: E402
-from llm_users.sim.launcher import start_simulator  # noqa: E402
+from bench.lib.llm_imports import (  # noqa: E402
+    OpenAIStreamParser,
+    RequestRecord,
+    RequestState,
+    _Exchange,
+    start_simulator,
+)
 
 
 def record_response(tokens: int = 128) -> list[bytes]:

@@ -28,7 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from llm_users.sim.launcher import start_simulator  # noqa: E402
+from bench.lib.llm_imports import start_simulator  # noqa: E402
+from bench.lib.procfs import cpu_s  # noqa: E402
 
 END = b"\r\n0\r\n\r\n"
 
@@ -93,11 +94,6 @@ def _client_main(cpu: int | None, host: str, port: int, conns: int, request: byt
         runner.run(_client(host, port, conns, request, seconds, out))
 
 
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _stats(url: str) -> dict:
     with urllib.request.urlopen(url + "/_sim/stats", timeout=10) as r:
         return json.loads(r.read())
@@ -147,11 +143,11 @@ def main() -> int:
         for proc in procs:
             proc.start()
         time.sleep(args.warmup)
-        s0, c0, t0 = _stats(url), _cpu_seconds(pid) if pid else 0.0, time.monotonic()
-        k0 = sum(_cpu_seconds(proc.pid) for proc in procs)  # type: ignore[arg-type]
+        s0, c0, t0 = _stats(url), cpu_s(pid) if pid else 0.0, time.monotonic()
+        k0 = sum(cpu_s(proc.pid) for proc in procs)  # type: ignore[arg-type]
         time.sleep(args.duration)
-        s1, c1, t1 = _stats(url), _cpu_seconds(pid) if pid else 0.0, time.monotonic()
-        k1 = sum(_cpu_seconds(proc.pid) for proc in procs)  # type: ignore[arg-type]
+        s1, c1, t1 = _stats(url), cpu_s(pid) if pid else 0.0, time.monotonic()
+        k1 = sum(cpu_s(proc.pid) for proc in procs)  # type: ignore[arg-type]
         responses = sum(out.get(timeout=60) for _ in procs)
         for proc in procs:
             proc.join(30)

@@ -16,40 +16,24 @@ from __future__ import annotations
 
 import argparse
 import csv
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.lib.procfs import children, open_fds, vmrss_kb  # noqa: E402
+
 BIN = Path(sys.executable).parent
 RESULTS = ROOT / "bench" / "results"
 FLAT = 0.10
 
 
 def rss_mb(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
-
-
-def fds(pid: int) -> int | None:
-    try:
-        return len(os.listdir(f"/proc/{pid}/fd"))
-    except OSError:
-        return None
-
-
-def children(pid: int) -> list[int]:
-    try:
-        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
+    kb = vmrss_kb(pid)
+    return None if kb is None else kb / 1024
 
 
 def main() -> int:
@@ -77,9 +61,9 @@ def main() -> int:
     while locust.poll() is None:
         t = time.monotonic() - t0
         procs = {"simulator": sim.pid, "master": locust.pid}
-        procs |= {f"worker{i}": p for i, p in enumerate(sorted(children(locust.pid)))}
+        procs |= {f"worker{i}": p for i, p in enumerate(sorted(children(locust.pid, all_threads=False)))}
         for name, pid in procs.items():
-            rows.append({"t_s": round(t, 1), "process": name, "rss_mb": rss_mb(pid), "fds": fds(pid)})
+            rows.append({"t_s": round(t, 1), "process": name, "rss_mb": rss_mb(pid), "fds": open_fds(pid)})
         time.sleep(args.interval)
     out = locust.communicate()[0]
     sim.terminate()

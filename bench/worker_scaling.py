@@ -52,9 +52,9 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 sys.path.insert(0, str(ROOT))
 
-from llm_users.sim.launcher import start_simulator  # noqa: E402
-
-CLK_TCK = os.sysconf("SC_CLK_TCK")
+from bench.lib.llm_imports import start_simulator  # noqa: E402
+from bench.lib.priority import priority_prefix  # noqa: E402
+from bench.lib.procfs import tree_by_children, tree_cpu_s  # noqa: E402
 
 
 def free_port() -> int:
@@ -69,26 +69,6 @@ def cpus(spec: str) -> list[int]:
         lo, _, hi = part.partition("-")
         out += list(range(int(lo), int(hi or lo) + 1))
     return out
-
-
-def tree_cpu_s(root: int) -> float:
-    """utime + stime of a process and all its live descendants, seconds."""
-    total, todo, seen = 0.0, [root], set()
-    while todo:
-        pid = todo.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                parts = f.read().rsplit(")", 1)[1].split()
-            total += (int(parts[11]) + int(parts[12])) / CLK_TCK
-            for task in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{task}/children") as f:
-                    todo += [int(c) for c in f.read().split()]
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-    return total
 
 
 def chunk_times(record: dict[str, Any]) -> list[float]:
@@ -106,22 +86,12 @@ def prio(args: argparse.Namespace, n_proc: int) -> list[str]:
     """SCHED_FIFO for a single client process only. Under --processes the master and the workers
     share cores at one FIFO priority: a busy worker never yields and the run deadlocks (seen
     here: a worker spun at 93% of its core for minutes until killed)."""
-    return ["chrt", "-f", "1"] if args.priority == "rt" and n_proc == 1 else []
+    return priority_prefix(args.priority) if n_proc == 1 else []
 
 
 def kill_tree(root: int) -> None:
     """SIGKILL a process and its descendants (ours: the locust run this harness started)."""
-    pids, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        pids.append(pid)
-        try:
-            for task in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{task}/children") as f:
-                    todo += [int(c) for c in f.read().split()]
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-    for pid in pids:
+    for pid in tree_by_children(root):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
 
