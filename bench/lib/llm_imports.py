@@ -12,13 +12,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from llm_users.client.request_state import RequestState
+    from llm_users.client.stream import _Exchange
     from llm_users.health.lagtrace import OFF_CPU, LagTrace
     from llm_users.metrics import RequestRecord
     from llm_users.protocols.ollama import OllamaStreamParser
     from llm_users.protocols.openai import OpenAIStreamParser
-    from llm_users.client.request_state import RequestState
     from llm_users.sim.launcher import start_simulator
-    from llm_users.client.stream import _Exchange
 
 _WHERE = {
     "OFF_CPU": "llm_users.health.lagtrace",

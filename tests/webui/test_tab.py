@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from llm_users.users import VLLMUser
 from llm_users.webui.tab.tab import check_form
+
+from llm_users.users import VLLMUser
 
 
 def opts(**kw: object) -> argparse.Namespace:
