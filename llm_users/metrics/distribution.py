@@ -1,0 +1,196 @@
+"""Exact, mergeable latency distributions: HDR histograms in microseconds plus exact sums and extremes."""
+
+from __future__ import annotations
+
+import base64
+import weakref
+from typing import Any, NamedTuple
+
+from hdrh.histogram import HdrHistogram
+
+#: Percentiles every report gives, and the keys they are written under.
+PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99.9": 99.9}
+
+_HIGHEST_US = 3_600_000_000  # one hour, in microseconds
+_SIG_FIGS = 3
+
+
+#: histogram (2048 sub-buckets); above, each doubling of the value doubles the bucket width.
+_UNIT_BITS = 11
+
+
+def bucket_floor_us(us: int) -> int:
+    """The lowest value of the histogram bucket ``us`` falls in (the same counts slot)."""
+    b = us.bit_length() - _UNIT_BITS
+    return us >> b << b if b > 0 else us
+
+
+def acyclic(h: HdrHistogram) -> HdrHistogram:
+    """``h`` with its reference cycle broken. hdrh's histogram and its encoder refer to each
+    other, so a dropped histogram (and its 188 KB counts array) was freed only by a full gc
+    pass, which a frozen, steady heap (gctune.py) makes rare: a worker dropped a dozen of
+    them at every ship interval and its memory grew by megabytes a minute (issue 10). The
+    encoder is only ever used through its histogram, so a weak proxy back to it suffices."""
+    h.encoder.histogram = weakref.proxy(h)
+    return h
+
+
+def new_histogram() -> HdrHistogram:
+    return acyclic(HdrHistogram(1, _HIGHEST_US, _SIG_FIGS))
+
+
+class BucketCounts(NamedTuple):
+    """Values bucketed as :class:`Distribution` keeps them, with their exact count, sum and range."""
+
+    counts: dict[int, int]
+    count: int
+    sum_ns: int
+    min_ns: int
+    max_ns: int
+
+
+def bucket_counts(values: list[int]) -> BucketCounts:
+    """Bucket a non-empty list of integer ns values (one loop, no HDR call per value)."""
+    counts: dict[int, int] = {}
+    get = counts.get
+    unit = _UNIT_BITS
+    for ns in values:
+        us = (ns + 500) // 1000
+        b = us.bit_length() - unit
+        if b > 0:
+            us = us >> b << b
+        counts[us] = get(us, 0) + 1
+    lo, hi = min(values), max(values)
+    if hi // 1000 > _HIGHEST_US or lo < 0:  # rare: clamp the odd value
+        for us in [u for u in counts if u > _HIGHEST_US or u < 0]:
+            n = counts.pop(us)
+            c = min(max(us, 0), _HIGHEST_US)
+            counts[c] = counts.get(c, 0) + n
+    return BucketCounts(counts, len(values), sum(values), lo, hi)
+
+
+class Distribution:
+    """One latency metric: an HDR histogram in microseconds plus exact count/sum/min/max in ns.
+
+    Adding is on the hot path (every ITL gap), and ``HdrHistogram.record_value`` costs about
+    5 µs in Python, so values are first counted in a dict (a fraction of a microsecond) and
+    recorded into the histogram in bulk whenever it is read. The dict is keyed by the lowest
+    microsecond value of the histogram bucket a value falls in (:func:`bucket_floor_us`), not
+    by the microsecond itself: the histogram counts exactly the same, and the dict holds at
+    most one key per bucket in use (a few thousand), however long a run goes without reading
+    it. Keyed per microsecond it grew with every new value of a long run's tails (issue 10).
+
+    The histogram itself (184 KB of counts) is made only when it is first read or merged into:
+    a fresh one costs 0.1-0.2 ms of page faults with the hub blocked, and the self-check made one
+    every second for its lag window (a 0.44 ms first-token stamp at 60 streams, issue 14).
+    """
+
+    __slots__ = ("_hist", "_pending", "count", "sum_ns", "min_ns", "max_ns")
+
+    def __init__(self) -> None:
+        self._hist: HdrHistogram | None = None
+        self._pending: dict[int, int] = {}
+        self.count = 0
+        self.sum_ns = 0.0
+        self.min_ns: float | None = None
+        self.max_ns: float | None = None
+
+    @property
+    def hist(self) -> HdrHistogram:
+        """The histogram with every value added so far."""
+        h = self._histogram()
+        if self._pending:
+            for us, n in self._pending.items():
+                h.record_value(us, n)
+            self._pending = {}
+        return h
+
+    def _histogram(self) -> HdrHistogram:
+        """The histogram as it is (pending counts not recorded), made on first use."""
+        h = self._hist
+        if h is None:
+            h = self._hist = new_histogram()
+        return h
+
+    def add(self, ns: float) -> None:
+        us = bucket_floor_us(min(max(int(ns + 500) // 1000, 0), _HIGHEST_US))
+        p = self._pending
+        p[us] = p.get(us, 0) + 1
+        self.count += 1
+        self.sum_ns += ns
+        if self.min_ns is None or ns < self.min_ns:
+            self.min_ns = ns
+        if self.max_ns is None or ns > self.max_ns:
+            self.max_ns = ns
+
+    def add_many(self, values: list[int]) -> None:
+        """Add a list of integer ns values (a request's ITL gaps) at C speed where possible."""
+        if values:
+            self.add_counts(bucket_counts(values))
+
+    def add_counts(self, b: BucketCounts) -> None:
+        """Add values already bucketed by :func:`bucket_counts` (a request's ITL gaps go into
+        the overall and the per-name distribution: bucketed once, issue 14)."""
+        self._add_pending(b.counts)
+        self._merge_exact(b.count, b.sum_ns, b.min_ns, b.max_ns)
+
+    def _add_pending(self, counts: dict[int, int]) -> None:
+        p = self._pending
+        get = p.get
+        for us, n in counts.items():
+            p[us] = get(us, 0) + n
+
+    def percentile_ms(self, p: float) -> float | None:
+        """The histogram's value at ``p`` (its bucket's highest equivalent value), kept
+        within the exact min and max so a bucket's width never shows past the real extremes."""
+        if not self.count:
+            return None
+        us = self.hist.get_value_at_percentile(p)
+        return min(max(us * 1000, self.min_ns or 0), self.max_ns or 0) / 1e6
+
+    def summary_ms(self) -> dict[str, float | int | None]:
+        out: dict[str, float | int | None] = {"count": self.count}
+        for key, p in PERCENTILES.items():
+            out[key] = self.percentile_ms(p)
+        if self.count:
+            out["mean"] = self.sum_ns / self.count / 1e6
+            out["min"] = (self.min_ns or 0) / 1e6
+            out["max"] = (self.max_ns or 0) / 1e6
+        else:
+            out["mean"] = out["min"] = out["max"] = None
+        return out
+
+    def merge(self, other: Distribution) -> None:
+        """Add ``other`` in: its not-yet-recorded values as counts (a dict merge, no HDR call
+        per value), whatever it had recorded histogram to histogram."""
+        if other._hist is not None and other._hist.total_count:
+            self._histogram().add(other._hist)
+        self._add_pending(other._pending)
+        self._merge_exact(other.count, other.sum_ns, other.min_ns, other.max_ns)
+
+    def _merge_exact(self, count: int, sum_ns: float, mn: float | None, mx: float | None) -> None:
+        self.count += count
+        self.sum_ns += sum_ns
+        if mn is not None and (self.min_ns is None or mn < self.min_ns):
+            self.min_ns = mn
+        if mx is not None and (self.max_ns is None or mx > self.max_ns):
+            self.max_ns = mx
+
+    def to_wire(self) -> dict[str, Any]:
+        """A msgpack/JSON-safe form that :meth:`from_wire` restores exactly."""
+        return {
+            "hist": base64.b64encode(self.hist.encode()).decode() if self.count else None,
+            "count": self.count,
+            "sum_ns": self.sum_ns,
+            "min_ns": self.min_ns,
+            "max_ns": self.max_ns,
+        }
+
+    def merge_wire(self, wire: dict[str, Any]) -> None:
+        if not wire["count"]:
+            return
+        h = self.hist
+        h.add(acyclic(HdrHistogram.decode(base64.b64decode(wire["hist"]), h.b64_wrap)))  # decode_and_add, acyclic
+        self._merge_exact(wire["count"], wire["sum_ns"], wire["min_ns"], wire["max_ns"])
+
+

@@ -1,0 +1,126 @@
+"""One request's record: every stamp, gap and count measured for it, in integer nanoseconds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Latency metrics kept as histograms, in the order reports show them.
+LATENCY_METRICS = ("ttft", "ttfb", "itl", "tpot", "e2e")
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """Everything measured for one request. Durations are integer nanoseconds."""
+
+    request_id: str
+    name: str
+    backend: str
+    model: str
+    start_time: float = 0.0  # wall clock (Unix s) at t0: for timelines only, never for durations
+    t0_ns: int = 0  # perf_counter_ns just before the request's first byte is written
+    connect_ns: int | None = None  # TCP/TLS connect time when this request opened a connection
+    ttfb_ns: int | None = None
+    ttft_ns: int | None = None
+    e2e_ns: int | None = None
+    itl_ns: list[int] = field(default_factory=list)
+    chunks: int = 0  # token-bearing chunks received
+    output_chars: int = 0
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    tokens_source: str = "none"  # "usage" (server count) | "estimated" (chunk count) | "none"
+    tokens_reason: str | None = None  # why estimated: "no_usage" | "usage_implausible" (see check_usage)
+    input_tokens_source: str = "none"  # "usage" | "estimated" (the server said 0 for a prompt) | "none"
+    finish_reason: str | None = None
+    status: str = "ok"  # "ok" | "error" | "interrupted" (in flight when the run stopped)
+    error_category: str | None = None
+    error_message: str | None = None
+    http_status: int | None = None  # the status line the server sent (200 for in-stream failures)
+    error_code: int | str | None = None  # an in-stream error payload's own code/kind
+    partial_output_tokens: int | None = None  # a failed request's last running count before it failed
+    reconnected: bool = False  # a stale idle keep-alive connection was replaced before sending
+    server_model: str | None = None  # the model the server says answered
+    sampling_issues: list[str] | None = None  # what the server did not honour (see sampling_issues())
+    response_bytes: int = 0
+    server: dict[str, Any] | None = None  # server-side figures (Ollama durations, vLLM metrics)
+    worker: str | None = None
+    user: int | None = None
+    warmup: bool = False  # excluded from statistics: warm-up (kept in requests.jsonl)
+    cooldown: bool = False  # excluded from statistics: cool-down
+    client: str = "raw"
+    backoff_s: float = 0.0  # how long the user waited after this request (backoff.py), 0 = none
+    # the workload (llm_users/workload): what was asked for, beside what the server counted
+    target_input_tokens: int | None = None  # synthetic prompts: the prompt-token target
+    target_output_tokens: int | None = None  # the max output tokens sent
+    session_id: str | None = None
+    turn: int | None = None  # 1-based turn index within a session
+    prefix_id: int | None = None  # which shared prefix the prompt started with
+    reply: list[str] | None = None  # output text pieces, kept only when a session needs the reply; not written
+    scheduled_ns: int | None = None  # open loop: perf_counter_ns the request was due (t0 - this = lag)
+    inflight_wait_ns: int | None = None  # open loop: part of the lag spent waiting for the in-flight cap
+    stage: int | None = None  # stage or sweep point the request started in (set where stats merge)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def tpot_ns(self) -> float | None:
+        """(E2E - TTFT) / (output_tokens - 1): the decode time per token after the first."""
+        if self.e2e_ns is None or self.ttft_ns is None or not self.output_tokens or self.output_tokens < 2:
+            return None
+        return (self.e2e_ns - self.ttft_ns) / (self.output_tokens - 1)
+
+    def token_chunk(self, now_ns: int, prev_ns: int, chars: int) -> None:
+        """A token-bearing chunk arrived at ``now_ns``; ``prev_ns`` is when the previous one did.
+        The first sets TTFT, every later one adds an ITL gap. ``chars``: output text length
+        (0 for reasoning text)."""
+        if self.ttft_ns is None:
+            self.ttft_ns = now_ns - self.t0_ns
+        else:
+            self.itl_ns.append(now_ns - prev_ns)
+        self.chunks += 1
+        self.output_chars += chars
+
+    def usage(self, input_tokens: int | None, output_tokens: int | None,
+              reasoning_tokens: int | None = None, server: dict[str, Any] | None = None) -> None:
+        """Token counts the server reported; later reports replace earlier ones field by field."""
+        if input_tokens is not None:
+            self.input_tokens = input_tokens
+            self.input_tokens_source = "usage"
+        if output_tokens is not None:
+            self.output_tokens = output_tokens
+            self.tokens_source = "usage"
+        if reasoning_tokens is not None:
+            self.reasoning_tokens = reasoning_tokens
+        if server:
+            self.server = server
+
+    def settle_tokens(self) -> None:
+        """At the end of a stream: without the server's count, estimate output tokens from chunks."""
+        if self.output_tokens is None and self.chunks:
+            self.output_tokens = self.chunks
+            self.tokens_source = "estimated"
+            self.tokens_reason = "no_usage"
+
+    @property
+    def end_time(self) -> float:
+        return self.start_time + (self.e2e_ns or 0) / 1e9
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain dict (lists shared, not copied: ``dataclasses.asdict`` deep-copies every
+        ITL list, which showed up in the client's profile)."""
+        d = {name: getattr(self, name) for name in _RECORD_ORDER}
+        d["tpot_ns"] = self.tpot_ns
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RequestRecord:
+        d = {k: v for k, v in d.items() if k in _RECORD_FIELDS}
+        return cls(**d)
+
+
+_RECORD_ORDER = tuple(f for f in RequestRecord.__dataclass_fields__ if f != "reply")
+_RECORD_FIELDS = set(_RECORD_ORDER)
+

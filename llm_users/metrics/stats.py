@@ -1,0 +1,216 @@
+"""Statistics pooled from records: one Stats per request name and overall, merged across processes."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from llm_users.metrics.checks import SAMPLING_HINTS, TOKEN_REASONS, slo_results
+from llm_users.metrics.distribution import BucketCounts, Distribution, bucket_counts
+from llm_users.metrics.record import LATENCY_METRICS, RequestRecord
+
+
+class Stats:
+    """Statistics of one request name (or of all of them): counts, tokens, distributions, SLOs.
+
+    Warm-up and cool-down records are counted in ``excluded``/``excluded_cooldown`` and kept
+    out of everything else. ``slos`` maps a metric to its limit in ns (see :mod:`.slo`).
+    """
+
+    def __init__(self, slos: dict[str, float] | None = None) -> None:
+        self.slos = slos or {}
+        self.good = 0
+        self.slo_met: Counter[str] = Counter()
+        self.excluded_cooldown = 0
+        self.dists = {m: Distribution() for m in LATENCY_METRICS}
+        self.requests = 0
+        self.failures = 0
+        self.failures_by_category: Counter[str] = Counter()
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.token_reasons: Counter[str] = Counter()  # records with an estimated count, by reason
+        self.excluded = 0
+        self.interrupted = 0
+        self.stale_reconnects = 0
+        self.sampling: Counter[str] = Counter()
+        self.first_start: float | None = None
+        self.last_end: float | None = None
+
+    def add(self, rec: RequestRecord, itl: BucketCounts | None = None) -> None:
+        """Count one record; ``itl``: its ITL gaps already bucketed (:class:`StatsByName`)."""
+        if rec.reconnected:
+            self.stale_reconnects += 1
+        if rec.status == "interrupted":  # cut by the stop: counted, never a success or failure
+            self.interrupted += 1
+            return
+        if rec.warmup:
+            self.excluded += 1
+            return
+        if rec.cooldown:
+            self.excluded_cooldown += 1
+            return
+        self.requests += 1
+        self._window(rec.start_time, rec.end_time)
+        if self.slos:
+            met = slo_results(rec, self.slos)
+            for k, ok in met.items():
+                if ok:
+                    self.slo_met[k] += 1
+            if all(met.values()):
+                self.good += 1
+        if not rec.ok:
+            self.failures += 1
+            self.failures_by_category[rec.error_category or "error"] += 1
+            return
+        d = self.dists
+        if rec.ttfb_ns is not None:
+            d["ttfb"].add(rec.ttfb_ns)
+        if rec.ttft_ns is not None:
+            d["ttft"].add(rec.ttft_ns)
+        if itl is None and rec.itl_ns:
+            itl = bucket_counts(rec.itl_ns)
+        if itl is not None:
+            d["itl"].add_counts(itl)
+        tpot = rec.tpot_ns
+        if tpot is not None:
+            d["tpot"].add(tpot)
+        if rec.e2e_ns is not None:
+            d["e2e"].add(rec.e2e_ns)
+        self.input_tokens += rec.input_tokens or 0
+        self.output_tokens += rec.output_tokens or 0
+        if rec.sampling_issues:
+            self.sampling.update(rec.sampling_issues)
+        if rec.tokens_reason is not None or rec.tokens_source == "estimated":  # output or input estimated
+            self.token_reasons[rec.tokens_reason or "no_usage"] += 1
+
+    @property
+    def estimated_token_requests(self) -> int:
+        """Records whose output or input count is an estimate (every reason together)."""
+        return sum(self.token_reasons.values())
+
+    def _window(self, start: float | None, end: float | None) -> None:
+        if start is not None and (self.first_start is None or start < self.first_start):
+            self.first_start = start
+        if end is not None and (self.last_end is None or end > self.last_end):
+            self.last_end = end
+
+    @property
+    def duration_s(self) -> float:
+        if self.first_start is None or self.last_end is None:
+            return 0.0
+        return max(self.last_end - self.first_start, 0.0)
+
+    def summary(self, duration_s: float | None = None) -> dict[str, Any]:
+        """A JSON-ready summary; percentiles in milliseconds under ``ttft.p50`` and so on."""
+        dur = self.duration_s if duration_s is None else duration_s
+        out: dict[str, Any] = {
+            "requests": self.requests,
+            "successes": self.requests - self.failures,
+            "failures": self.failures,
+            "failures_by_category": dict(self.failures_by_category),
+            "excluded_warmup": self.excluded,
+            "excluded_cooldown": self.excluded_cooldown,
+            "interrupted": self.interrupted,
+            "stale_reconnects": self.stale_reconnects,
+            "sampling_issues": {k: {"requests": n, "hint": SAMPLING_HINTS.get(k, "")}
+                                for k, n in sorted(self.sampling.items())},
+        }
+        for m, dist in self.dists.items():
+            out[m] = dist.summary_ms()
+        out["input_tokens"] = self.input_tokens
+        out["output_tokens"] = self.output_tokens
+        out["estimated_token_requests"] = self.estimated_token_requests
+        out["estimated_token_reasons"] = {k: {"requests": n, "hint": TOKEN_REASONS.get(k, "")}
+                                          for k, n in sorted(self.token_reasons.items())}
+        out["duration_s"] = dur
+        out["output_tokens_per_s"] = self.output_tokens / dur if dur > 0 else None
+        out["requests_per_s"] = self.requests / dur if dur > 0 else None
+        if self.slos:
+            out["slo"] = {
+                "limits_ms": {k: v / 1e6 for k, v in self.slos.items()},
+                "good_requests": self.good,
+                "goodput_rps": self.good / dur if dur > 0 else None,
+                "share_meeting": {k: (self.slo_met[k] / self.requests if self.requests else None) for k in self.slos},
+                "share_meeting_all": self.good / self.requests if self.requests else None,
+            }
+        return out
+
+    def merge(self, other: Stats) -> None:
+        self.merge_wire(other.to_wire())
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "dists": {m: d.to_wire() for m, d in self.dists.items()},
+            "requests": self.requests,
+            "failures": self.failures,
+            "failures_by_category": dict(self.failures_by_category),
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "token_reasons": dict(self.token_reasons),
+            "excluded": self.excluded,
+            "excluded_cooldown": self.excluded_cooldown,
+            "interrupted": self.interrupted,
+            "stale_reconnects": self.stale_reconnects,
+            "sampling": dict(self.sampling),
+            "good": self.good,
+            "slo_met": dict(self.slo_met),
+            "first_start": self.first_start,
+            "last_end": self.last_end,
+        }
+
+    def merge_wire(self, w: dict[str, Any]) -> None:
+        for m, dw in w["dists"].items():
+            self.dists[m].merge_wire(dw)
+        self.requests += w["requests"]
+        self.failures += w["failures"]
+        self.failures_by_category.update(w["failures_by_category"])
+        self.input_tokens += w["input_tokens"]
+        self.output_tokens += w["output_tokens"]
+        self.token_reasons.update(w["token_reasons"])
+        self.excluded += w["excluded"]
+        self.excluded_cooldown += w["excluded_cooldown"]
+        self.interrupted += w.get("interrupted", 0)
+        self.stale_reconnects += w.get("stale_reconnects", 0)
+        self.sampling.update(w.get("sampling", {}))
+        self.good += w["good"]
+        self.slo_met.update(w["slo_met"])
+        self._window(w["first_start"], w["last_end"])
+
+
+class StatsByName:
+    """Stats per request name plus the overall total."""
+
+    def __init__(self, slos: dict[str, float] | None = None) -> None:
+        self.slos = slos or {}
+        self.total = Stats(self.slos)
+        self.by_name: dict[str, Stats] = {}
+
+    def add(self, rec: RequestRecord) -> None:
+        itl = bucket_counts(rec.itl_ns) if rec.itl_ns else None  # once for both distributions
+        self.total.add(rec, itl)
+        stats = self.by_name.get(rec.name)
+        if stats is None:
+            stats = self.by_name[rec.name] = Stats(self.slos)
+        stats.add(rec, itl)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "overall": self.total.summary(),
+            "by_name": {name: s.summary() for name, s in sorted(self.by_name.items())},
+        }
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"total": self.total.to_wire(), "by_name": {n: s.to_wire() for n, s in self.by_name.items()}}
+
+    @property
+    def empty(self) -> bool:
+        t = self.total
+        return not (t.requests or t.excluded or t.excluded_cooldown or t.interrupted)
+
+    def merge_wire(self, w: dict[str, Any]) -> None:
+        self.total.merge_wire(w["total"])
+        for name, sw in w["by_name"].items():
+            stats = self.by_name.get(name)
+            if stats is None:
+                stats = self.by_name[name] = Stats(self.slos)
+            stats.merge_wire(sw)
