@@ -116,15 +116,17 @@ class LLMUser(User):
         """The route of ``--llm-endpoint`` (ConfigError naming the valid ones otherwise)."""
         return self.descriptor.route(self.settings.endpoint)
 
-    def request_spec(self, messages: Messages) -> RequestSpec:
-        """What this user's request is built from, in raw and SDK mode alike."""
+    def request_spec(self, messages: Messages, settings: Settings | None = None) -> RequestSpec:
+        """What one request is built from, in raw and SDK mode alike: its own ``settings``
+        (a work item's max tokens), else the user's."""
+        sampling = (settings or self.settings).sampling
         return RequestSpec(
-            model=self.model_name, messages=messages, sampling=self.settings.sampling, api_key=self.api_key,
+            model=self.model_name, messages=messages, sampling=sampling, api_key=self.api_key,
             options={name: getattr(self, name) for name in self.request_options},
         )
 
-    def build_request(self, messages: Messages) -> HTTPRequest:
-        return self.route.build(self.request_spec(messages))
+    def build_request(self, messages: Messages, settings: Settings | None = None) -> HTTPRequest:
+        return self.route.build(self.request_spec(messages, settings))
 
     def new_parser(self) -> StreamParser:
         return self.route.parser()
@@ -179,17 +181,8 @@ class LLMUser(User):
     def _send(self, messages: Messages, item: WorkItem | None, settings: Settings, client: StreamClient,
               scheduled_ns: int | None, inflight_wait_ns: int | None) -> RequestRecord:
         overload = self.descriptor.overload_statuses
-        # this request's settings (its own max tokens) only while it is built: no yield in between,
-        # so requests the open-loop scheduler sends at once through this user never see another's
-        held, self.settings = self.settings, settings
-        try:
-            if settings.client == "sdk":
-                spec = self.request_spec(messages)
-            else:
-                req = self.build_request(messages)
-        finally:
-            self.settings = held
         if settings.client == "sdk":
+            spec = self.request_spec(messages, settings)
             from llm_users.client.sdk import (
                 sdk_stream,  # optional extra: imported at start by the plugin's checks
             )
@@ -197,6 +190,7 @@ class LLMUser(User):
             rec = self._new_record(self.sdk_name())
             run = lambda: sdk_stream(self, spec, rec)  # noqa: E731
         else:
+            req = self.build_request(messages, settings)
             rec = self._new_record(req.name)
             req.headers.update(self.extra_headers)
             req.headers["X-Request-Id"] = rec.request_id

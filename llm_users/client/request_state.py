@@ -48,12 +48,20 @@ class RequestState:
         rec.t0_ns = now = perf_counter_ns()
         return now
 
+    def first_byte(self) -> int:
+        """Raw mode: the first response byte arrived (TTFB is stamped here, before the head is
+        parsed). Returns the stamp."""
+        now = perf_counter_ns()
+        self.record.ttfb_ns = now - self.record.t0_ns
+        return now
+
     @property
     def responded(self) -> bool:
         return self.status != 0
 
     def response(self, status: int, now: int) -> None:
-        """The response head arrived: TTFB, and the status the server sent."""
+        """The response head arrived: the status the server sent, and TTFB unless the first byte
+        already stamped it (SDK mode stamps both here)."""
         self.status = status
         rec = self.record
         if rec.ttfb_ns is None:

@@ -27,7 +27,6 @@ Stamping, events, end rules and in-stream error categories are
 from __future__ import annotations
 
 import _socket  # the C socket type, which gevent's monkey-patching leaves alone
-import errno
 import socket as _stdsocket  # constants only: the class may be gevent's after monkey-patching
 import time
 import uuid
@@ -36,7 +35,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import gevent
-import gevent.select
 import gevent.socket
 import gevent.ssl
 import httptools
@@ -44,6 +42,7 @@ import orjson
 from gevent import Timeout
 
 from llm_users.client import keepalive
+from llm_users.client.connection import Connection, ReadDeadline
 from llm_users.client.request_state import DEFAULT_OVERLOAD, RequestState
 from llm_users.errors import (
     ConnectError,
@@ -57,7 +56,6 @@ from llm_users.errors import (
     TLSError,
     TotalTimeout,
 )
-from llm_users.health.idle import first_of
 from llm_users.metrics import RequestRecord
 from llm_users.protocols.base import HTTPRequest, StreamParser, error_message
 
@@ -85,165 +83,39 @@ class Timeouts:
     total: float | None = 600.0
 
 
-class _Connection:
-    """One TCP (or TLS) connection with a reusable read watcher and read timers."""
-
-    __slots__ = ("sock", "tls", "_hub", "_watcher", "requests", "idle_since", "after_chunked")
-
-    def __init__(self, sock: Any, tls: bool) -> None:
-        self.sock = sock
-        self.tls = tls
-        self.requests = 0
-        self.idle_since = 0  # perf_counter_ns the last response on it ended
-        self.after_chunked = False  # whether that response was chunked (a stream)
-        self._hub = gevent.get_hub()
-        self._watcher = None if tls else self._hub.loop.io(sock.fileno(), 1)
-
-    def send_all(self, data: bytes) -> None:
-        if self.tls:
-            self.sock.sendall(data)
-            return
-        view = memoryview(data)
-        while view:
-            try:
-                sent = self.sock.send(view)
-            except BlockingIOError:
-                self._hub.wait(self._hub.loop.io(self.sock.fileno(), 2))
-                continue
-            view = view[sent:]
-
-    def recv_into(self, buf: bytearray, timeout: Timeout | None) -> int:
-        """Wait until readable (or ``timeout`` fires), then read once. 0 means EOF.
-
-        ``timeout`` must be a fresh (never started) Timeout or None (a :class:`_ReadDeadline`
-        watches the connection instead): gevent's Timeout, started again after ``cancel()``,
-        resumes its remaining time rather than starting over."""
-        if self.tls:
-            self.sock.settimeout(timeout.seconds if timeout is not None else None)
-            try:
-                return self.sock.recv_into(buf)
-            except TimeoutError:
-                raise timeout from None
-        while True:
-            if timeout is not None:
-                timeout.start()
-            try:
-                self._hub.wait(self._watcher)
-            finally:
-                if timeout is not None:
-                    timeout.cancel()
-            try:
-                return self.sock.recv_into(buf)
-            except BlockingIOError:
-                continue  # spurious wake-up
-
-    def is_dropped(self) -> bool:
-        """An idle connection that cannot carry a request: the server closed it (EOF or reset)
-        or sent bytes nobody asked for. A zero-timeout check, before anything is sent."""
-        if self.tls:
-            readable, _, _ = gevent.select.select([self.sock], [], [], 0)
-            return bool(readable)
-        try:
-            self.sock.recv(1, _stdsocket.MSG_PEEK)
-        except BlockingIOError:
-            return False  # nothing to read: alive
-        except OSError as e:
-            return e.errno != errno.EINTR
-        return True  # b"" (EOF) or unexpected bytes
-
-    def wait_readable(self, seconds: float) -> None:
-        """Up to ``seconds`` for the server to close (or send): before a first reuse. A read
-        watcher and a timer, the first to fire wins (``select`` built more per call, and 400
-        streams' first reuses at once left 0.8 KB a stream in RSS)."""
-        if self.tls:
-            gevent.select.select([self.sock], [], [], seconds)
-            return
-        loop = self._hub.loop
-        first_of((loop.io(self.sock.fileno(), 1), "readable"), (loop.timer(seconds), None))
-
-    def close(self) -> None:
-        if self._watcher is not None:
-            self._watcher.close()
-            self._watcher = None
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-
-
-class _ReadDeadline:
-    """The longest gap between reads, for nothing per read: one libev timer per response,
-    armed for the whole limit. Reads only stamp their time (``_Exchange.now``, taken anyway);
-    when the timer fires it re-arms for what is left since the last read, or throws ``exc``
-    (the client's read Timeout, never started itself) into the reading greenlet."""
-
-    __slots__ = ("limit_ns", "exc", "timer", "ex", "greenlet")
-
-    def __init__(self, seconds: float, exc: BaseException) -> None:
-        self.limit_ns = int(seconds * 1e9)
-        self.exc = exc
-        self.timer: Any = None
-        self.ex: Any = None
-        self.greenlet: Any = None
-
-    def start(self, ex: _Exchange) -> None:
-        self.ex = ex
-        self.greenlet = gevent.getcurrent()
-        self._arm(self.limit_ns)
-
-    def _arm(self, ns: int) -> None:
-        self.timer = gevent.get_hub().loop.timer(max(ns, 0) / 1e9)
-        self.timer.start(self._fire)
-
-    def _fire(self) -> None:
-        left = self.limit_ns - (perf_counter_ns() - self.ex.now)
-        if left > 0:
-            self._arm(left)
-        else:
-            self.timer = None
-            self.greenlet.throw(self.exc)
-
-    def stop(self) -> None:
-        if self.timer is not None:
-            self.timer.stop()
-            self.timer.close()
-            self.timer = None
-        self.ex = self.greenlet = None
-
-
 class _Exchange:
-    """httptools callbacks for one request/response; feeds body bytes to the protocol parser
-    and its events to the request's state."""
+    """httptools callbacks for one request/response: headers, the error body, the end; body
+    bytes go to the protocol parser and its events to the request's state, which alone holds
+    the status, the parser and the record."""
 
-    __slots__ = ("parser", "state", "record", "now", "status", "headers", "error_body", "done", "http",
-                 "keep_alive")
+    __slots__ = ("state", "feed", "now", "headers", "error_body", "done", "http", "keep_alive", "failed")
 
     def __init__(self, state: RequestState) -> None:
         self.state = state
-        self.parser = state.parser
-        self.record = state.record
+        self.feed = state.parser.feed
         self.now = 0
-        self.status = 0
         self.headers: dict[bytes, bytes] = {}
         self.error_body = bytearray()
         self.done = False
         self.http: Any = None
         self.keep_alive = False
+        self.failed = False  # an HTTP error status: the body is the error's, not the stream's
 
     # httptools callbacks -------------------------------------------------------------------
     def on_header(self, name: bytes, value: bytes) -> None:
         self.headers[name.lower()] = value
 
     def on_headers_complete(self) -> None:
-        self.status = self.http.get_status_code()
-        self.state.response(self.status, self.now)
+        status = self.http.get_status_code()
+        self.failed = status >= 300
+        self.state.response(status, self.now)
 
     def on_body(self, body: bytes) -> None:
-        if self.status >= 300:
+        if self.failed:
             if len(self.error_body) < _MAX_ERROR_BODY:
                 self.error_body += body
             return
-        events = self.parser.feed(body)
+        events = self.feed(body)
         if events:
             self.state.handle(events, self.now)
 
@@ -280,15 +152,15 @@ class StreamClient:
             if not verify_tls:
                 self._ssl_context.check_hostname = False
                 self._ssl_context.verify_mode = gevent.ssl.CERT_NONE
-        self._conn: _Connection | None = None
+        self._conn: Connection | None = None
         self._server = (self.scheme, self.hostname, self.port)
         self.reconnects = 0  # stale idle connections replaced before sending
         t = self.timeouts
         self._read_timer = Timeout(t.read)  # thrown by the deadline; its seconds serve TLS reads
-        self._read_deadline = _ReadDeadline(t.read, self._read_timer) if t.read is not None else None
+        self._read_deadline = ReadDeadline(t.read, self._read_timer) if t.read is not None else None
 
     # connection management --------------------------------------------------------------------
-    def _connect(self) -> _Connection:
+    def _connect(self) -> Connection:
         t0 = perf_counter_ns()
         try:
             gsock = gevent.socket.create_connection((self.hostname, self.port), timeout=self.timeouts.connect)
@@ -304,11 +176,11 @@ class StreamClient:
             except (OSError, gevent.ssl.SSLError) as e:
                 gsock.close()
                 raise TLSError(f"TLS handshake with {self.hostname} failed: {e}") from e
-            conn = _Connection(sock, tls=True)
+            conn = Connection(sock, tls=True)
         else:
             raw = _socket.socket(fileno=gsock.detach())
             raw.setblocking(False)
-            conn = _Connection(raw, tls=False)
+            conn = Connection(raw, tls=False)
         self._connect_ns = perf_counter_ns() - t0
         return conn
 
@@ -371,7 +243,7 @@ class StreamClient:
         finally:
             total.close()
 
-    def _ready_connection(self, record: RequestRecord) -> _Connection:
+    def _ready_connection(self, record: RequestRecord) -> Connection:
         """The keep-alive connection if it is still good, else a new one. Checked before
         sending, so a request is never resent: a server's close is found while idle."""
         conn = self._conn
@@ -408,10 +280,10 @@ class StreamClient:
             # passes, the client's longest pauses) unless broken here (issue 14)
             ex.http = None
 
-    def _exchange(self, conn: _Connection, data: bytes, state: RequestState, ex: _Exchange, http: Any,
+    def _exchange(self, conn: Connection, data: bytes, state: RequestState, ex: _Exchange, http: Any,
                   total: Timeout) -> RequestRecord:
         record = state.record
-        t0 = state.start()
+        state.start()
         first_byte = Timeout(self.timeouts.first_byte)  # a fresh one per request (see recv_into)
         try:
             conn.send_all(data)
@@ -434,8 +306,7 @@ class StreamClient:
                 self._learn(key, closes=True)
             raise ConnectionResetError_("server closed the connection after the request was sent, before responding"
                                         + (" (a reused keep-alive connection)" if reused else ""))
-        now = ex.now = perf_counter_ns()
-        record.ttfb_ns = now - t0
+        ex.now = state.first_byte()
         if conn.requests:
             self._learn((*self._server, conn.after_chunked), closes=False)
         conn.requests += 1
@@ -463,9 +334,9 @@ class StreamClient:
             keepalive.learn(key, closes=closes, label=f"{self.scheme}://{self.host_header}")
 
     def _read_body(
-        self, conn: _Connection, http: Any, ex: _Exchange, n: int, total: Timeout, read_timer: Timeout | None
+        self, conn: Connection, http: Any, ex: _Exchange, n: int, total: Timeout, read_timer: Timeout | None
     ) -> None:
-        rec = ex.record
+        state = ex.state
         view = _VIEW
         buf = _BUF
         received = 0
@@ -496,17 +367,17 @@ class StreamClient:
                 if self._body_until_close(ex):
                     eof = True
                     break
-                if ex.status < 300 and ex.parser.complete:
+                if not ex.failed and state.parser.complete:
                     break  # every protocol byte arrived; only HTTP framing was cut
                 raise ConnectionResetError_("server closed the connection mid-response")
-        rec.response_bytes = received
+        state.record.response_bytes = received
         end = ex.now
-        if ex.status >= 300 or ex.status == 0:
+        if ex.failed or not state.responded:
             raise _status_error(ex)
-        events = ex.parser.close()
+        events = state.parser.close()
         if events:
-            ex.state.handle(events, end)
-        ex.state.finish(end)
+            state.handle(events, end)
+        state.finish(end)
 
     @staticmethod
     def _body_until_close(ex: _Exchange) -> bool:
@@ -535,7 +406,7 @@ class _BodyCollector:
 
 
 def _status_error(ex: _Exchange) -> HTTPStatusError:
-    status = ex.status
+    status = ex.state.status
     body = bytes(ex.error_body)
     try:
         message = error_message(orjson.loads(body)) if body else ""
