@@ -19,7 +19,9 @@ its own) can take its final payload with it. The master answers each final paylo
 ``llm_ack``; a quitting worker waits for that answer, sending the payload again every
 :data:`ACK_RESEND_S` (the master counts a payload once), up to :data:`ACK_WAIT_S`.
 
-Local runs use the same :class:`Collector` without messages: records go straight in.
+Local runs use the same :class:`Collector` without messages: records go straight in. Both
+sides pass each record through a :class:`~llm_users.pipeline.RecordPipeline` (its stages and
+their order are documented there).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from llm_users.health.selfcheck import NodeHealth
 from llm_users.metrics import RequestRecord, StatsByName
 from llm_users.outputs.files import RecordWriter
 from llm_users.outputs.timeline import Timeline
+from llm_users.pipeline import RecordPipeline
 
 MESSAGE = "llm_data"
 STOP_MESSAGE = "llm_stop"
@@ -54,10 +57,15 @@ class Shipper:
         self._records: list[dict[str, Any]] = []
         self._pending: IdleQueue[RequestRecord] = IdleQueue(self._add_stats)  # idle.py: off the streams' path
         self.seq = 0
+        self.pipeline = RecordPipeline()
+        self.pipeline.add("statistics", self._pending.put)
+        self.pipeline.add("ship", self._ship)
 
     def add(self, rec: RequestRecord) -> None:
         rec.worker = self.worker_id
-        self._pending.put(rec)
+        self.pipeline.keep(rec)
+
+    def _ship(self, rec: RequestRecord) -> None:
         self._records.append(rec.to_dict())
 
     def _add_stats(self, rec: RequestRecord) -> None:
@@ -109,8 +117,19 @@ class Collector:
         self.backoff_waits = 0  # requests after which a user backed off (backoff.py), and for how long
         self.backoff_s = 0.0
         self.labels: dict[str, tuple[str, str]] = {}  # request name -> (backend, model), first seen
-        self.observers: list[Callable[[RequestRecord], None]] = []  # each kept record, once (workload, cost)
         self.live: Any = None  # the web UI's LiveView (llm_users/webui/live.py), fed beside the run's stats
+        self.pipeline = RecordPipeline()
+        self.pipeline.add("statistics", self._pending.put)
+        self.pipeline.add("counts", self._count)
+        self.pipeline.add("timeline", self.timeline.add)
+        self.pipeline.add("live", self._live)
+        if writer is not None:
+            self.pipeline.add("records_file", writer.write)
+
+    @property
+    def observers(self) -> list[Callable[[RequestRecord], None]]:
+        """The pipeline's ``observers`` stage (workload summary, cost, load profiles): append to it."""
+        return self.pipeline.stage("observers")
 
     @property
     def stats(self) -> StatsByName:
@@ -126,8 +145,7 @@ class Collector:
     def add_record(self, rec: RequestRecord) -> None:
         """Keep a record now (records file, timeline, observers); its statistics, the costly
         part, when the loop is idle (:class:`~llm_users.health.idle.IdleQueue`), exact for any reader."""
-        self._pending.put(rec)
-        self._keep(rec)
+        self.pipeline.keep(rec)
 
     def _add_stats(self, rec: RequestRecord) -> None:
         with span("stats"):
@@ -162,7 +180,7 @@ class Collector:
             self.live.merge_wire(payload["stats"])
         for d in payload["records"]:
             ws.records += 1
-            self._keep(RequestRecord.from_dict(d))
+            self.pipeline.keep(RequestRecord.from_dict(d), after="statistics")  # merged above, in wire form
         if payload.get("health"):
             self.add_health(payload["health"])
 
@@ -202,17 +220,14 @@ class Collector:
             })
         return out
 
-    def _keep(self, rec: RequestRecord) -> None:
+    def _count(self, rec: RequestRecord) -> None:
         if rec.name not in self.labels:
             self.labels[rec.name] = (rec.backend, rec.model)
         self.records += 1
         if rec.backoff_s:
             self.backoff_waits += 1
             self.backoff_s += rec.backoff_s
-        self.timeline.add(rec)
-        for observe in self.observers:
-            observe(rec)
+
+    def _live(self, rec: RequestRecord) -> None:
         if self.live is not None:
             self.live.count(rec)
-        if self.writer is not None:
-            self.writer.write(rec)

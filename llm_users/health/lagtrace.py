@@ -40,11 +40,12 @@ from __future__ import annotations
 
 import gc
 import os
-import threading
 from array import array
 from bisect import bisect_left, bisect_right
 from time import perf_counter_ns, thread_time_ns
 from typing import Any
+
+from llm_users.health.schedstat import open_schedstat, read_schedstat
 
 #: A probe at least this late is a stall worth attributing.
 LATE_NS = 1_000_000
@@ -359,25 +360,6 @@ def _greenlet_name(g: Any) -> str:
         except Exception:  # a greenlet that cannot describe itself
             pass
     return type(g).__name__
-
-
-def open_schedstat() -> int | None:
-    """A descriptor on the calling thread's /proc schedstat (None where there is none)."""
-    try:
-        return os.open(f"/proc/self/task/{threading.get_native_id()}/schedstat", os.O_RDONLY)
-    except OSError:
-        return None
-
-
-def read_schedstat(fd: int | None) -> tuple[int, int]:
-    """(CPU time, run delay) of a thread in ns, cumulative; (-1, -1) when unreadable."""
-    if fd is None:
-        return -1, -1
-    try:
-        f = os.pread(fd, 64, 0).split()
-        return int(f[0]), int(f[1])
-    except (OSError, ValueError, IndexError):
-        return -1, -1
 
 
 def merge_tally(into: dict[str, list[int]], other: dict[str, list[int]]) -> None:

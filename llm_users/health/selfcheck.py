@@ -18,7 +18,7 @@ from typing import Any
 import gevent
 from gevent import monkey
 
-from llm_users.health import lagtrace
+from llm_users.health import lagtrace, schedstat
 from llm_users.metrics import Distribution
 
 LAG_SHARE = 0.05  # lag p99 above 5% of TTFT p50 means the numbers are upper bounds
@@ -108,14 +108,14 @@ class SelfMonitor:
         pc = time.perf_counter_ns
         step = int(self.interval * 1e9)
         due = pc() + step
-        sched = lagtrace.open_schedstat()  # this thread's run delay: other processes' share of the lag
+        sched = schedstat.open_schedstat()  # this thread's run delay: other processes' share of the lag
         while self._running:
             wait = due - pc()
             if wait > 0:
                 sleep(wait / 1e9)
             try:
                 clock = self._loop_clock
-                loop.run_callback_threadsafe(self._record, due, lagtrace.read_schedstat(sched)[1], pc(),
+                loop.run_callback_threadsafe(self._record, due, schedstat.read_schedstat(sched)[1], pc(),
                                              time.clock_gettime_ns(clock) if clock is not None else -1)
             except Exception:  # the loop is gone (process exiting)
                 return
