@@ -283,13 +283,6 @@ def verdict(nodes: list[NodeHealth], ttft_p50_ms: float | None,
             "lag_share_limit": LAG_SHARE, "cpu_limit": CPU_LIMIT}
 
 
-def process_cpu_seconds(pid: int | None = None) -> float:
-    """utime + stime of a process, from /proc (used by benchmarks)."""
-    with open(f"/proc/{pid or os.getpid()}/stat") as f:
-        parts = f.read().rsplit(")", 1)[1].split()
-    return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
-
-
 MOST_FAILED_SHARE = 0.5  # "most requests failed" from this share of the measured requests on
 
 

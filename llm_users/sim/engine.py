@@ -43,22 +43,6 @@ class Engine:
         self._waiters.append(fut)
         return fut
 
-    async def acquire(self) -> None:
-        fut = self.try_acquire()
-        if fut is None:
-            return
-        try:
-            await fut
-        except asyncio.CancelledError:
-            if fut.done() and not fut.cancelled():
-                self.release()  # granted just as we were cancelled: give it back
-            else:
-                try:
-                    self._waiters.remove(fut)
-                except ValueError:
-                    pass
-            raise
-
     def release(self) -> None:
         self.running -= 1
         while self._waiters and self.running < self.max_batch:

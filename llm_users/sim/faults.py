@@ -27,8 +27,6 @@ from dataclasses import dataclass
 from llm_users.sim.config import FAULT_KINDS
 
 HTTP_FAULTS = {"http_429": 429, "http_500": 500, "http_503": 503}
-#: faults that strike before the stream starts (no chunk position)
-BEFORE_STREAM = frozenset({"empty_200", "reset_after_read"})
 
 
 @dataclass(frozen=True, slots=True)

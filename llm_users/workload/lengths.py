@@ -26,14 +26,6 @@ class Lengths:
             return rng.randint(int(self.a), int(self.b))
         return max(1, round(rng.gauss(self.a, self.b)))
 
-    @property
-    def maximum(self) -> int:
-        if self.kind == "fixed":
-            return int(self.a)
-        if self.kind == "uniform":
-            return int(self.b)
-        return int(self.a + 4 * self.b)
-
     def describe(self) -> str:
         return self.text
 

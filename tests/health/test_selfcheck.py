@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gevent
 
-from llm_users.health.selfcheck import NodeHealth, SelfMonitor, process_cpu_seconds, verdict
+from llm_users.health.selfcheck import NodeHealth, SelfMonitor, verdict
 
 
 def health(node: str, lag_ms: float, cpu: list[float]) -> NodeHealth:
@@ -53,7 +53,6 @@ def test_monitor_samples_and_sees_a_blocked_loop() -> None:
     s = h.summary()
     assert s["loop_lag_ms"]["count"] >= 10
     assert s["loop_lag_ms"]["max"] >= 30  # the 50 ms block was seen
-    assert process_cpu_seconds() > 0
 
 
 def test_default_schedule_probes_50_times_a_second_and_catches_a_block_of_one_interval() -> None:
