@@ -212,12 +212,30 @@ def _check_settings(config: llm_options.RunConfig) -> None:
             )
 
 
+def _sim_routes(user_classes: list[Any]) -> tuple[list[str], list[str]]:
+    """``--routes`` for the run's backends declared outside the package (their descriptors'
+    ``sim_routes``), and where the child finds them: the directories of the locustfiles naming
+    them (Locust drops a locustfile's directory from the import path once the file is loaded)."""
+    import os
+
+    from llm_users.protocols.backend import extra_sim_routes
+
+    own = [cls for cls in user_classes if getattr(cls, "descriptor", None) is not None]
+    routes = extra_sim_routes(cls.descriptor for cls in own)
+    if not routes:
+        return [], []
+    files = [getattr(sys.modules.get(cls.__module__), "__file__", None) for cls in own]
+    dirs = [os.path.dirname(os.path.abspath(f)) for f in files if f]
+    return ["--routes", ",".join(routes)], list(dict.fromkeys(dirs))
+
+
 def _start_simulator(environment: Any, run: MergingRun) -> None:
     from llm_users.sim.launcher import start_simulator
 
     extra = run.config.sim_args
+    routes, pythonpath = _sim_routes(list(environment.user_classes or []))
     try:
-        sim = start_simulator(run.config.sim_argv)
+        sim = start_simulator([*run.config.sim_argv, *routes], pythonpath=pythonpath)
     except RuntimeError as e:
         _fail(f"could not start the embedded simulator: {e}")
     run.simulator = sim

@@ -3,7 +3,9 @@
 bytes and stamps time; a user picks a prompt, sends it, fires the events.
 
 Class attributes are the defaults (model, endpoint, sampling, prompts, API-key variable) and
-the ``--llm-*`` options override them. Subclass to change them in a locustfile::
+the ``--llm-*`` options override them; a class that sets ``descriptor`` takes the per-backend
+ones from it (model, endpoint, ignore_eos, key variable and requirement, the builder's own
+attributes such as Claude's ``auth``). Subclass to change them in a locustfile::
 
     class MyVLLM(VLLMUser):
         model = "meta-llama/Llama-3.1-8B-Instruct"
@@ -33,13 +35,13 @@ from llm_users.health.idle import serve_ready_io
 from llm_users.load.spawn import first_request_delay, think_jitter, user_rng
 from llm_users.metrics import RequestRecord, check_usage, prompt_tokens_guess, sampling_issues
 from llm_users.options import Settings, run_config
-from llm_users.protocols import anthropic as anthropic_proto
-from llm_users.protocols import gemini as gemini_proto
-from llm_users.protocols import ollama as ollama_proto
-from llm_users.protocols import openai as openai_proto
-from llm_users.protocols import tgi as tgi_proto
+from llm_users.protocols.anthropic import CLAUDE
 from llm_users.protocols.backend import Backend, RequestSpec, Route
 from llm_users.protocols.base import HTTPRequest, StreamParser
+from llm_users.protocols.gemini import GEMINI
+from llm_users.protocols.ollama import OLLAMA
+from llm_users.protocols.openai import OPENAI, VLLM
+from llm_users.protocols.tgi import TGI
 from llm_users.workload.build import source_for
 from llm_users.workload.source import Messages, WorkItem
 from llm_users.workload.tokenizer import ServerProbe
@@ -79,12 +81,18 @@ class LLMUser(User):
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
         d = cls.__dict__.get("descriptor")
-        if d is not None:  # a backend's base class: its defaults come from the descriptor
-            cls.backend = d.name
-            if "endpoint" not in cls.__dict__:
-                cls.endpoint = d.default_endpoint
-            if "api_key_env" not in cls.__dict__:
-                cls.api_key_env = d.api_key_env
+        if d is None:
+            return
+        # a backend's class: its defaults come from the descriptor, unless the class sets them
+        cls.backend = d.name
+        defaults: dict[str, Any] = {
+            "endpoint": d.default_endpoint, "api_key_env": d.api_key_env, "model": d.default_model,
+            "ignore_eos": d.sends_ignore_eos, "requires_api_key": d.requires_api_key,
+            "request_options": tuple(name for name, _ in d.request_options), **dict(d.request_options),
+        }
+        for name, value in defaults.items():
+            if name not in cls.__dict__:
+                setattr(cls, name, value)
 
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)
@@ -293,17 +301,15 @@ class VLLMUser(LLMUser):
     """vLLM's OpenAI-compatible server: max_tokens + ignore_eos, model discovered if not given."""
 
     abstract = True
-    descriptor = openai_proto.VLLM
+    descriptor = VLLM
 
 
 class OpenAIUser(LLMUser):
-    """OpenAI's API (or any server that wants its dialect): max_completion_tokens, Bearer key."""
+    """OpenAI's API (or any server that wants its dialect): max_completion_tokens, Bearer key;
+    model gpt-4o-mini, no ignore_eos, a key required (OPENAI_API_KEY)."""
 
     abstract = True
-    descriptor = openai_proto.OPENAI
-    model = "gpt-4o-mini"
-    ignore_eos = False
-    requires_api_key = True
+    descriptor = OPENAI
 
 
 class TGIUser(LLMUser):
@@ -312,34 +318,25 @@ class TGIUser(LLMUser):
     (``do_sample: false``); TGI has no ignore_eos, so output length may vary."""
 
     abstract = True
-    descriptor = tgi_proto.TGI
-    model = "tgi"
-    ignore_eos = False
+    descriptor = TGI
 
 
 class OllamaUser(LLMUser):
     """Ollama. Endpoints: ``chat`` (``/api/chat``, default), ``generate`` (``/api/generate``),
     or ``openai`` (its /v1 chat route). Token counts and the server's own timings (ns) come from
-    the final line. No ignore_eos: output length may vary."""
+    the final line. No ignore_eos: output length may vary. Model llama3.2."""
 
     abstract = True
-    descriptor = ollama_proto.OLLAMA
-    model = "llama3.2"
-    ignore_eos = False
+    descriptor = OLLAMA
 
 
 class ClaudeUser(LLMUser):
     """Anthropic Messages API. ``auth`` (``x-api-key`` or ``bearer``) and ``anthropic_version``
-    are class attributes; under the default version 2023-06-01 temperature is sent."""
+    are class attributes; under the default version 2023-06-01 temperature is sent. A key is
+    required (ANTHROPIC_API_KEY)."""
 
     abstract = True
-    descriptor = anthropic_proto.CLAUDE
-    model = "claude-sonnet-4-5"
-    ignore_eos = False
-    requires_api_key = True
-    auth: ClassVar[anthropic_proto.AuthStyle] = "x-api-key"
-    anthropic_version: ClassVar[str] = anthropic_proto.DEFAULT_VERSION
-    request_options = ("auth", "anthropic_version")
+    descriptor = CLAUDE
 
 
 class GeminiUser(LLMUser):
@@ -347,12 +344,7 @@ class GeminiUser(LLMUser):
     GOOGLE_API_KEY. ``api_version`` is a class attribute (default v1beta)."""
 
     abstract = True
-    descriptor = gemini_proto.GEMINI
-    model = "gemini-2.5-flash"
-    ignore_eos = False
-    requires_api_key = True
-    api_version: ClassVar[str] = gemini_proto.DEFAULT_API_VERSION
-    request_options = ("api_version",)
+    descriptor = GEMINI
 
 
 __all__ = ["ClaudeUser", "GeminiUser", "LLMUser", "OllamaUser", "OpenAIUser", "TGIUser", "VLLMUser", "protocols"]

@@ -6,7 +6,7 @@ Counted over the measured requests (warm-up and cool-down excluded, as every oth
 failures included when the server reported their tokens. Cached prompt tokens (Anthropic
 ``cache_read_input_tokens``, Gemini ``cachedContentTokenCount``, OpenAI-style
 ``cached_tokens``) are priced at ``cached_in`` when given; Anthropic counts them apart from
-``input_tokens``, the others inside ``prompt_tokens``.
+``input_tokens``, the others inside ``prompt_tokens`` (the descriptor's ``cached_in_prompt``).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 from llm_users.errors import ConfigError
 from llm_users.metrics import RequestRecord
+from llm_users.protocols.backend import find_backend
 
 _CACHED_KEYS = ("cache_read_input_tokens", "cachedContentTokenCount", "cached_tokens", "cached_input_tokens")
 
@@ -64,6 +65,11 @@ def cached_tokens(rec: RequestRecord) -> int:
     return 0
 
 
+def _cached_in_prompt(backend: str) -> bool:
+    b = find_backend(backend)
+    return b is None or b.cached_in_prompt
+
+
 class CostMeter:
     def __init__(self, prices: Prices) -> None:
         self.prices = prices
@@ -80,7 +86,7 @@ class CostMeter:
         self.requests += 1
         cached = cached_tokens(rec)
         prompt = rec.input_tokens or 0
-        uncached = prompt if rec.backend == "claude" else max(0, prompt - cached)
+        uncached = max(0, prompt - cached) if _cached_in_prompt(rec.backend) else prompt
         self.input_tokens += uncached
         self.cached_input_tokens += cached
         self.output_tokens += rec.output_tokens or 0

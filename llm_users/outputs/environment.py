@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from llm_users.protocols.backend import find_backend
 from llm_users.redaction import redact_config
 
 _SECRET = re.compile(r"key|token(?!s)|secret|password|passwd|auth", re.I)  # "output-tokens" is no secret
@@ -92,21 +93,15 @@ def _get_json(base: str, path: str, timeout: float = 3.0) -> tuple[Any, dict[str
         return orjson.loads(r.read() or b"null"), {k.lower(): v for k, v in r.headers.items()}
 
 
-SERVER_PROBES = {
-    "vllm": ("/version", "/v1/models", "/props"),  # /props: llama.cpp's server (build, model file)
-    "openai": ("/props",),
-    "tgi": ("/info",),
-    "ollama": ("/api/version",),
-}
-
-
 def server_info(host: str | None, backend: str | None) -> dict[str, Any]:
-    """Model id and version from the server's own endpoints (best effort, a few seconds at most)."""
+    """Model id and version from the server's own endpoints (the descriptor's ``probes``; best
+    effort, a few seconds at most)."""
     info: dict[str, Any] = {"host": host, "backend": backend}
-    if not host or backend not in SERVER_PROBES:
+    descriptor = find_backend(backend)
+    if not host or descriptor is None or not descriptor.probes:
         return info
     base = host[:-3] if host.rstrip("/").endswith("/v1") else host
-    for path in SERVER_PROBES[backend]:
+    for path in descriptor.probes:
         try:
             data, headers = _get_json(base, path)
         except Exception as e:  # noqa: BLE001 - a server without the endpoint is normal

@@ -24,13 +24,17 @@ from typing import Any
 import orjson
 
 from llm_users.errors import ConfigError
+from llm_users.protocols.backend import find_backend
 
 FORMATS = ("vllm-bench",)
 _METRICS = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2el": "e2e"}
 _PCTS = {"p90": "p90", "p95": "p95", "p99": "p99", "p99.9": "p99.9"}
-#: Our backend (and endpoint) -> vLLM bench's --backend name.
-_BACKENDS = {"vllm": "openai-chat", "openai": "openai-chat", "tgi": "tgi", "ollama": "ollama",
-             "claude": "claude", "gemini": "gemini"}
+
+
+def _bench_backend(name: str | None) -> str | None:
+    """Our backend -> vLLM bench's --backend name (the descriptor's ``bench_name``, else ours)."""
+    b = find_backend(name)
+    return (b.bench_name or b.name) if b is not None else name
 
 
 def add_arguments(opt: Any) -> None:
@@ -63,7 +67,7 @@ def vllm_bench(summary: dict[str, Any], stats: Any, rows: list[dict[str, Any]], 
     out: dict[str, Any] = {
         "date": time.strftime("%Y%m%d-%H%M%S", time.localtime((summary.get("window") or {}).get("test_start")
                                                                 or time.time())),
-        "backend": _BACKENDS.get(backend or "", backend),
+        "backend": _bench_backend(backend),
         "label": "locust-llm",
         "model_id": model,
         "tokenizer_id": None,

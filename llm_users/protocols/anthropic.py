@@ -196,12 +196,15 @@ CLAUDE = Backend(
     routes=(Route("messages", PATH, _build, AnthropicStreamParser, protocol="anthropic", sdk=SDK),),
     auth_header="x-api-key",
     api_key_env="ANTHROPIC_API_KEY",
+    requires_api_key=True,
+    default_model="claude-sonnet-4-5",
     overload_statuses=frozenset({429, 503, 529}),
+    request_options=(("auth", "x-api-key"), ("anthropic_version", DEFAULT_VERSION)),  # AuthStyle, a version
+    cached_in_prompt=False,  # cache_read_input_tokens come apart from input_tokens
+    sim_routes="llm_users.sim.routes_anthropic",
     docs=BackendDocs(
         locustfile="claude.py", user="ClaudeUser", auth_env="`ANTHROPIC_API_KEY`",
         sampling="`max_tokens`, `temperature` (version 2023-06-01; top_p left at its default)",
         tokens="`message_start` / last `message_delta` usage", cannot="no ignore_eos",
     ),
 )
-
-BACKENDS = (CLAUDE,)

@@ -1,13 +1,19 @@
 """The backend descriptor: one per backend, declared in its protocol module.
 
-A :class:`Backend` says everything the rest of the project needs to know about a backend:
-its endpoints (each a :class:`Route` with a request builder and a stream parser), how the API
-key travels, which statuses mean "overloaded", which official SDK its ``--llm-client sdk`` mode
-uses, and the prose for the README's backend table. Users, SDK mode and the docs read it;
-nothing else keeps a per-backend table.
+A :class:`Backend` says everything the rest of the project needs to know about a backend: its
+endpoints (each a :class:`Route` with a request builder and a stream parser), how the API key
+travels and whether one is required, the User's defaults (model, ignore_eos, the class
+attributes its builder reads), which statuses mean "overloaded", which official SDK its
+``--llm-client sdk`` mode uses, the server's tokenizer endpoints and environment probes, its name
+in the vLLM-bench export, whether its prompt count includes cached tokens (cost), its simulator
+route module, and the prose for the README's backend table. Users, SDK mode, the workload probe,
+the outputs, the simulator and the docs read it; nothing else keeps a per-backend table.
 
-Adding a backend = one protocol module that defines ``BACKENDS`` (this file finds it), one
-locustfile with a User whose ``descriptor`` is the new backend, one simulator route module.
+The registry: the built-ins come from an explicit ordered list (:data:`BUILTINS`, the README's
+order); a protocol module outside the package adds its own with :func:`register` (called when
+the locustfile imports it). Adding a backend = one protocol module with its descriptor, one
+locustfile whose User names it (``descriptor = ...``), one simulator route module (the plugin's
+auto-started simulator loads it: ``llm-sim --routes MODULE``).
 Pure: no I/O, no Locust, no SDK imports.
 """
 
@@ -15,8 +21,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import pkgutil
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -131,6 +136,16 @@ class BackendDocs:
 
 
 @dataclass(frozen=True, slots=True)
+class Tokenizer:
+    """One shape of a server's tokenize endpoint: ``POST path`` with ``body(model, text)``; the
+    answer's count is read by :func:`llm_users.workload.tokenizer.token_count` (any known shape)."""
+
+    name: str  # what the log line says ("vllm", "llama.cpp", ...)
+    path: str
+    body: Callable[[str, str], dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
 class Backend:
     """Everything about one backend. ``routes[0]`` is the default endpoint."""
 
@@ -138,10 +153,21 @@ class Backend:
     routes: tuple[Route, ...]
     auth_header: str | None  # the header that carries the key ("Authorization" = Bearer)
     api_key_env: str | None  # comma-separated variable names, first set wins
+    requires_api_key: bool = False  # the run stops at start when no key is set
+    default_model: str | None = None  # the User's model when --llm-model is not given
     overload_statuses: frozenset[int] = frozenset({429, 503})
     strip_v1: bool = False  # accept a base URL given the SDK way (".../v1")
     discover_model: bool = False  # ask GET /v1/models when no model was given
-    sends_ignore_eos: bool = False  # the request can carry ignore_eos (so output length is exact)
+    #: the request can carry ignore_eos (so output length is exact); also the User's default
+    sends_ignore_eos: bool = False
+    #: class attributes of the User handed to the builder (RequestSpec.options), with defaults
+    request_options: tuple[tuple[str, Any], ...] = ()
+    tokenizers: tuple[Tokenizer, ...] = ()  # tried in turn until one answers (workload/tokenizer.py)
+    probes: tuple[str, ...] = ()  # GET paths telling the server's model and version (outputs/environment.py)
+    bench_name: str | None = None  # ``backend`` in the vLLM-bench export (None: our name)
+    #: the prompt count includes the cached prompt tokens (OpenAI-style); Anthropic counts them apart
+    cached_in_prompt: bool = True
+    sim_routes: str | None = None  # the simulator's route module for it (``add_routes(app)``)
     docs: BackendDocs | None = None
 
     @property
@@ -175,35 +201,71 @@ class Backend:
         return host[:-3] if self.strip_v1 and host.endswith("/v1") else host
 
 
+#: The built-in backends, ``module:attribute``, in the README's order.
+BUILTINS = (
+    "llm_users.protocols.openai:VLLM",
+    "llm_users.protocols.openai:OPENAI",
+    "llm_users.protocols.tgi:TGI",
+    "llm_users.protocols.ollama:OLLAMA",
+    "llm_users.protocols.anthropic:CLAUDE",
+    "llm_users.protocols.gemini:GEMINI",
+)
+
+_registered: dict[str, Backend] = {}
+
+
 @cache
+def builtin_backends() -> dict[str, Backend]:
+    """The built-in backends (:data:`BUILTINS`), by name, in the README's order."""
+    found: dict[str, Backend] = {}
+    for ref in BUILTINS:
+        module, _, attr = ref.partition(":")
+        b: Backend = getattr(importlib.import_module(module), attr)
+        found[b.name] = b
+    return found
+
+
+def register(backend: Backend) -> Backend:
+    """Add a backend declared outside the package (its protocol module calls this at import).
+    Registering a name again replaces it (a module imported twice); a built-in name is refused."""
+    if backend.name in builtin_backends():
+        raise ConfigError(f"backend {backend.name!r} is built in: give yours another name")
+    _registered[backend.name] = backend
+    return backend
+
+
 def all_backends() -> dict[str, Backend]:
-    """Every backend declared by a protocol module (``BACKENDS``), by name, in table order."""
-    from llm_users import protocols
-
-    found: list[Backend] = []
-    for info in pkgutil.iter_modules(protocols.__path__):
-        module = importlib.import_module(f"{protocols.__name__}.{info.name}")
-        found.extend(getattr(module, "BACKENDS", ()))
-    found.sort(key=lambda b: _ORDER.index(b.name) if b.name in _ORDER else len(_ORDER))
-    return {b.name: b for b in found}
+    """Every backend by name: the built-ins in the README's order, then the registered ones."""
+    return {**builtin_backends(), **_registered}
 
 
-_ORDER = ("vllm", "openai", "tgi", "ollama", "claude", "gemini")  # the README's order; new ones last
+def find_backend(name: str | None) -> Backend | None:
+    """The backend called ``name``, or None (a User class of one's own without a descriptor)."""
+    if name is None:
+        return None
+    return builtin_backends().get(name) or _registered.get(name)
+
+
+def extra_sim_routes(backends: Iterable[Backend]) -> list[str]:
+    """The simulator route modules of ``backends`` that the simulator does not serve by itself
+    (the built-ins' it always does): what its ``--routes`` must name for them."""
+    builtin = {b.sim_routes for b in builtin_backends().values()}
+    return list(dict.fromkeys(b.sim_routes for b in backends if b.sim_routes and b.sim_routes not in builtin))
 
 
 def get_backend(name: str) -> Backend:
-    try:
-        return all_backends()[name]
-    except KeyError:
-        raise ConfigError(f"unknown backend {name!r}: one of {', '.join(all_backends())}") from None
+    b = find_backend(name)
+    if b is None:
+        raise ConfigError(f"unknown backend {name!r}: one of {', '.join(all_backends())}")
+    return b
 
 
 def backend_table() -> str:
-    """The README's backend table, rendered from the descriptors."""
+    """The README's backend table, rendered from the built-in descriptors."""
     head = ("| locustfile / User | endpoint (default; `--llm-endpoint`) | auth env var "
             "| fixed sampling (temp 0, top_p 1, 512 tokens) | token counts from | cannot do |")
     rows = [head, "| --- | --- | --- | --- | --- | --- |"]
-    for b in all_backends().values():
+    for b in builtin_backends().values():
         d = b.docs
         if d is None:
             continue

@@ -175,7 +175,11 @@ GEMINI = Backend(
                   protocol="gemini", sdk=SDK),),
     auth_header="x-goog-api-key",
     api_key_env="GEMINI_API_KEY,GOOGLE_API_KEY",
+    requires_api_key=True,
+    default_model="gemini-2.5-flash",
     overload_statuses=frozenset({429, 503}),
+    request_options=(("api_version", DEFAULT_API_VERSION),),
+    sim_routes="llm_users.sim.routes_gemini",
     docs=BackendDocs(
         locustfile="gemini.py", user="GeminiUser", auth_env="`GEMINI_API_KEY` or `GOOGLE_API_KEY`",
         sampling="`generationConfig.maxOutputTokens/temperature/topP`",
@@ -183,5 +187,3 @@ GEMINI = Backend(
         cannot="no ignore_eos; several tokens per chunk",
     ),
 )
-
-BACKENDS = (GEMINI,)

@@ -221,12 +221,13 @@ OLLAMA = Backend(
     routes=(_route("chat"), _route("generate"), compat_route("openai")),
     auth_header="Authorization",
     api_key_env=None,
+    default_model="llama3.2",
     overload_statuses=frozenset({429, 503}),
+    probes=("/api/version",),
+    sim_routes="llm_users.sim.routes_ollama",
     docs=BackendDocs(
         locustfile="ollama.py", user="OllamaUser", auth_env="none",
         sampling="`options.num_predict/temperature/top_p`",
         tokens="final line `eval_count` / `prompt_eval_count` (+ server timings in ns)", cannot="no ignore_eos",
     ),
 )
-
-BACKENDS = (OLLAMA,)

@@ -25,6 +25,7 @@ from llm_users.protocols.backend import (
     SDKBinding,
     SDKChunk,
     SDKSetup,
+    Tokenizer,
     sdk_arguments,
 )
 from llm_users.protocols.base import (
@@ -204,6 +205,14 @@ def compat_route(endpoint: str) -> Route:
                  chunk_has_a_token=r.chunk_has_a_token)
 
 
+# the tokenize endpoints OpenAI-compatible servers have (shapes from the servers' sources), tried in turn
+TOKENIZERS = (
+    Tokenizer("vllm", "/tokenize", lambda model, text: {"model": model, "prompt": text}),
+    Tokenizer("llama.cpp", "/tokenize", lambda model, text: {"content": text}),
+    Tokenizer("llama-cpp-python", "/extras/tokenize", lambda model, text: {"input": text, "model": model}),
+)
+SIM_ROUTES = "llm_users.sim.routes_openai"
+
 VLLM = Backend(
     name="vllm",
     routes=(_route("chat", "vllm"), _route("completions", "vllm")),
@@ -212,6 +221,10 @@ VLLM = Backend(
     strip_v1=True,
     discover_model=True,
     sends_ignore_eos=True,
+    tokenizers=TOKENIZERS,
+    probes=("/version", "/v1/models", "/props"),  # /props: llama.cpp's server (build, model file)
+    bench_name="openai-chat",
+    sim_routes=SIM_ROUTES,
     docs=BackendDocs(
         locustfile="vllm.py", user="VLLMUser", auth_env="none (optional `--llm-api-key-env`)",
         sampling="`max_tokens`, `temperature`, `top_p`, `ignore_eos: true`",
@@ -224,13 +237,17 @@ OPENAI = Backend(
     routes=(_route("chat", "openai"), _route("completions", "openai")),
     auth_header="Authorization",
     api_key_env="OPENAI_API_KEY",
+    requires_api_key=True,
+    default_model="gpt-4o-mini",
     strip_v1=True,
     discover_model=True,
+    tokenizers=TOKENIZERS,
+    probes=("/props",),
+    bench_name="openai-chat",
+    sim_routes=SIM_ROUTES,
     docs=BackendDocs(
         locustfile="openai.py", user="OpenAIUser", auth_env="`OPENAI_API_KEY`",
         sampling="`max_completion_tokens`, `temperature`, `top_p`", tokens="usage chunk",
         cannot="no ignore_eos: output length may vary",
     ),
 )
-
-BACKENDS = (VLLM, OPENAI)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from llm_users.protocols.backend import Backend, BackendDocs, RequestSpec, Route
+from llm_users.protocols.backend import Backend, BackendDocs, RequestSpec, Route, Tokenizer
 from llm_users.protocols.base import (
     Content,
     Event,
@@ -117,6 +117,10 @@ TGI = Backend(
     routes=(_route("generate_stream", "/generate_stream"), _route("root", "/"), compat_route("chat")),
     auth_header="Authorization",
     api_key_env=None,
+    default_model="tgi",
+    tokenizers=(Tokenizer("tgi", "/tokenize", lambda model, text: {"inputs": text}),),
+    probes=("/info",),
+    sim_routes="llm_users.sim.routes_tgi",
     docs=BackendDocs(
         locustfile="tgi.py", user="TGIUser", auth_env="none",
         sampling="greedy: `do_sample: false`, temperature/top_p left out (TGI rejects 0 and 1), "
@@ -124,5 +128,3 @@ TGI = Backend(
         tokens="`details.generated_tokens` / `input_length`", cannot="no ignore_eos",
     ),
 )
-
-BACKENDS = (TGI,)

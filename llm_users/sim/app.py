@@ -1,7 +1,8 @@
 """Build the simulator's aiohttp Application from a :class:`SimConfig`.
 
-Nothing happens at import; :func:`build_app` wires the shared state, every protocol's routes,
-the ground-truth and metrics endpoints, and the background jobs (the once-a-second sample
+Nothing happens at import; :func:`build_app` wires the shared state, the routes of every
+backend's simulator module (:mod:`llm_users.sim.routes`: the built-ins' and ``--routes``), the
+tokenizer, ground-truth and metrics endpoints, and the background jobs (the once-a-second sample
 behind ``chunks_per_s``, the trace file, and with ``exit_with_parent`` a watch on the parent
 process) as startup/cleanup hooks.
 """
@@ -16,18 +17,11 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from llm_users.sim import (
-    routes_anthropic,
-    routes_gemini,
-    routes_ollama,
-    routes_openai,
-    routes_sim,
-    routes_tgi,
-    routes_tokenize,
-)
+from llm_users.sim import routes_sim, routes_tokenize
 from llm_users.sim.clock import Clock
 from llm_users.sim.config import SimConfig
 from llm_users.sim.metrics import REGISTRY_KEY, build_registry, metrics
+from llm_users.sim.routes import route_modules
 from llm_users.sim.state import SIM_KEY, SimState
 
 
@@ -59,11 +53,8 @@ def build_app(cfg: SimConfig) -> web.Application:
     app[REGISTRY_KEY] = build_registry(sim)
     routes_sim.add_routes(app)
     app.router.add_get("/metrics", metrics)
-    routes_openai.add_routes(app)
-    routes_anthropic.add_routes(app)
-    routes_ollama.add_routes(app)
-    routes_gemini.add_routes(app)
-    routes_tgi.add_routes(app)
+    for module in route_modules(cfg):  # each backend's, from its descriptor (sim_routes), and --routes
+        module.add_routes(app)
     routes_tokenize.add_routes(app)
     app.cleanup_ctx.append(_background)
     return app

@@ -21,6 +21,7 @@ from typing import Any
 
 from llm_users.health.heap import fix_mmap_threshold
 from llm_users.sim.config import DEFAULT_MAX_TOKENS, DISTRIBUTIONS, FAULT_KINDS, USAGE_ZERO, SimConfig
+from llm_users.sim.routes import route_modules
 
 DESCRIPTION = """\
 Embedded LLM inference server simulator: one process speaks the OpenAI/vLLM, TGI, Ollama,
@@ -62,6 +63,10 @@ def _kinds(text: str) -> tuple[str, ...]:
     return kinds
 
 
+def _modules(text: str) -> list[str]:
+    return [m.strip() for m in text.split(",") if m.strip()]
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="llm-sim", description=DESCRIPTION, epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -76,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--exit-with-parent", action="store_true", help="exit when the parent process goes away "
                    "(the launcher sets it)")
     g.add_argument("--log-level", default="WARNING", help="stderr log level (default WARNING)")
+    g.add_argument("--routes", type=_modules, action="extend", default=None, metavar="MODULE[,MODULE]",
+                   help="also serve the routes of these modules (each defines add_routes(app)): a backend's "
+                   "simulator routes from outside the package (its descriptor's sim_routes); repeatable")
 
     g = p.add_argument_group("timing (milliseconds)")
     g.add_argument("--ttft-ms", type=_nonneg(float), default=50.0, help="time to first token: the first chunk is "
@@ -152,9 +160,11 @@ def config_from_args(argv: Sequence[str] | None = None) -> tuple[SimConfig, argp
     parser = build_parser()
     ns = parser.parse_args(argv)
     fields = {k: v for k, v in vars(ns).items() if k != "log_level"}
+    fields["routes"] = tuple(dict.fromkeys(ns.routes or ()))
     try:
         cfg = SimConfig(**fields)
-    except ValueError as e:
+        route_modules(cfg)  # a module that is not there stops here, with its name
+    except (ValueError, ImportError) as e:
         parser.error(str(e))
     return cfg, ns
 

@@ -74,6 +74,8 @@ class SimConfig:
 
     uvloop: bool = True
     exit_with_parent: bool = False
+    #: route modules to serve besides the built-in backends' (each has ``add_routes(app)``)
+    routes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("ttft_dist", "itl_dist"):
@@ -105,3 +107,5 @@ class SimConfig:
             raise ValueError("template_tokens must be >= 0")
         if self.trace_limit < 0:
             raise ValueError("trace_limit must be >= 0")
+        if any(not m or not all(p.isidentifier() for p in m.split(".")) for m in self.routes):
+            raise ValueError(f"routes must be module names, got {', '.join(map(repr, self.routes))}")

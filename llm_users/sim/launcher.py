@@ -86,11 +86,13 @@ def _drain(stream: IO[bytes]) -> None:
 
 
 def start_simulator(
-    args: Sequence[str] = (), *, env: Mapping[str, str] | None = None, timeout: float = 20
+    args: Sequence[str] = (), *, env: Mapping[str, str] | None = None, timeout: float = 20,
+    pythonpath: Sequence[str] = (),
 ) -> SimProcess:
     """Run the simulator with extra CLI ``args``; return once it prints its ready line.
 
-    ``env`` entries are added to this process's environment for the child. Raises
+    ``env`` entries are added to this process's environment for the child; ``pythonpath``
+    directories go first on its PYTHONPATH (where a ``--routes`` module lives). Raises
     RuntimeError (with the child's stderr) if it exits or is not ready within ``timeout`` s.
     """
     cmd = [sys.executable, "-m", "llm_users.sim", "--host", "127.0.0.1", "--port", "0", "--exit-with-parent",
@@ -98,6 +100,8 @@ def start_simulator(
     child_env = dict(os.environ)
     if env:
         child_env.update(env)
+    if pythonpath:
+        child_env["PYTHONPATH"] = os.pathsep.join([*pythonpath, *filter(None, [child_env.get("PYTHONPATH")])])
     stderr = tempfile.TemporaryFile()  # noqa: SIM115 - owned by the SimProcess
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, env=child_env)
     assert proc.stdout is not None

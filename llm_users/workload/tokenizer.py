@@ -1,15 +1,16 @@
 """Asking the target server about token counts: its own tokenizer endpoint, and the prompt
 tokens it reports for a real probe request. Used once per process, before the load starts.
 
-Endpoints, by backend (shapes from the servers' sources):
+The tokenize endpoints a backend's servers have are its descriptor's ``tokenizers`` (path and
+request body), tried in turn until one answers; the answer is read here, in any of the shapes
+the servers give (from their sources):
 
-- vLLM: ``POST /tokenize {"model", "prompt"}`` -> ``{"count", "max_model_len", "tokens"}``;
-- llama.cpp server: ``POST /tokenize {"content"}`` -> ``{"tokens": [...]}``;
-- llama-cpp-python: ``POST /extras/tokenize {"input"}`` -> ``{"tokens": [...]}``;
-- TGI: ``POST /tokenize {"inputs"}`` -> ``[{"id", "text", "start", "stop"}, ...]``.
+- vLLM ``POST /tokenize`` -> ``{"count", "max_model_len", "tokens"}``;
+- llama.cpp server ``POST /tokenize`` and llama-cpp-python ``POST /extras/tokenize`` -> ``{"tokens": [...]}``;
+- TGI ``POST /tokenize`` -> ``[{"id", "text", "start", "stop"}, ...]``.
 
 OpenAI-compatible users try the vLLM, llama.cpp and llama-cpp-python shapes in turn; TGI users
-the TGI one; Ollama, OpenAI's API, Claude and Gemini have none here (calibration instead).
+the TGI one; Ollama, Claude and Gemini have none (calibration instead).
 """
 
 from __future__ import annotations
@@ -23,31 +24,11 @@ from gevent.lock import BoundedSemaphore
 from llm_users.client.stream import StreamClient, new_request_id
 from llm_users.errors import LLMRequestError
 from llm_users.metrics import RequestRecord
+from llm_users.protocols.backend import Tokenizer
 from llm_users.protocols.base import HTTPRequest, bearer, json_post
 from llm_users.workload.source import Messages
 
 log = logging.getLogger(__name__)
-
-
-def _vllm(model: str, text: str) -> tuple[str, dict[str, Any]]:
-    return "/tokenize", {"model": model, "prompt": text}
-
-
-def _llamacpp(model: str, text: str) -> tuple[str, dict[str, Any]]:
-    return "/tokenize", {"content": text}
-
-
-def _llamacpp_python(model: str, text: str) -> tuple[str, dict[str, Any]]:
-    return "/extras/tokenize", {"input": text, "model": model}
-
-
-def _tgi(model: str, text: str) -> tuple[str, dict[str, Any]]:
-    return "/tokenize", {"inputs": text}
-
-
-SHAPES = {"vllm": _vllm, "llama.cpp": _llamacpp, "llama-cpp-python": _llamacpp_python, "tgi": _tgi}
-BY_BACKEND = {"vllm": ("vllm", "llama.cpp", "llama-cpp-python"), "openai": ("vllm", "llama.cpp", "llama-cpp-python"),
-              "tgi": ("tgi",)}
 
 
 def token_count(data: Any) -> int | None:
@@ -71,7 +52,8 @@ class ServerProbe:
     def __init__(self, user: Any) -> None:
         self.user = user
         self.backend: str = user.backend
-        self.shape: str | None = None
+        self.tokenizers: tuple[Tokenizer, ...] = user.descriptor.tokenizers
+        self.shape: Tokenizer | None = None
         self._tried = False
         self.client = StreamClient(user.client_base_url(user.host), timeouts=user.settings.timeouts,
                                    verify_tls=user.settings.verify_tls)
@@ -97,22 +79,22 @@ class ServerProbe:
         if self._tried:
             return None
         self._tried = True
-        for shape in BY_BACKEND.get(self.backend, ()):
+        for shape in self.tokenizers:
             n = self._call(shape, text, quiet=True)
             if n is not None:
                 self.shape = shape
-                log.info("locust-llm: using the server's tokenizer (%s shape)", shape)
+                log.info("locust-llm: using the server's tokenizer (%s shape)", shape.name)
                 return n
         return None
 
-    def _call(self, shape: str, text: str, quiet: bool = False) -> int | None:
+    def _call(self, shape: Tokenizer, text: str, quiet: bool = False) -> int | None:
         user = self.user
-        path, body = SHAPES[shape](user.model_name, text)
-        req: HTTPRequest = json_post(path, body, accept="application/json", auth=bearer(user.api_key))
+        body = shape.body(user.model_name, text)
+        req: HTTPRequest = json_post(shape.path, body, accept="application/json", auth=bearer(user.api_key))
         try:
             with self._lock:
                 return token_count(self.client.call_json(req))
         except LLMRequestError as e:
             if not quiet:
-                log.warning("locust-llm: tokenize (%s) failed: %s", shape, e)
+                log.warning("locust-llm: tokenize (%s) failed: %s", shape.name, e)
             return None

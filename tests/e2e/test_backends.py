@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import pytest
 
+from llm_users.protocols.backend import all_backends
 from tests.helpers import get_json, median, read_records, read_summary, run_locust
 
 pytestmark = pytest.mark.slow
 
 KEYS = {"OPENAI_API_KEY": "sk-test-not-a-real-key", "ANTHROPIC_API_KEY": "sk-ant-test-key",
         "GEMINI_API_KEY": "gm-test-key"}
-BACKENDS = ["vllm.py", "openai.py", "tgi.py", "ollama.py", "claude.py", "gemini.py"]
+BACKENDS = [b.docs.locustfile for b in all_backends().values() if b.docs]  # the shipped locustfiles
 
 
 @pytest.mark.parametrize("locustfile", BACKENDS)

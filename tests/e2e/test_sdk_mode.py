@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from llm_users.protocols.backend import all_backends
 from tests.helpers import read_records, read_summary, run_locust
 
 pytestmark = pytest.mark.slow
@@ -17,7 +18,7 @@ def _answers(records: list[dict]) -> set[tuple[int, int, int]]:
     return {(r["input_tokens"], r["output_tokens"], r["output_chars"]) for r in records}
 
 
-@pytest.mark.parametrize("locustfile", ["openai.py", "vllm.py", "claude.py", "gemini.py", "ollama.py"])
+@pytest.mark.parametrize("locustfile", [b.docs.locustfile for b in all_backends().values() if b.docs and b.sdk_module])
 def test_sdk_mode_matches_raw_mode(locustfile: str, sim_factory, tmp_path) -> None:
     sim = sim_factory("--ttft-ms", "30", "--itl-ms", "3", "--output-tokens", "25", "--seed", "11")
     results = {}

@@ -14,13 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from llm_users.protocols.backend import all_backends
 from tests.helpers import LOCUST, ROOT, free_port, read_records, read_summary, run_locust
 
 pytestmark = pytest.mark.slow
 
 CANARY = "sk-canary-7f3a9c2e5b1d4e8f"
-LOCUSTFILES = ["vllm.py", "openai.py", "claude.py", "gemini.py", "ollama.py", "tgi.py"]
-SDK_LOCUSTFILES = ["vllm.py", "openai.py", "claude.py", "gemini.py", "ollama.py"]  # tgi has no SDK
+LOCUSTFILES = [b.docs.locustfile for b in all_backends().values() if b.docs]
+SDK_LOCUSTFILES = [b.docs.locustfile for b in all_backends().values() if b.docs and b.sdk_module]  # not tgi
 RUNS = [(f, "raw") for f in LOCUSTFILES] + [(f, "sdk") for f in SDK_LOCUSTFILES]
 ENV = {"CANARY_LLM_KEY": CANARY, "OPENAI_API_KEY": CANARY, "ANTHROPIC_API_KEY": CANARY, "GEMINI_API_KEY": CANARY}
 SIM_ARGS = f"--require-api-key {CANARY} --output-tokens 5 --ttft-ms 5 --itl-ms 2"

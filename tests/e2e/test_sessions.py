@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from llm_users.protocols.backend import all_backends
 from llm_users.sim.launcher import start_simulator
 from llm_users.sim.text import expected_text
 from tests.helpers import free_port, get_json, read_records, read_summary, run_locust
@@ -21,8 +22,9 @@ pytestmark = pytest.mark.slow
 KEYS = {"OPENAI_API_KEY": "sk-test-not-a-real-key", "ANTHROPIC_API_KEY": "sk-ant-test-key",
         "GEMINI_API_KEY": "gm-test-key"}
 SEED = 11
-CASES = [(f, "raw") for f in ("vllm.py", "openai.py", "tgi.py", "ollama.py", "claude.py", "gemini.py")] + [
-    (f, "sdk") for f in ("vllm.py", "ollama.py", "claude.py", "gemini.py")]
+_SHIPPED = [b for b in all_backends().values() if b.docs]
+CASES = [(b.docs.locustfile, "raw") for b in _SHIPPED] + [  # SDK mode: OpenAI's SDK is vLLM's (its case covers it)
+    (b.docs.locustfile, "sdk") for b in _SHIPPED if b.sdk_module and b.name != "openai"]
 
 
 @pytest.fixture(scope="module")

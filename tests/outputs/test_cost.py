@@ -1,4 +1,4 @@
-"""outputs/cost.py: price parsing, the meter's arithmetic, cached tokens per backend."""
+"""outputs/cost.py: price parsing, the meter's arithmetic, cached tokens per backend (the descriptor's rule)."""
 
 from __future__ import annotations
 
@@ -40,3 +40,20 @@ def test_meter_by_hand() -> None:
     assert s["per_request"] == pytest.approx(s["total"] / 3)
     assert s["per_1k_output_tokens"] == pytest.approx(s["total"] / 350 * 1000)
     assert "USD" in console_line(s) and f"{s['total']:.4f}" in console_line(s)
+
+
+def test_the_cached_token_rule_is_the_descriptors(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend declared outside the package says whether its prompt count holds the cached tokens."""
+    from dataclasses import replace
+
+    from llm_users.protocols import backend as registry
+
+    monkeypatch.setattr(registry, "_registered", {})
+    claude = registry.get_backend("claude")
+    registry.register(replace(claude, name="apart"))
+    registry.register(replace(claude, name="inside", cached_in_prompt=True))
+    m = CostMeter(parse_prices("in=1,out=1,cached_in=0.1"))
+    m.add(_rec("apart", 100, 0, {"cache_read_input_tokens": 900}))
+    m.add(_rec("inside", 1000, 0, {"cached_tokens": 400}))
+    m.add(_rec("unknown", 1000, 0, {"cached_tokens": 400}))  # no descriptor: OpenAI-style, as before
+    assert m.summary()["input_tokens"] == 100 + 600 + 600
