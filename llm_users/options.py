@@ -1,32 +1,43 @@
-"""The ``--llm-*`` command-line options (also environment variables and web-UI fields), parsed once.
+"""The configuration: the ``--llm-*`` options (also environment variables and web-UI fields),
+parsed once, and the one module that reads Locust's ``parsed_options``.
 
-Every option defaults to "not given" so a User class's own attributes stay the defaults;
-:func:`settings_for` merges the two into the :class:`Settings` one user runs with.
-:meth:`RunConfig.from_options` reads every option once, at start, into one frozen
-configuration that the plugin passes to whoever needs it (the run, the exporters, the users
-through ``environment.llm_config``). Durations follow one rule: :mod:`llm_users.durations`.
+:func:`config_for` reads them at start into one frozen :class:`RunConfig`: the run-wide
+fields, one :class:`~llm_users.settings.Settings` per User class (class attributes
+overridden by the options given), and the parts other modules parse for it: the workload
+(:mod:`llm_users.workload.build`), the study (:func:`llm_users.load.study.parse_options`),
+the prices (:mod:`llm_users.outputs.cost`) and the export (:mod:`llm_users.outputs.export`).
+The plugin passes it to whoever needs it (the run, the exporters; the users find it as
+``environment.llm_config``, :func:`run_config`). Locust writes the web UI's start form into
+its options and, on a worker, the master's options with each spawn, so :func:`install`
+reads the per-test parts again as each test starts, and the web form is checked by the same
+parser (:meth:`RunConfig.with_form`, the command line's messages). Durations follow one
+rule: :mod:`llm_users.durations`.
 """
 
 from __future__ import annotations
 
-import math
-import os
-import re
+import logging
 import shlex
+import sys
+from argparse import Namespace
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from llm_users.client.stream import Timeouts
 from llm_users.durations import parse_duration_s
 from llm_users.errors import ConfigError
-from llm_users.protocols.sampling import Sampling
+from llm_users.settings import Settings, Timeouts, is_llm_user, parse_bool, settings_for
 from llm_users.slo import parse_slos
 
-MAX_TEMPERATURE = 2.0  # OpenAI, Gemini and vLLM accept 0..2 (Anthropic 0..1)
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_BOOL = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
+if TYPE_CHECKING:
+    from llm_users.load.study import StudyOptions
+    from llm_users.outputs.cost import Prices
+    from llm_users.workload.build import WorkloadOptions
+
+__all__ = ["RunConfig", "Settings", "Timeouts", "add_arguments", "check_url", "config_for", "current_options",
+           "install", "parse_bool", "parse_warmup", "run_config", "settings_for"]
+log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: Any) -> None:
@@ -83,116 +94,6 @@ def add_arguments(parser: Any) -> None:
     add_export_arguments(opt)
 
 
-def parse_bool(value: Any, name: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    try:
-        return _BOOL[str(value).strip().lower()]
-    except KeyError:
-        raise ConfigError(f"{name} must be true or false, got {value!r}") from None
-
-
-@dataclass(slots=True, frozen=True)
-class Settings:
-    """What one user runs with."""
-
-    model: str | None
-    endpoint: str
-    sampling: Sampling
-    prompts: str | None
-    api_key_env: str | None
-    client: str
-    timeouts: Timeouts
-    verify_tls: bool
-    spawn_spread: bool = True  # first request at a random offset within the spawn interval
-    think_jitter_s: float = 0.0  # each later request waits up to this much more (uniform)
-
-    def api_key(self) -> str | None:
-        """The key from the first named variable that is set (names are comma-separated)."""
-        for name in (self.api_key_env or "").split(","):
-            value = os.environ.get(name.strip()) if name.strip() else None
-            if value:
-                return value
-        return None
-
-    def api_key_names(self) -> str:
-        names = [n.strip() for n in (self.api_key_env or "").split(",") if n.strip()]
-        return names[0] + "".join(f" (or {n})" for n in names[1:]) if names else "(none named)"
-
-
-def settings_for(user_cls: Any, options: Any) -> Settings:
-    """Class attributes overridden by whatever options were given."""
-
-    def get(name: str, default: Any) -> Any:
-        v = getattr(options, name, None) if options is not None else None
-        return default if v is None or v == "" else v
-
-    def num(name: str, default: Any, kind: type = float) -> Any:
-        value = get(name, default)
-        try:
-            return kind(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"--{name.replace('_', '-')} must be {'a whole number' if kind is int else 'a number'}, "
-                              f"got {value!r}") from None
-
-    try:
-        sampling = Sampling(
-            max_tokens=num("llm_max_tokens", user_cls.max_tokens, int),
-            temperature=num("llm_temperature", user_cls.temperature),
-            top_p=num("llm_top_p", user_cls.top_p),
-            ignore_eos=parse_bool(get("llm_ignore_eos", user_cls.ignore_eos), "--llm-ignore-eos"),
-            seed=user_cls.seed,
-        )
-    except ValueError as e:  # Sampling's own range checks: "max_tokens must be >= 1, got 0"
-        field_name = str(e).split()[0]
-        raise ConfigError(f"--llm-{field_name.replace('_', '-')}: {e}") from None
-    client = str(get("llm_client", user_cls.client))
-    if client not in ("raw", "sdk"):
-        raise ConfigError(f"--llm-client must be raw or sdk, got {client!r}")
-    defaults = Timeouts()
-    timeouts = Timeouts(
-        connect=num("llm_connect_timeout", defaults.connect),
-        first_byte=num("llm_first_byte_timeout", defaults.first_byte),
-        read=num("llm_read_timeout", defaults.read),
-        total=num("llm_timeout", defaults.total),
-    )
-    if sampling.temperature > MAX_TEMPERATURE:
-        raise ConfigError(f"--llm-temperature must be between 0 and {MAX_TEMPERATURE:g} (what the APIs accept), "
-                          f"got {sampling.temperature:g}")
-    for name, value in (("connect", timeouts.connect), ("first-byte", timeouts.first_byte),
-                        ("read", timeouts.read), ("", timeouts.total)):
-        if not (value > 0 and math.isfinite(value)):
-            option = f"--llm-{name}-timeout" if name else "--llm-timeout"
-            raise ConfigError(f"{option} must be a number of seconds above 0, got {value:g}")
-    endpoint = str(get("llm_endpoint", user_cls.endpoint))
-    descriptor = getattr(user_cls, "descriptor", None)
-    if descriptor is not None:
-        descriptor.route(endpoint)  # ConfigError naming the endpoints there are
-    key_env = get("llm_api_key_env", user_cls.api_key_env)
-    for name in str(key_env or "").split(","):
-        if name.strip() and not _ENV_NAME.match(name.strip()):
-            raise ConfigError(f"--llm-api-key-env takes the NAME of an environment variable (letters, digits, _), "
-                              f"not {'a key' if len(name.strip()) > 20 else repr(name.strip())}")
-    return Settings(
-        model=get("llm_model", user_cls.model),
-        endpoint=endpoint,
-        sampling=sampling,
-        prompts=get("llm_prompts", user_cls.prompts),
-        api_key_env=key_env,
-        client=client,
-        timeouts=timeouts,
-        verify_tls=not parse_bool(get("llm_insecure", False), "--llm-insecure"),
-        spawn_spread=parse_bool(get("llm_spawn_spread", True), "--llm-spawn-spread"),
-        think_jitter_s=_jitter(get("llm_think_jitter", None)),
-    )
-
-
-def _jitter(text: Any) -> float:
-    if text is None or str(text).strip() in ("", "0", "off"):
-        return 0.0
-    return parse_duration_s(str(text), "--llm-think-jitter")
-
-
 DEFAULT_PROMETHEUS_PORT = 9646
 DEFAULT_SCRAPE_INTERVAL_S = 2.0
 
@@ -228,7 +129,8 @@ def _number(options: Any, name: str, default: float, kind: type = float) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class RunConfig:
-    """Every run-wide ``--llm-*`` option, parsed and checked once at start."""
+    """Every ``--llm-*`` option, parsed and checked once at start; the per-test parts again as
+    each test starts (:meth:`for_test`)."""
 
     warmup_requests: int | None = None  # None: each User class's own warmup_requests
     warmup_s: float = 0.0
@@ -245,6 +147,14 @@ class RunConfig:
     server_metrics: str | None = None
     user_settings: Mapping[type, Settings] = field(default_factory=dict)
     backoff: bool = True
+    #: the workload options (a User class's own ``prompts`` where no dataset is given: workload_for)
+    workload: WorkloadOptions | None = None
+    study: StudyOptions | None = None  # open loop, stages, sweep, trace replay (llm_users/load/study.py)
+    cost: Prices | None = None  # --llm-price
+    export: tuple[str, str] | None = None  # --llm-export FORMAT FILE
+    spawn_seed: str | None = None  # --llm-seed as given: each user's own generator (llm_users/load/spawn.py)
+    #: the options these were parsed from, read-only (None: Locust used as a library, no options)
+    options: Mapping[str, Any] | None = None
 
     @classmethod
     def from_options(cls, options: Any, user_classes: list[Any] | tuple[Any, ...] = ()) -> RunConfig:
@@ -265,7 +175,7 @@ class RunConfig:
         if interval <= 0:
             raise ConfigError("--llm-scrape-interval must be more than 0 seconds")
         sidecars = tuple(u.strip() for u in str(_given(options, "llm_gpu_sidecar") or "").split(",") if u.strip())
-        settings = {c: settings_for(c, options) for c in user_classes if _is_llm_user(c)}
+        settings = _user_settings(options, user_classes)
         return cls(
             warmup_requests=warmup_requests,
             warmup_s=warmup_s,
@@ -280,25 +190,92 @@ class RunConfig:
             scrape_interval_s=interval,
             gpu_sidecars=sidecars,
             server_metrics=_server_metrics(options),
-            user_settings=MappingProxyType(settings),
+            user_settings=settings,
             backoff=_backoff(options),
+            workload=_workload(options),
+            study=_study(options),
+            cost=_cost(options),
+            export=_export(options),
+            spawn_seed=_spawn_seed(options),
+            options=_snapshot(options),
         )
 
-    def with_user_settings(self, options: Any, user_classes: list[Any] | tuple[Any, ...]) -> RunConfig:
-        """The same run with the per-user settings read from ``options`` again (at each test
-        start: the master's options on a worker, the web UI's start form)."""
-        settings = {c: settings_for(c, options) for c in user_classes if _is_llm_user(c)}
-        return replace(self, user_settings=MappingProxyType(settings), backoff=_backoff(options))
+    def for_test(self, options: Any, user_classes: list[Any] | tuple[Any, ...]) -> RunConfig:
+        """This run with its per-test parts read again from ``options`` (as a test starts: the
+        web UI's start form, a worker's options from the master): the per-user settings and
+        back-off, the workload, the spawn seed and the study's fields. The run-wide parts stay."""
+        try:
+            study = _study(options)
+        except ConfigError as e:
+            log.error("locust-llm: %s; the open-loop settings stay as they were", e)
+            study = self.study
+        return replace(self, user_settings=_user_settings(options, user_classes), backoff=_backoff(options),
+                       workload=_workload(options), spawn_seed=_spawn_seed(options), study=study,
+                       options=_snapshot(options))
+
+    def with_form(self, fields: Mapping[str, Any], user_classes: list[Any] | tuple[Any, ...]) -> RunConfig:
+        """The configuration the web UI's start form would give: its ``llm_*`` fields over this
+        run's options, through the command line's parser (so a bad value has the same message)."""
+        return RunConfig.from_options(Namespace(**{**(self.options or {}), **fields}), user_classes)
 
     @property
     def sim_argv(self) -> list[str]:
         return shlex.split(self.sim_args)
 
-    def settings(self, user_cls: Any, options: Any = None) -> Settings:
+    def settings(self, user_cls: Any) -> Settings:
         """The settings of one User class (resolved at start; a class added later, e.g. by a
-        load shape, is resolved now)."""
+        load shape, is resolved now, from the same options)."""
         s = self.user_settings.get(user_cls)
-        return s if s is not None else settings_for(user_cls, options)
+        return s if s is not None else settings_for(user_cls, self._namespace())
+
+    def workload_for(self, user_cls: Any) -> WorkloadOptions:
+        """The workload one User class sends (its own ``prompts`` where no dataset is given)."""
+        from llm_users.workload.build import WorkloadOptions
+
+        return (self.workload or WorkloadOptions()).for_class(user_cls)
+
+    def _namespace(self) -> Namespace | None:
+        return None if self.options is None else Namespace(**self.options)
+
+
+def _user_settings(options: Any, user_classes: list[Any] | tuple[Any, ...]) -> Mapping[type, Settings]:
+    return MappingProxyType({c: settings_for(c, options) for c in user_classes if is_llm_user(c)})
+
+
+def _workload(options: Any) -> WorkloadOptions:
+    from llm_users.workload.build import workload_options
+
+    return workload_options(options)
+
+
+def _study(options: Any) -> StudyOptions:
+    from llm_users.load.study import parse_options  # its load profiles import gevent: not at import
+
+    return parse_options(options)
+
+
+def _cost(options: Any) -> Prices | None:
+    from llm_users.outputs.cost import parse_prices
+
+    text = _given(options, "llm_price")
+    return parse_prices(text) if text else None
+
+
+def _export(options: Any) -> tuple[str, str] | None:
+    from llm_users.outputs.export import parse
+
+    return parse(_given(options, "llm_export"))
+
+
+def _spawn_seed(options: Any) -> str | None:
+    seed = getattr(options, "llm_seed", None) if options is not None else None
+    return None if seed is None or str(seed).strip() == "" else str(seed)
+
+
+def _snapshot(options: Any) -> Mapping[str, Any] | None:
+    if options is None:
+        return None
+    return MappingProxyType(dict(vars(options)) if hasattr(options, "__dict__") else dict(options))
 
 
 def _backoff(options: Any) -> bool:
@@ -333,10 +310,30 @@ def check_url(value: str, option: str) -> str:
     return value
 
 
-def _is_llm_user(cls: Any) -> bool:
-    from llm_users.users import LLMUser
+# The configuration of the run in hand -----------------------------------------------------------
 
-    return isinstance(cls, type) and issubclass(cls, LLMUser)
+def config_for(environment: Any) -> RunConfig:
+    """The run's configuration from Locust's options and User classes (at init)."""
+    return RunConfig.from_options(getattr(environment, "parsed_options", None), list(environment.user_classes or []))
+
+
+def install(environment: Any, config: RunConfig) -> None:
+    """Make ``config`` the run's (``environment.llm_config``) and read its per-test parts again
+    as each test starts. Install it before anything else listens to ``test_start``: what starts
+    with the test (the study, then the users) reads the configuration of that test."""
+    environment.llm_config = config
+    environment.events.test_start.add_listener(lambda **_: _refresh(environment))
+
+
+def _refresh(environment: Any) -> None:
+    """Locust has written the web UI's start form into its options, or, on a worker, the
+    master's options (it sends them with every spawn)."""
+    config = environment.llm_config
+    classes = list(config.user_settings) or list(environment.user_classes or [])
+    try:
+        environment.llm_config = config.for_test(environment.parsed_options, classes)
+    except ConfigError as e:  # the web form is checked before it starts a test; a worker says why
+        print(f"locust-llm: {e}", file=sys.stderr, flush=True)
 
 
 def run_config(environment: Any) -> RunConfig:
@@ -346,3 +343,10 @@ def run_config(environment: Any) -> RunConfig:
     if config is None:
         config = RunConfig.from_options(getattr(environment, "parsed_options", None))
     return config
+
+
+def current_options(environment: Any) -> Mapping[str, Any]:
+    """Locust's options as they are now, read-only, for the report (``config`` in summary.json,
+    its environment's ``options``, the export's user count): Locust changes some mid-run (the web
+    UI's Edit form sets ``num_users``), so the report reads them when it is written."""
+    return _snapshot(getattr(environment, "parsed_options", None)) or MappingProxyType({})

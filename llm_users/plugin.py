@@ -66,13 +66,13 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
     llm_events.install(environment.events)
     user_classes = list(environment.user_classes or [])
     try:
-        config = llm_options.RunConfig.from_options(environment.parsed_options, user_classes)
+        config = llm_options.config_for(environment)
         _check_settings(config)
         from llm_users.workload.build import check as check_workload
 
         for cls in config.user_settings:
             try:
-                check_workload(environment.parsed_options, cls)  # a malformed dataset fails here, at start
+                check_workload(config.workload_for(cls))  # a malformed dataset fails here, at start
             except ConfigError as e:  # "dataset FILE, line N: ..." names the option's value already
                 named = "--llm-" in str(e) or str(e).startswith("dataset")
                 raise ConfigError(str(e) if named else f"--llm-dataset/--llm-prompts: {e}") from None
@@ -80,7 +80,7 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
             _check_hosts(environment, user_classes)
             if config.report_dir:
                 check_report_dir(config.report_dir)
-        environment.llm_config = config
+        llm_options.install(environment, config)  # read again at each test start, before the study sees it
         run = run_for(environment, config, runner)
         from llm_users.workload.summary import attach as attach_workload
 
@@ -110,7 +110,6 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
                 _fail("distributed mode needs a server: give --host (the auto-started simulator is for "
                       "single-process runs; start one with `llm-sim --host 0.0.0.0 --port 8000`)")
             _start_simulator(environment, run)
-    environment.events.test_start.add_listener(lambda **_: _refresh_user_settings(environment))
     run.install(runner)
     from llm_users.health.console_table import install as install_console_table
 
@@ -176,17 +175,6 @@ def _route_ctrl_c_to_main() -> None:
         hub.parent.throw(KeyboardInterrupt())
 
     gevent.signal_handler(signal.SIGINT, to_main)
-
-
-def _refresh_user_settings(environment: Any) -> None:
-    """Per-user settings as the test starts: a worker's options are the master's by then (Locust
-    sends them with every spawn), and the web UI's start form may have changed them."""
-    config = environment.llm_config
-    classes = list(config.user_settings) or list(environment.user_classes or [])
-    try:
-        environment.llm_config = config.with_user_settings(environment.parsed_options, classes)
-    except ConfigError as e:  # the web form is checked before it starts a test; a worker says why
-        print(f"locust-llm: {e}", file=sys.stderr, flush=True)
 
 
 def _check_hosts(environment: Any, user_classes: list[Any]) -> None:

@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import gevent
@@ -36,7 +36,7 @@ from llm_users.health.idle import serve_ready_io
 from llm_users.health.lagtrace import span
 from llm_users.health.selfcheck import SelfMonitor, failure_verdict, verdict
 from llm_users.metrics import RequestRecord
-from llm_users.options import RunConfig
+from llm_users.options import RunConfig, current_options
 from llm_users.outputs import SCHEMA, FinalData, RecordWriter, write_outputs
 from llm_users.redaction import Redactor
 
@@ -65,6 +65,18 @@ class LLMRun:
     @property
     def slos(self) -> dict[str, float]:
         return dict(self.config.slos)
+
+    @property
+    def current_config(self) -> RunConfig:
+        """The configuration of the test in hand: ``config`` with its per-test parts read again
+        as the test started (the web UI's start form, a worker's options from the master)."""
+        config = getattr(self.environment, "llm_config", None)
+        return config if isinstance(config, RunConfig) else self.config
+
+    @property
+    def current_options(self) -> Mapping[str, Any]:
+        """Locust's options as they are now, for the report (``options.current_options``)."""
+        return current_options(self.environment)
 
     def install(self, runner: Any) -> None:
         """Add this role's listeners to Locust's events (and its messages to the runner)."""
@@ -244,7 +256,7 @@ class MergingRun(LLMRun):
         self.writer = RecordWriter(config.report_dir) if config.report_dir else None
         self.collector = Collector(dict(config.slos), self.writer)
         self.last_summary: dict[str, Any] | None = None
-        self.redactor = Redactor.for_run(environment.parsed_options, config.user_settings.values())
+        self.redactor = Redactor.for_run(config.options, config.user_settings.values())
         self.summary_hooks: list[Callable[[dict[str, Any]], None]] = []  # add sections to the summary
         self.output_hooks: list[Callable[[str, dict[str, Any]], None]] = []  # write more files to the report dir
 
@@ -304,7 +316,7 @@ class MergingRun(LLMRun):
                                    message=f"{failing['message']}; {s['self_check']['message']}")
         for hook in self.summary_hooks:
             hook(s)
-        s["config"] = self.redactor.config(self.environment.parsed_options)
+        s["config"] = self.redactor.config(self.current_options)
         s = self.redactor.scrub(s)  # a key in any section (environment, command line, ...) is masked
         return s
 

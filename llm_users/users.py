@@ -97,13 +97,13 @@ class LLMUser(User):
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)
         config = run_config(environment)
-        self.settings: Settings = config.settings(type(self), environment.parsed_options)
+        self.settings: Settings = config.settings(type(self))
         self.backoff = Backoff(enabled=config.backoff)
         self._warmup_requests = (config.warmup_requests if config.warmup_requests is not None
                                  else self.warmup_requests)
         self.user_number = next(_user_numbers)
-        self.rng = user_rng(environment, self.user_number)  # spawn offset, think jitter (spawn.py)
-        self.source = source_for(environment.parsed_options, type(self))
+        self.rng = user_rng(config.spawn_seed, environment, self.user_number)  # spawn offset, think jitter
+        self.source = source_for(config.workload_for(type(self)))
         self.lane = self.source.lane(self.user_number)
         self.api_key = self.settings.api_key()
         self.model_name = self.settings.model or "default"

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from argparse import Namespace
+from pathlib import Path
 
 import pytest
 
@@ -98,3 +102,113 @@ def test_run_config_defaults() -> None:
 def test_run_config_errors_name_the_option(kw: dict, msg: str) -> None:
     with pytest.raises(ConfigError, match=msg):
         RunConfig.from_options(opts(**kw))
+
+
+# One configuration, parsed once (issue 26) -----------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_configuration_loads_without_gevent_or_httptools() -> None:
+    """options.py no longer takes Timeouts from the stream client: reading the configuration
+    does not import the network stack (nor Locust)."""
+    code = ("import llm_users.options, sys; "
+            "assert 'gevent' not in sys.modules and 'httptools' not in sys.modules, sorted(sys.modules)")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_the_configuration_and_the_users_are_in_no_import_cycle() -> None:
+    from tests.test_structure import cycles, import_graph
+
+    graph = import_graph()
+    assert "llm_users.users" not in graph["llm_users.options"]
+    tangled = [c for c in cycles(graph) if {"llm_users.options", "llm_users.users", "llm_users.settings"} & set(c)]
+    assert tangled == []
+
+
+def test_llm_user_classes_are_known_without_importing_them() -> None:
+    from locust import User
+
+    from llm_users import users
+    from llm_users.settings import is_llm_user
+
+    shipped = [getattr(users, name) for name in users.__all__ if name.endswith("User") and name != "LLMUser"]
+    assert len(shipped) >= 6 and all(is_llm_user(c) for c in shipped)
+    assert is_llm_user(users.LLMUser) and not is_llm_user(User) and not is_llm_user(3)
+
+
+def test_every_part_is_parsed_into_the_one_configuration() -> None:
+    c = RunConfig.from_options(opts(llm_price="in=1,out=2", llm_export=["vllm-bench", "out.json"], llm_seed="07",
+                                    llm_rate="5", llm_max_inflight="3", llm_input_tokens="64",
+                                    llm_first_byte_timeout="7"), [VLLMUser])
+    assert c.cost is not None and (c.cost.input, c.cost.output) == (1.0, 2.0)
+    assert c.export == ("vllm-bench", "out.json")
+    assert c.spawn_seed == "07"  # as given: the users' generators are seeded by the text
+    assert c.study is not None and (c.study.rate, c.study.cap, c.study.seed, c.study.open_loop) == (5.0, 3, 7, True)
+    assert c.workload is not None and c.workload.input_tokens is not None and c.workload.seed == 7
+    assert c.settings(VLLMUser).timeouts.first_byte == 7.0
+    assert c.options is not None and c.options["llm_rate"] == "5"
+    with pytest.raises(TypeError):
+        c.options["llm_rate"] = "6"  # type: ignore[index]  # read-only
+
+
+class _Listed(VLLMUser):
+    prompts = "conversations"
+
+
+def test_a_user_class_keeps_its_own_dataset_where_none_is_given() -> None:
+    assert RunConfig.from_options(opts()).workload_for(_Listed).dataset == "conversations"
+    assert RunConfig.from_options(opts(llm_dataset="short")).workload_for(_Listed).dataset == "short"
+    assert RunConfig.from_options(opts()).workload_for(VLLMUser).dataset is None
+
+
+@pytest.mark.parametrize(("kw", "msg"), [
+    (dict(llm_price="free"), "--llm-price"),
+    (dict(llm_export=["csv", "x"]), "--llm-export"),
+    (dict(llm_rate="fast"), "--llm-rate"),
+    (dict(llm_stages="50:60s", llm_steps="1:2:1:5s"), "--llm-stages or --llm-steps"),
+    (dict(llm_seed="x"), "--llm-seed must be a whole number"),
+    (dict(llm_prefix_tokens=8), "--llm-prefix-tokens needs --llm-input-tokens"),
+])
+def test_every_part_fails_at_start_naming_the_option(kw: dict, msg: str) -> None:
+    with pytest.raises(ConfigError, match=msg):
+        RunConfig.from_options(opts(**kw), [VLLMUser])
+
+
+def test_each_test_start_reads_the_per_test_parts_again() -> None:
+    """Locust writes the web form (or, on a worker, the master's options) into its options before
+    test_start: the users, the study and the workload of that test see them; the run-wide parts stay."""
+    from locust.env import Environment
+
+    from llm_users import options
+
+    ns = Namespace(llm_max_tokens="16", llm_report="out", llm_rate=None, llm_seed=None)
+    env = Environment(user_classes=[VLLMUser], parsed_options=ns)
+    options.install(env, options.config_for(env))
+    first = options.run_config(env)
+    assert first.settings(VLLMUser).sampling.max_tokens == 16 and first.study.rate is None
+    ns.llm_max_tokens, ns.llm_rate, ns.llm_seed, ns.llm_input_tokens, ns.llm_report = "32", "9", "4", "128", "other"
+    env.events.test_start.fire(environment=env)
+    now = options.run_config(env)
+    assert now.settings(VLLMUser).sampling.max_tokens == 32
+    assert (now.study.rate, now.study.seed, now.spawn_seed) == (9.0, 4, "4")
+    assert now.workload.input_tokens is not None and now.options["llm_max_tokens"] == "32"
+    assert now.report_dir == "out"  # run-wide: as parsed at start
+    ns.llm_max_tokens = "lots"
+    env.events.test_start.fire(environment=env)  # a bad value: said once, the test keeps its settings
+    assert options.run_config(env).settings(VLLMUser).sampling.max_tokens == 32
+
+
+def test_the_report_reads_locusts_options_as_they_are_now() -> None:
+    from types import SimpleNamespace
+
+    from llm_users import options
+
+    ns = Namespace(num_users=2)
+    env = SimpleNamespace(parsed_options=ns)
+    assert options.current_options(env)["num_users"] == 2
+    ns.num_users = 5  # the web UI's Edit form, mid-run
+    assert options.current_options(env)["num_users"] == 5
+    assert dict(options.current_options(SimpleNamespace(parsed_options=None))) == {}

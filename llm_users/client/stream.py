@@ -30,7 +30,6 @@ import _socket  # the C socket type, which gevent's monkey-patching leaves alone
 import socket as _stdsocket  # constants only: the class may be gevent's after monkey-patching
 import time
 import uuid
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -58,6 +57,7 @@ from llm_users.errors import (
 )
 from llm_users.metrics import RequestRecord
 from llm_users.protocols.base import HTTPRequest, StreamParser, error_message
+from llm_users.settings import Timeouts  # the time limits are part of the configuration
 
 perf_counter_ns = time.perf_counter_ns
 
@@ -71,16 +71,6 @@ _BUF_SIZE = 16384
 _BUF = bytearray(_BUF_SIZE)
 _VIEW = memoryview(_BUF)
 _MAX_ERROR_BODY = 65536
-
-
-@dataclass(slots=True, frozen=True)
-class Timeouts:
-    """Time limits in seconds; None means no limit."""
-
-    connect: float | None = 10.0
-    first_byte: float | None = 120.0
-    read: float | None = 60.0  # the longest gap between two reads once bytes flow
-    total: float | None = 600.0
 
 
 class _Exchange:

@@ -171,11 +171,11 @@ class Scheduler:
 
     # the loop ---------------------------------------------------------------------------------
     def _templates_ready(self) -> None:
-        from llm_users.users import LLMUser
+        from llm_users.settings import is_llm_user  # not llm_users.users: the configuration imports load/
 
         if self._templates:
             return
-        classes = [c for c in (self.environment.user_classes or []) if isinstance(c, type) and issubclass(c, LLMUser)]
+        classes = [c for c in (self.environment.user_classes or []) if is_llm_user(c)]
         for cls in classes:
             if self.environment.host:
                 cls.host = self.environment.host  # as Locust's runner does before it spawns users

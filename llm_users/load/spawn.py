@@ -24,10 +24,9 @@ from typing import Any
 MAX_INTERVAL_S = 1.0
 
 
-def user_rng(environment: Any, user_number: int) -> random.Random:
-    """The user's own generator: seeded by (--llm-seed, worker index, user number) when a seed
-    is given, from the OS otherwise."""
-    seed = getattr(getattr(environment, "parsed_options", None), "llm_seed", None)
+def user_rng(seed: str | None, environment: Any, user_number: int) -> random.Random:
+    """The user's own generator: seeded by (``seed``, the run's --llm-seed, worker index, user
+    number) when a seed is given, from the OS otherwise."""
     if seed is None or str(seed).strip() == "":
         return random.Random()
     worker = getattr(getattr(environment, "runner", None), "worker_index", 0)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -96,14 +97,71 @@ def _float(opts: Any, name: str, option: str, default: float, low: float, high: 
     return f
 
 
-def open_loop_wanted(opts: Any) -> bool:
-    """Open loop: a rate, an arrival law (stages are then rates), a rate sweep or a trace."""
-    return bool(_get(opts, "llm_rate") is not None or _get(opts, "llm_arrival") or _get(opts, "llm_sweep") == "rate"
-                or _get(opts, "llm_trace"))
+@dataclass(frozen=True, slots=True)
+class StudyOptions:
+    """The study options, parsed and checked once (:func:`parse_options`); the checks that
+    depend on the run's role (a sweep's SLOs and time budget) are the :class:`Study`'s."""
+
+    rate: float | None = None
+    cap: int | None = None
+    arrival: str | None = None
+    seed: int | None = None
+    plan: tuple[StagePlan, ...] | None = None
+    settle: float | None = None
+    sweep_mode: str | None = None
+    trace: str | None = None
+    speedup: float = 1.0
+    target: float = 0.95
+    sweep_start: float = 1.0
+    sweep_points: int = 12
+    open_loop: bool = False  # a rate, an arrival law (stages are then rates), a rate sweep or a trace
+
+
+def parse_options(opts: Any) -> StudyOptions:
+    """The study part of the configuration (called by :meth:`llm_users.options.RunConfig.from_options`,
+    again at each test start); a :class:`ConfigError` naming the option otherwise."""
+    rate = parse_rate(_get(opts, "llm_rate"))
+    cap = parse_cap(_get(opts, "llm_max_inflight"))
+    arrival = _get(opts, "llm_arrival")
+    seed_text = _get(opts, "llm_seed")
+    try:
+        seed = None if seed_text is None else int(seed_text)
+    except ValueError:
+        raise ConfigError(f"--llm-seed must be a whole number, got {seed_text!r}") from None
+    stages_text, steps_text = _get(opts, "llm_stages"), _get(opts, "llm_steps")
+    sweep_mode = _get(opts, "llm_sweep")
+    trace = _get(opts, "llm_trace")
+    if stages_text and steps_text:
+        raise ConfigError("give --llm-stages or --llm-steps, not both")
+    plan = (parse_stages(stages_text) if stages_text else parse_steps(steps_text) if steps_text else None)
+    settle = parse_duration_s(_get(opts, "llm_settle"), "--llm-settle") if _get(opts, "llm_settle") else None
+    if sweep_mode is not None and sweep_mode not in SWEEP_MODES:
+        raise ConfigError(f"--llm-sweep must be concurrency or rate, got {sweep_mode!r}")
+    if sweep_mode and plan:
+        raise ConfigError("--llm-sweep chooses its own load points: drop --llm-stages/--llm-steps")
+    open_loop = bool(rate is not None or arrival or sweep_mode == "rate" or trace)
+    if rate is not None and (plan or sweep_mode):
+        raise ConfigError("--llm-rate is one load point: with stages or a sweep the stages give the rate "
+                          "(use --llm-arrival to make them rates)")
+    if cap is not None and not open_loop:
+        raise ConfigError("--llm-max-inflight is for open loop: give --llm-rate (or --llm-arrival with stages)")
+    if trace and (plan or sweep_mode or rate is not None):
+        raise ConfigError("--llm-trace gives its own schedule: drop --llm-rate/--llm-stages/--llm-steps/--llm-sweep")
+    speedup = _float(opts, "llm_trace_speedup", "--llm-trace-speedup", 1.0, 1e-6)
+    target = _float(opts, "llm_sweep_target", "--llm-sweep-target", 0.95, 0.0, 1.0)
+    sweep_start = _float(opts, "llm_sweep_start", "--llm-sweep-start", 1.0, 1e-6)
+    sweep_points = int(_float(opts, "llm_sweep_points", "--llm-sweep-points", 12, 2, 1000))
+    if arrival:
+        from llm_users.load.arrivals import parse_arrival
+
+        parse_arrival(arrival)  # bad input fails at start
+    return StudyOptions(rate=rate, cap=cap, arrival=arrival, seed=seed, plan=tuple(plan) if plan else None,
+                        settle=settle, sweep_mode=sweep_mode, trace=trace, speedup=speedup, target=target,
+                        sweep_start=sweep_start, sweep_points=sweep_points, open_loop=open_loop)
 
 
 class Study:
-    """The study parts of one node, chosen from the options once at init."""
+    """The study parts of one node, chosen from the configuration once at init."""
 
     def __init__(self, environment: Any, run: Any) -> None:
         self.environment = environment
@@ -111,48 +169,17 @@ class Study:
         # the run's role (llm_users/run.py), never a mode string
         self.on_worker = not run.merges
         self.on_master = run.merges and not run.generates_load
-        opts = environment.parsed_options
-        self.rate = parse_rate(_get(opts, "llm_rate"))
-        self.cap = parse_cap(_get(opts, "llm_max_inflight"))
-        self.arrival = _get(opts, "llm_arrival")
-        seed = _get(opts, "llm_seed")
-        try:
-            self.seed = None if seed is None else int(seed)
-        except ValueError:
-            raise ConfigError(f"--llm-seed must be a whole number, got {seed!r}") from None
-        stages_text, steps_text = _get(opts, "llm_stages"), _get(opts, "llm_steps")
-        self.sweep_mode = _get(opts, "llm_sweep")
-        self.trace = _get(opts, "llm_trace")
-        if stages_text and steps_text:
-            raise ConfigError("give --llm-stages or --llm-steps, not both")
-        self.plan: list[StagePlan] | None = (parse_stages(stages_text) if stages_text else
-                                             parse_steps(steps_text) if steps_text else None)
-        self.settle = parse_duration_s(_get(opts, "llm_settle"), "--llm-settle") if _get(opts, "llm_settle") else None
-        if self.sweep_mode is not None and self.sweep_mode not in SWEEP_MODES:
-            raise ConfigError(f"--llm-sweep must be concurrency or rate, got {self.sweep_mode!r}")
-        if self.sweep_mode and self.plan:
-            raise ConfigError("--llm-sweep chooses its own load points: drop --llm-stages/--llm-steps")
+        o: StudyOptions = run.config.study
+        self.rate, self.cap, self.arrival, self.seed = o.rate, o.cap, o.arrival, o.seed
+        self.sweep_mode, self.trace, self.settle = o.sweep_mode, o.trace, o.settle
+        self.plan: list[StagePlan] | None = list(o.plan) if o.plan else None
         sweeps_here = bool(self.sweep_mode) and not self.on_worker  # (--processes drops -t on its workers)
         if sweeps_here and not run.slos:
             raise ConfigError("--llm-sweep needs --llm-slo (e.g. --llm-slo tpot=30ms): the knee is where it breaks")
         if sweeps_here and not run.config.run_time_s:
             raise ConfigError("--llm-sweep needs -t/--run-time: it is the whole sweep's time budget")
-        self.open_loop = open_loop_wanted(opts)
-        if self.rate is not None and (self.plan or self.sweep_mode):
-            raise ConfigError("--llm-rate is one load point: with stages or a sweep the stages give the rate "
-                              "(use --llm-arrival to make them rates)")
-        if self.cap is not None and not self.open_loop:
-            raise ConfigError("--llm-max-inflight is for open loop: give --llm-rate (or --llm-arrival with stages)")
-        if self.trace and (self.plan or self.sweep_mode or self.rate is not None):
-            raise ConfigError("--llm-trace gives its own schedule: drop --llm-rate/--llm-stages/--llm-steps/--llm-sweep")
-        self.speedup = _float(opts, "llm_trace_speedup", "--llm-trace-speedup", 1.0, 1e-6)
-        self.target = _float(opts, "llm_sweep_target", "--llm-sweep-target", 0.95, 0.0, 1.0)
-        self.sweep_start = _float(opts, "llm_sweep_start", "--llm-sweep-start", 1.0, 1e-6)
-        self.sweep_points = int(_float(opts, "llm_sweep_points", "--llm-sweep-points", 12, 2, 1000))
-        if self.arrival:
-            from llm_users.load.arrivals import parse_arrival
-
-            parse_arrival(self.arrival)  # bad input fails at start
+        self.open_loop = o.open_loop
+        self.speedup, self.target, self.sweep_start, self.sweep_points = o.speedup, o.target, o.sweep_start, o.sweep_points
         self.trace_rows = None
         if self.trace:
             from llm_users.load.trace_replay import load_trace
@@ -262,7 +289,7 @@ class Study:
         self._stopping = False
         if not self.on_worker:
             self._reread_web_form()
-        elif open_loop_wanted(self.environment.parsed_options):  # the master's options came with the spawn
+        elif self.run.current_config.study.open_loop:  # the master's options came with the spawn
             self._worker_scheduler()
             assert self.scheduler is not None
             if not self.scheduler.has_share:  # its share was lost (sent before our handler existed)
@@ -281,20 +308,13 @@ class Study:
             self.scheduler.start()
 
     def _reread_web_form(self) -> None:
-        """The web UI's start form may have set the open-loop fields: read them again."""
+        """The web UI's start form may have set the open-loop fields: the configuration read
+        again at this test's start (llm_users/options.py) has them."""
         from llm_users.load.arrivals import parse_arrival
 
-        opts = self.environment.parsed_options
-        try:
-            rate = parse_rate(_get(opts, "llm_rate"))
-            arrival = _get(opts, "llm_arrival")
-            cap = parse_cap(_get(opts, "llm_max_inflight"))
-            seed = _get(opts, "llm_seed")
-            law = str(parse_arrival(arrival)) if arrival else None
-            seed_n = int(seed) if seed is not None else None
-        except (ConfigError, ValueError) as e:
-            log.error("locust-llm: %s; the open-loop settings stay as they were", e)
-            return
+        o = self.run.current_config.study
+        rate, arrival, cap, seed_n = o.rate, o.arrival, o.cap, o.seed
+        law = str(parse_arrival(arrival)) if arrival else None
         if rate is None or self.shape is not None:
             return
         self.rate, self.cap, self.arrival = rate, cap, arrival

@@ -125,18 +125,12 @@ def console_line(cost: dict[str, Any]) -> str:
 
 
 def attach(environment: Any, run: Any) -> CostMeter | None:
-    """Master or local runner, with --llm-price: meter the merged records, add ``cost``."""
-    text = getattr(environment.parsed_options, "llm_price", None)
+    """Master or local runner, with --llm-price (``run.config.cost``): meter the merged records, add ``cost``."""
+    prices = run.config.cost
     collector = getattr(run, "collector", None)
-    if not text or collector is None:
+    if prices is None or collector is None:
         return None
-    meter = CostMeter(parse_prices(text))
+    meter = CostMeter(prices)
     collector.observers.append(meter.add)
     run.summary_hooks.append(lambda summary: summary.__setitem__("cost", meter.summary()))
     return meter
-
-
-def check(options: Any) -> None:
-    text = getattr(options, "llm_price", None)
-    if text:
-        parse_prices(text)

@@ -99,8 +99,9 @@ def vllm_bench(summary: dict[str, Any], stats: Any, rows: list[dict[str, Any]], 
 
 
 def attach(environment: Any, run: Any) -> None:
-    """With --llm-export: write the file once the final summary is built (master or local)."""
-    spec = parse(getattr(environment.parsed_options, "llm_export", None))
+    """With --llm-export (``run.config.export``): write the file once the final summary is built
+    (master or local)."""
+    spec = run.config.export
     if spec is None or getattr(run, "collector", None) is None:
         return
     _, path = spec
@@ -108,7 +109,7 @@ def attach(environment: Any, run: Any) -> None:
     def hook(summary: dict[str, Any]) -> None:
         if getattr(run, "test_stop", None) is None:  # a live summary (web UI): not the final one
             return
-        users = getattr(environment.parsed_options, "num_users", None)
+        users = run.current_options.get("num_users")  # as it is now: the Edit form may have changed it
         data = vllm_bench(summary, run.collector.stats, run.collector.timeline.rows(), users)
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))

@@ -15,7 +15,6 @@ test keeps the LLM settings it started with (the Edit form's fields are dropped 
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
@@ -66,29 +65,15 @@ def rows(live: LiveView, now: float) -> list[dict[str, Any]]:
     return out
 
 
-def check_form(form: Any, parsed_options: Any, user_classes: list[Any]) -> str | None:
-    """The reason the start form's ``llm_*`` fields make no valid settings, or None."""
-    from llm_users.options import settings_for
-    from llm_users.users import LLMUser
-
+def check_form(form: Any, config: Any, user_classes: list[Any]) -> str | None:
+    """The reason the start form's ``llm_*`` fields make no valid configuration, or None: the
+    fields over the run's options (``config``, a :class:`~llm_users.options.RunConfig`),
+    through the command line's parser, so the reason is the line the command line would print."""
     given = {k: v for k, v in form.items() if k.startswith("llm_")}
     if not given:
         return None
-    numbers = {"llm_max_tokens": int, "llm_temperature": float, "llm_top_p": float, "llm_connect_timeout": float,
-               "llm_first_byte_timeout": float, "llm_read_timeout": float, "llm_timeout": float}
-    for key, kind in numbers.items():
-        value = str(given.get(key, "")).strip()
-        if value:
-            try:
-                kind(value)
-            except ValueError:
-                noun = "an integer" if kind is int else "a number"
-                return f"--{key.replace('_', '-')} must be {noun}, got {value!r}"
-    opts = argparse.Namespace(**{**vars(parsed_options or argparse.Namespace()), **given})
     try:
-        for cls in user_classes:
-            if isinstance(cls, type) and issubclass(cls, LLMUser):
-                settings_for(cls, opts)
+        config.with_form(given, user_classes)
     except ConfigError as e:
         return str(e)
     return None
@@ -100,12 +85,11 @@ def install(web_ui: Any, run: Any) -> LiveView:
     from werkzeug.datastructures import ImmutableMultiDict
 
     environment = run.environment
-    opts = environment.parsed_options
     live = LiveView(run.slos, lag_s=run.data_lag_s)
     live.reset(time.time())
     if run.collector is not None:
         run.collector.live = live
-    gpu = bool(getattr(opts, "llm_gpu_sidecar", None))
+    gpu = bool(run.config.gpu_sidecars)
     columns = COLUMNS + ([GOODPUT_COLUMN] if run.slos else [])
     web_ui.template_args["extendedTabs"] = [{"title": "LLM", "key": TAB}]
     web_ui.template_args["extendedTables"] = [
@@ -132,7 +116,7 @@ def install(web_ui: Any, run: Any) -> LiveView:
             request.form = ImmutableMultiDict(
                 [(k, v) for k, v in request.form.items(multi=True) if not k.startswith("llm_")])
             return None
-        reason = check_form(request.form, environment.parsed_options, list(environment.user_classes or []))
+        reason = check_form(request.form, run.current_config, list(environment.user_classes or []))
         if reason:
             return jsonify({"success": False, "message": reason, "host": environment.host})
         return None

@@ -1,11 +1,12 @@
 """From the ``--llm-*`` workload options to one request source per process (cached), and the
-options themselves (registered by :func:`llm_users.options.add_arguments`)."""
+options themselves (registered by :func:`llm_users.options.add_arguments`, parsed by
+:func:`workload_options` into the configuration's ``workload``)."""
 
 from __future__ import annotations
 
 import random
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from llm_users.durations import parse_duration_s
@@ -45,13 +46,18 @@ class WorkloadOptions:
     think_s: float = 0.0
     seed: int = 0
 
+    def for_class(self, user_cls: Any) -> WorkloadOptions:
+        """The workload of one User class: its own ``prompts`` where no dataset was given."""
+        own = getattr(user_cls, "prompts", None) if user_cls is not None else None
+        return self if self.dataset or not own else replace(self, dataset=own)
 
-def workload_options(options: Any, user_cls: Any = None) -> WorkloadOptions:
+
+def workload_options(options: Any) -> WorkloadOptions:
     def get(name: str) -> Any:
         v = getattr(options, name, None) if options is not None else None
         return None if v is None or v == "" else v
 
-    dataset = get("llm_dataset") or get("llm_prompts") or (getattr(user_cls, "prompts", None) if user_cls else None)
+    dataset = get("llm_dataset") or get("llm_prompts")
     inp = get("llm_input_tokens")
     out = get("llm_output_tokens")
     prefix_tokens = int(get("llm_prefix_tokens") or 0)
@@ -73,8 +79,15 @@ def workload_options(options: Any, user_cls: Any = None) -> WorkloadOptions:
         prefix_count=prefix_count,
         turns=turns,
         think_s=parse_duration_s(think, "--llm-think-time") if (think := get("llm_think_time")) else 0.0,
-        seed=int(get("llm_workload_seed") or get("llm_seed") or 0),
+        seed=_seed(get("llm_workload_seed") or get("llm_seed") or 0),
     )
+
+
+def _seed(value: Any) -> int:
+    try:
+        return int(value)
+    except ValueError:  # --llm-workload-seed is an int to argparse: the value is --llm-seed's
+        raise ConfigError(f"--llm-seed must be a whole number, got {value!r}") from None
 
 
 def build_source(w: WorkloadOptions) -> RequestSource:
@@ -131,9 +144,8 @@ _sources: dict[WorkloadOptions, RequestSource] = {}
 _lock = threading.Lock()
 
 
-def source_for(options: Any, user_cls: Any = None) -> RequestSource:
-    """The process's source for these options (one per distinct workload)."""
-    w = workload_options(options, user_cls)
+def source_for(w: WorkloadOptions) -> RequestSource:
+    """The process's source for this workload (one per distinct workload)."""
     with _lock:
         src = _sources.get(w)
         if src is None:
@@ -141,6 +153,6 @@ def source_for(options: Any, user_cls: Any = None) -> RequestSource:
     return src
 
 
-def check(options: Any, user_cls: Any = None) -> None:
-    """Validate the options and read the dataset at start (a bad file stops the run there)."""
-    source_for(options, user_cls)
+def check(w: WorkloadOptions) -> None:
+    """Read the dataset at start (a bad file stops the run there)."""
+    source_for(w)

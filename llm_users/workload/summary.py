@@ -135,7 +135,7 @@ def attach(environment: Any, run: Any) -> WorkloadStats | None:
         block: dict[str, Any] = {}
         try:
             user_cls = next((u for u in environment.user_classes or [] if hasattr(u, "backend")), None)
-            block["source"] = source_for(environment.parsed_options, user_cls).describe()
+            block["source"] = source_for(run.current_config.workload_for(user_cls)).describe()
         except Exception as e:  # noqa: BLE001 - the summary must still be written
             block["source"] = {"error": str(e)}
         err = stats.input_error()

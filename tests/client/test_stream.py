@@ -7,11 +7,12 @@ import socket
 
 import pytest
 
-from llm_users.client.stream import StreamClient, Timeouts, new_request_id
+from llm_users.client.stream import StreamClient, new_request_id
 from llm_users.errors import LLMRequestError
 from llm_users.metrics import RequestRecord
 from llm_users.protocols import openai as oa
 from llm_users.protocols.sampling import Sampling
+from llm_users.settings import Timeouts
 
 MESSAGES = [{"role": "user", "content": "Tell me about streams."}]
 

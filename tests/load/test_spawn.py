@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import random
 from types import SimpleNamespace
 
-from llm_users.load.spawn import first_request_delay, spawn_interval, think_jitter, user_rng
+from llm_users.load import spawn
+from llm_users.load.spawn import first_request_delay, spawn_interval, think_jitter
+from llm_users.options import RunConfig
 
 
 def env(seed: object = None, wait: float | None = None, worker: int = 0) -> SimpleNamespace:
     runner = SimpleNamespace(worker_index=worker)
     if wait is not None:
         runner._users_dispatcher = SimpleNamespace(_wait_between_dispatch=wait)
-    return SimpleNamespace(parsed_options=argparse.Namespace(llm_seed=seed), runner=runner)
+    config = RunConfig.from_options(argparse.Namespace(llm_seed=seed))  # --llm-seed, parsed once
+    return SimpleNamespace(llm_config=config, runner=runner)
+
+
+def user_rng(environment: SimpleNamespace, user_number: int) -> random.Random:
+    """The user's generator as LLMUser makes it: the seed from the run's configuration."""
+    return spawn.user_rng(environment.llm_config.spawn_seed, environment, user_number)
 
 
 def test_a_seed_gives_the_same_offsets_per_worker_and_user() -> None:

@@ -1,0 +1,150 @@
+"""What one user runs with: its :class:`Settings` (model, endpoint, sampling, client, the four
+time limits, TLS, spawn spread), resolved from its User class's attributes and the ``--llm-*``
+options. Part of the configuration: :mod:`llm_users.options` parses the options once and keeps
+one Settings per User class; the stream client takes its :class:`Timeouts` from here.
+
+No gevent, no sockets, no Locust: the configuration loads without the network stack.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from llm_users.durations import parse_duration_s
+from llm_users.errors import ConfigError
+from llm_users.protocols.sampling import Sampling
+
+MAX_TEMPERATURE = 2.0  # OpenAI, Gemini and vLLM accept 0..2 (Anthropic 0..1)
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_BOOL = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
+
+
+def parse_bool(value: Any, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    try:
+        return _BOOL[str(value).strip().lower()]
+    except KeyError:
+        raise ConfigError(f"{name} must be true or false, got {value!r}") from None
+
+
+def is_llm_user(cls: Any) -> bool:
+    """A User class the ``--llm-*`` settings apply to: an ``LLMUser`` (every one names its
+    ``backend``). Known by that attribute, so the configuration need not import the User
+    classes (which import the configuration)."""
+    return isinstance(cls, type) and isinstance(getattr(cls, "backend", None), str)
+
+
+@dataclass(slots=True, frozen=True)
+class Timeouts:
+    """Time limits in seconds; None means no limit."""
+
+    connect: float | None = 10.0
+    first_byte: float | None = 120.0
+    read: float | None = 60.0  # the longest gap between two reads once bytes flow
+    total: float | None = 600.0
+
+
+@dataclass(slots=True, frozen=True)
+class Settings:
+    """What one user runs with."""
+
+    model: str | None
+    endpoint: str
+    sampling: Sampling
+    prompts: str | None
+    api_key_env: str | None
+    client: str
+    timeouts: Timeouts
+    verify_tls: bool
+    spawn_spread: bool = True  # first request at a random offset within the spawn interval
+    think_jitter_s: float = 0.0  # each later request waits up to this much more (uniform)
+
+    def api_key(self) -> str | None:
+        """The key from the first named variable that is set (names are comma-separated)."""
+        for name in (self.api_key_env or "").split(","):
+            value = os.environ.get(name.strip()) if name.strip() else None
+            if value:
+                return value
+        return None
+
+    def api_key_names(self) -> str:
+        names = [n.strip() for n in (self.api_key_env or "").split(",") if n.strip()]
+        return names[0] + "".join(f" (or {n})" for n in names[1:]) if names else "(none named)"
+
+
+def settings_for(user_cls: Any, options: Any) -> Settings:
+    """Class attributes overridden by whatever options were given."""
+
+    def get(name: str, default: Any) -> Any:
+        v = getattr(options, name, None) if options is not None else None
+        return default if v is None or v == "" else v
+
+    def num(name: str, default: Any, kind: type = float) -> Any:
+        value = get(name, default)
+        try:
+            return kind(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"--{name.replace('_', '-')} must be {'a whole number' if kind is int else 'a number'}, "
+                              f"got {value!r}") from None
+
+    try:
+        sampling = Sampling(
+            max_tokens=num("llm_max_tokens", user_cls.max_tokens, int),
+            temperature=num("llm_temperature", user_cls.temperature),
+            top_p=num("llm_top_p", user_cls.top_p),
+            ignore_eos=parse_bool(get("llm_ignore_eos", user_cls.ignore_eos), "--llm-ignore-eos"),
+            seed=user_cls.seed,
+        )
+    except ValueError as e:  # Sampling's own range checks: "max_tokens must be >= 1, got 0"
+        field_name = str(e).split()[0]
+        raise ConfigError(f"--llm-{field_name.replace('_', '-')}: {e}") from None
+    client = str(get("llm_client", user_cls.client))
+    if client not in ("raw", "sdk"):
+        raise ConfigError(f"--llm-client must be raw or sdk, got {client!r}")
+    defaults = Timeouts()
+    timeouts = Timeouts(
+        connect=num("llm_connect_timeout", defaults.connect),
+        first_byte=num("llm_first_byte_timeout", defaults.first_byte),
+        read=num("llm_read_timeout", defaults.read),
+        total=num("llm_timeout", defaults.total),
+    )
+    if sampling.temperature > MAX_TEMPERATURE:
+        raise ConfigError(f"--llm-temperature must be between 0 and {MAX_TEMPERATURE:g} (what the APIs accept), "
+                          f"got {sampling.temperature:g}")
+    for name, value in (("connect", timeouts.connect), ("first-byte", timeouts.first_byte),
+                        ("read", timeouts.read), ("", timeouts.total)):
+        if not (value > 0 and math.isfinite(value)):
+            option = f"--llm-{name}-timeout" if name else "--llm-timeout"
+            raise ConfigError(f"{option} must be a number of seconds above 0, got {value:g}")
+    endpoint = str(get("llm_endpoint", user_cls.endpoint))
+    descriptor = getattr(user_cls, "descriptor", None)
+    if descriptor is not None:
+        descriptor.route(endpoint)  # ConfigError naming the endpoints there are
+    key_env = get("llm_api_key_env", user_cls.api_key_env)
+    for name in str(key_env or "").split(","):
+        if name.strip() and not _ENV_NAME.match(name.strip()):
+            raise ConfigError(f"--llm-api-key-env takes the NAME of an environment variable (letters, digits, _), "
+                              f"not {'a key' if len(name.strip()) > 20 else repr(name.strip())}")
+    return Settings(
+        model=get("llm_model", user_cls.model),
+        endpoint=endpoint,
+        sampling=sampling,
+        prompts=get("llm_prompts", user_cls.prompts),
+        api_key_env=key_env,
+        client=client,
+        timeouts=timeouts,
+        verify_tls=not parse_bool(get("llm_insecure", False), "--llm-insecure"),
+        spawn_spread=parse_bool(get("llm_spawn_spread", True), "--llm-spawn-spread"),
+        think_jitter_s=_jitter(get("llm_think_jitter", None)),
+    )
+
+
+def _jitter(text: Any) -> float:
+    if text is None or str(text).strip() in ("", "0", "off"):
+        return 0.0
+    return parse_duration_s(str(text), "--llm-think-jitter")
