@@ -102,7 +102,7 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
     environment.llm_run = run
     if isinstance(run, MergingRun):
         if getattr(environment, "web_ui", None) is not None:
-            from llm_users.webui.tab.tab import install as install_tab
+            from llm_users.webui.tab import install as install_tab
 
             install_tab(environment.web_ui, run)
         if not environment.host and not all(getattr(u, "host", None) for u in user_classes):

@@ -2,7 +2,7 @@
 
 Uses Locust's documented extension points: ``template_args["extendedTabs"]`` and
 ``["extendedTables"]`` declare the tab, and the ``/stats/requests`` answer (polled by the UI)
-carries the rows under ``extendedStats``. The rows come from a :class:`~llm_users.webui.tab.live.LiveView`
+carries the rows under ``extendedStats``. The rows come from a :class:`~llm_users.webui.live.LiveView`
 fed by the merged statistics (master or local runner), so they are exact in distributed runs,
 reset with Locust's own table (Reset stats, a new test), and give current rates.
 
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_users.errors import ConfigError
-from llm_users.webui.tab.live import LiveView
+from llm_users.webui.live import LiveView
 
 TAB = "llm"
 SCRIPT = Path(__file__).with_name("tab.js")

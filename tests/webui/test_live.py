@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from llm_users.webui.tab.live import LiveView, gpu_utilization
+from llm_users.webui.live import LiveView, gpu_utilization
 
 from llm_users.metrics import RequestRecord
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from llm_users.webui.tab.tab import check_form
+from llm_users.webui.tab import check_form
 
 from llm_users.users import VLLMUser
 
