@@ -7,6 +7,8 @@ import html
 from typing import Any
 
 from llm_users.load.pareto import axes, frontiers, per_user_tokens_s
+from llm_users.outputs.html_base import plt
+from llm_users.outputs.html_base import svg as _svg
 
 
 def _fmt(v: Any) -> str:
@@ -24,8 +26,6 @@ def _kind(rows: list[dict[str, Any]]) -> str:
 
 
 def stage_chart(stages: list[dict[str, Any]], title: str = "Per-stage latency and throughput") -> str | None:
-    from llm_users.outputs.html_report import _svg, plt
-
     kind = _kind(stages)
     xs = [s[kind] for s in stages]
     if not xs:
@@ -53,8 +53,6 @@ def stage_chart(stages: list[dict[str, Any]], title: str = "Per-stage latency an
 
 
 def pareto_chart(points: list[dict[str, Any]], knee_index: int | None) -> str | None:
-    from llm_users.outputs.html_report import _svg, plt
-
     fr = frontiers(points)
     fig, axs = plt.subplots(2, 2, figsize=(9, 6.4))
     drawn = False
