@@ -19,7 +19,6 @@ schedule) plus the client's own lateness (the load generator fell behind).
 from __future__ import annotations
 
 import logging
-import math
 import os
 import random
 import time
@@ -31,8 +30,8 @@ import gevent
 from gevent.event import Event
 from gevent.pool import Group
 
-from llm_users.errors import ConfigError
 from llm_users.load.arrivals import ArrivalLaw, parse_arrival
+from llm_users.load.plans import parse_cap, parse_rate  # noqa: F401 - parsed in plans.py (light)
 
 log = logging.getLogger(__name__)
 
@@ -46,30 +45,6 @@ def draw_item(user: Any) -> Any:
     (:mod:`.workload`): datasets and synthetic prompts as in closed loop. A session's think
     time is ignored (the schedule decides when) and its next turn does not wait for the reply."""
     return user.lane.next()
-
-
-def parse_rate(text: Any) -> float | None:
-    if text is None or str(text).strip() == "":
-        return None
-    try:
-        r = float(text)
-    except ValueError:
-        r = -1.0
-    if not (r >= 0 and math.isfinite(r)):
-        raise ConfigError(f"--llm-rate must be a number of requests per second >= 0, got {text!r}")
-    return r
-
-
-def parse_cap(text: Any) -> int | None:
-    if text is None or str(text).strip() in ("", "0"):
-        return None
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise ConfigError(f"--llm-max-inflight must be a whole number >= 1, got {text!r}")
-    return n
 
 
 def split(total: float | int | None, n: int, index: int, whole: bool = False) -> Any:
