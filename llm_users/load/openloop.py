@@ -23,6 +23,7 @@ import os
 import random
 import time
 from collections import deque
+from collections.abc import Callable
 from time import perf_counter_ns
 from typing import Any
 
@@ -68,8 +69,11 @@ class _Waiter:
 class Scheduler:
     """One process's arrivals: its share of the rate, its pool of connections, its cap."""
 
-    def __init__(self, environment: Any) -> None:
+    def __init__(self, environment: Any, user_classes: Callable[[], list[type]] | None = None) -> None:
+        """``user_classes``: the LLM User classes to send through, asked at the first arrival (the
+        run gives them; this module does not import the users). None: every User class."""
         self.environment = environment
+        self.user_classes = user_classes or (lambda: list(environment.user_classes or []))
         self.rate = 0.0
         self.cap: int | None = None
         self.law: ArrivalLaw = ArrivalLaw("poisson")
@@ -146,12 +150,9 @@ class Scheduler:
 
     # the loop ---------------------------------------------------------------------------------
     def _templates_ready(self) -> None:
-        from llm_users.users import LLMUser
-
         if self._templates:
             return
-        classes = [c for c in (self.environment.user_classes or []) if isinstance(c, type) and issubclass(c, LLMUser)]
-        for cls in classes:
+        for cls in self.user_classes():
             if self.environment.host:
                 cls.host = self.environment.host  # as Locust's runner does before it spawns users
             user = cls(self.environment)
@@ -236,10 +237,10 @@ class Scheduler:
             self._release()
 
     def _new_client(self, user: Any) -> Any:
-        from llm_users.client.stream import StreamClient
-
+        """One more connection like the user's own (its client class, base URL, timeouts, TLS)."""
         s = user.settings
-        return StreamClient(user.client_base_url(user.host), timeouts=s.timeouts, verify_tls=s.verify_tls)
+        return type(user.stream_client)(user.client_base_url(user.host), timeouts=s.timeouts,
+                                        verify_tls=s.verify_tls)
 
     # the in-flight cap ------------------------------------------------------------------------
     def _acquire(self) -> int | None:
@@ -270,14 +271,15 @@ class RateController:
     """Master / local side: the run's total rate and cap, split over the live workers."""
 
     def __init__(self, environment: Any, local: bool, rate: float | None, cap: int | None, arrival: str | None,
-                 seed: int | None) -> None:
-        """``local``: a single-process run (the scheduler runs here, not on workers)."""
+                 seed: int | None, user_classes: Callable[[], list[type]] | None = None) -> None:
+        """``local``: a single-process run (the scheduler runs here, not on workers, sending
+        through ``user_classes``)."""
         self.environment = environment
         self.rate = rate or 0.0
         self.cap = cap
         self.arrival = str(parse_arrival(arrival))
         self.seed = seed if seed is not None else int.from_bytes(os.urandom(4), "big")
-        self.scheduler: Scheduler | None = Scheduler(environment) if local else None
+        self.scheduler: Scheduler | None = Scheduler(environment, user_classes) if local else None
         self._sent: dict[str, dict[str, Any]] = {}
         self._live: list[str] = []
         self.origin = time.time()  # wall clock where the current schedule starts

@@ -10,6 +10,7 @@ import html
 from pathlib import Path
 from typing import Any
 
+from llm_users.load.registry import report_sections
 from llm_users.metrics import LATENCY_METRICS, PERCENTILES, Distribution
 from llm_users.outputs.html_base import CSS, plt, svg, time_chart
 from llm_users.outputs.html_base import fmt as _fmt
@@ -97,9 +98,7 @@ def render(summary: dict[str, Any], rows: list[dict[str, Any]], stats: Any = Non
         parts.append(f"<p><b>Goodput:</b> {_fmt(slo['goodput_rps'])} req/s met every SLO ({html.escape(limits)}); "
                      f"{'-' if share is None else f'{share:.1%}'} of measured requests.</p>")
     parts.append(workload_sections(summary))
-    from llm_users.outputs.study_report import study_sections
-
-    parts += study_sections(summary)  # open loop, stages, sweep, Pareto (llm_users/outputs/study_report.py)
+    parts += report_sections(summary)  # the load profiles' (open loop, stages, sweep: outputs/study_report.py)
     charts = []
     if stats is not None:
         for metric, title in (("ttft", "TTFT distribution (CDF)"), ("itl", "ITL distribution (CDF)")):
