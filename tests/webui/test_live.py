@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from llm_users.webui.live import LiveView, gpu_utilization
 
 from llm_users.metrics import RequestRecord
+from llm_users.webui.live import LiveView, gpu_utilization
 
 
 def rec(start: float, e2e_ms: float, ttft_ms: float = 50, tokens: int = 10, ok: bool = True,

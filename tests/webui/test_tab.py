@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from llm_users.webui.tab import check_form
-
 from llm_users.users import VLLMUser
+from llm_users.webui.tab import check_form
 
 
 def opts(**kw: object) -> argparse.Namespace:
