@@ -85,8 +85,11 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
         from llm_users.workload.summary import attach as attach_workload
 
         attach_workload(environment, run)
-        wiring.attach(environment, run, study.parse_options(environment.parsed_options),  # open loop, stages, ...
-                      lambda: study.parse_options(environment.parsed_options))  # again at each test start
+
+        def read_study() -> study.StudyConfig:  # at start, and again at each test start
+            return study.parse_options(environment.parsed_options)
+
+        wiring.attach(environment, run, read_study(), read_study)  # open loop, stages, sweep, trace replay
         from llm_users.outputs.cost import attach as attach_cost
 
         attach_cost(environment, run)
