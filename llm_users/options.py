@@ -31,7 +31,7 @@ from llm_users.settings import Settings, Timeouts, is_llm_user, parse_bool, sett
 from llm_users.slo import parse_slos
 
 if TYPE_CHECKING:
-    from llm_users.load.study import StudyOptions
+    from llm_users.load.study import StudyConfig
     from llm_users.outputs.cost import Prices
     from llm_users.workload.build import WorkloadOptions
 
@@ -149,7 +149,7 @@ class RunConfig:
     backoff: bool = True
     #: the workload options (a User class's own ``prompts`` where no dataset is given: workload_for)
     workload: WorkloadOptions | None = None
-    study: StudyOptions | None = None  # open loop, stages, sweep, trace replay (llm_users/load/study.py)
+    study: StudyConfig | None = None  # open loop, stages, sweep, trace replay (llm_users/load/registry.py)
     cost: Prices | None = None  # --llm-price
     export: tuple[str, str] | None = None  # --llm-export FORMAT FILE
     spawn_seed: str | None = None  # --llm-seed as given: each user's own generator (llm_users/load/spawn.py)
@@ -248,8 +248,8 @@ def _workload(options: Any) -> WorkloadOptions:
     return workload_options(options)
 
 
-def _study(options: Any) -> StudyOptions:
-    from llm_users.load.study import parse_options  # its load profiles import gevent: not at import
+def _study(options: Any) -> StudyConfig:
+    from llm_users.load.study import parse_options  # the profiles' registry: read when parsing, not at import
 
     return parse_options(options)
 

@@ -20,7 +20,7 @@ from gevent.event import Event
 from llm_users import events as llm_events
 from llm_users import options as llm_options
 from llm_users.errors import ConfigError
-from llm_users.load import study
+from llm_users.load import study, wiring
 from llm_users.outputs.files import check_report_dir
 from llm_users.run import MasterRun, MergingRun, role_for, run_for
 
@@ -85,7 +85,10 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
         from llm_users.workload.summary import attach as attach_workload
 
         attach_workload(environment, run)
-        study.attach(environment, run)  # open loop, stages, sweep, trace replay
+
+        # open loop, stages, sweep, trace replay; at each test start the study reads the configuration
+        # options.install re-read (its listener runs first: the web form, a worker's options)
+        wiring.attach(environment, run, run.config.study, lambda: run.current_config.study)
         from llm_users.outputs.cost import attach as attach_cost
 
         attach_cost(environment, run)
@@ -94,9 +97,6 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
         from llm_users.outputs.environment import attach as attach_environment
 
         attach_environment(environment, run)  # after the extensions: it reads the sections they add (GPU)
-        from llm_users.outputs.export import attach as attach_export
-
-        attach_export(environment, run)  # after environment: it reads the server's model id
     except ConfigError as e:
         _fail(str(e))
     environment.llm_run = run

@@ -37,7 +37,8 @@ from llm_users.health.lagtrace import span
 from llm_users.health.selfcheck import SelfMonitor, failure_verdict, verdict
 from llm_users.metrics import RequestRecord
 from llm_users.options import RunConfig, current_options
-from llm_users.outputs import SCHEMA, FinalData, RecordWriter, write_outputs
+from llm_users.outputs import SCHEMA, FinalData, RecordWriter
+from llm_users.outputs.registry import write_outputs
 from llm_users.redaction import Redactor
 
 
@@ -257,8 +258,7 @@ class MergingRun(LLMRun):
         self.collector = Collector(dict(config.slos), self.writer)
         self.last_summary: dict[str, Any] | None = None
         self.redactor = Redactor.for_run(config.options, config.user_settings.values())
-        self.summary_hooks: list[Callable[[dict[str, Any]], None]] = []  # add sections to the summary
-        self.output_hooks: list[Callable[[str, dict[str, Any]], None]] = []  # write more files to the report dir
+        self.summary_hooks: list[Callable[[dict[str, Any]], None]] = []  # add sections to the summary (read only)
 
     def on_test_stop(self, **kw: Any) -> bool:
         if not super().on_test_stop(**kw):
@@ -333,10 +333,7 @@ class MergingRun(LLMRun):
         summary = self.summary()
         self.last_summary = summary
         write_outputs(FinalData(summary, self.collector.timeline.rows(), self.collector.stats),
-                      self.config.report_dir)
-        if self.config.report_dir:
-            for out in self.output_hooks:
-                out(self.config.report_dir, summary)
+                      self.config.report_dir)  # every file, once (outputs/registry.py)
         return summary
 
     def close(self) -> None:

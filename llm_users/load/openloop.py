@@ -19,11 +19,11 @@ schedule) plus the client's own lateness (the load generator fell behind).
 from __future__ import annotations
 
 import logging
-import math
 import os
 import random
 import time
 from collections import deque
+from collections.abc import Callable
 from time import perf_counter_ns
 from typing import Any
 
@@ -31,8 +31,9 @@ import gevent
 from gevent.event import Event
 from gevent.pool import Group
 
-from llm_users.errors import ConfigError
 from llm_users.load.arrivals import ArrivalLaw, parse_arrival
+from llm_users.load.plans import parse_cap, parse_rate  # noqa: F401 - parsed in plans.py (light)
+from llm_users.settings import is_llm_user
 
 log = logging.getLogger(__name__)
 
@@ -46,30 +47,6 @@ def draw_item(user: Any) -> Any:
     (:mod:`.workload`): datasets and synthetic prompts as in closed loop. A session's think
     time is ignored (the schedule decides when) and its next turn does not wait for the reply."""
     return user.lane.next()
-
-
-def parse_rate(text: Any) -> float | None:
-    if text is None or str(text).strip() == "":
-        return None
-    try:
-        r = float(text)
-    except ValueError:
-        r = -1.0
-    if not (r >= 0 and math.isfinite(r)):
-        raise ConfigError(f"--llm-rate must be a number of requests per second >= 0, got {text!r}")
-    return r
-
-
-def parse_cap(text: Any) -> int | None:
-    if text is None or str(text).strip() in ("", "0"):
-        return None
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise ConfigError(f"--llm-max-inflight must be a whole number >= 1, got {text!r}")
-    return n
 
 
 def split(total: float | int | None, n: int, index: int, whole: bool = False) -> Any:
@@ -93,8 +70,12 @@ class _Waiter:
 class Scheduler:
     """One process's arrivals: its share of the rate, its pool of connections, its cap."""
 
-    def __init__(self, environment: Any) -> None:
+    def __init__(self, environment: Any, user_classes: Callable[[], list[type]] | None = None) -> None:
+        """``user_classes``: the LLM User classes to send through, asked at the first arrival (the
+        run gives them; this module does not import the users). None: every LLM User class."""
         self.environment = environment
+        self.user_classes = user_classes or (
+            lambda: [c for c in environment.user_classes or [] if is_llm_user(c)])
         self.rate = 0.0
         self.cap: int | None = None
         self.law: ArrivalLaw = ArrivalLaw("poisson")
@@ -171,12 +152,9 @@ class Scheduler:
 
     # the loop ---------------------------------------------------------------------------------
     def _templates_ready(self) -> None:
-        from llm_users.settings import is_llm_user  # not llm_users.users: the configuration imports load/
-
         if self._templates:
             return
-        classes = [c for c in (self.environment.user_classes or []) if is_llm_user(c)]
-        for cls in classes:
+        for cls in self.user_classes():
             if self.environment.host:
                 cls.host = self.environment.host  # as Locust's runner does before it spawns users
             user = cls(self.environment)
@@ -261,10 +239,10 @@ class Scheduler:
             self._release()
 
     def _new_client(self, user: Any) -> Any:
-        from llm_users.client.stream import StreamClient
-
+        """One more connection like the user's own (its client class, base URL, timeouts, TLS)."""
         s = user.settings
-        return StreamClient(user.client_base_url(user.host), timeouts=s.timeouts, verify_tls=s.verify_tls)
+        return type(user.stream_client)(user.client_base_url(user.host), timeouts=s.timeouts,
+                                        verify_tls=s.verify_tls)
 
     # the in-flight cap ------------------------------------------------------------------------
     def _acquire(self) -> int | None:
@@ -295,14 +273,15 @@ class RateController:
     """Master / local side: the run's total rate and cap, split over the live workers."""
 
     def __init__(self, environment: Any, local: bool, rate: float | None, cap: int | None, arrival: str | None,
-                 seed: int | None) -> None:
-        """``local``: a single-process run (the scheduler runs here, not on workers)."""
+                 seed: int | None, user_classes: Callable[[], list[type]] | None = None) -> None:
+        """``local``: a single-process run (the scheduler runs here, not on workers, sending
+        through ``user_classes``)."""
         self.environment = environment
         self.rate = rate or 0.0
         self.cap = cap
         self.arrival = str(parse_arrival(arrival))
         self.seed = seed if seed is not None else int.from_bytes(os.urandom(4), "big")
-        self.scheduler: Scheduler | None = Scheduler(environment) if local else None
+        self.scheduler: Scheduler | None = Scheduler(environment, user_classes) if local else None
         self._sent: dict[str, dict[str, Any]] = {}
         self._live: list[str] = []
         self.origin = time.time()  # wall clock where the current schedule starts

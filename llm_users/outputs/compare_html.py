@@ -9,13 +9,10 @@ import html
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from llm_users.outputs.compare import Rule, Run, Verdict, table  # noqa: E402
-from llm_users.outputs.html_report import _CSS, _svg  # noqa: E402
+from llm_users.outputs.compare_stats import Rule, Run, Verdict, table
+from llm_users.outputs.html_base import CSS as _CSS
+from llm_users.outputs.html_base import plt
+from llm_users.outputs.html_base import svg as _svg
 
 
 def _esc(x: Any) -> str:

@@ -1,8 +1,12 @@
-"""The LLM summary table printed at test stop."""
+"""The LLM summary table printed at test stop (the ``console`` output), with the lines the
+load profiles add under it."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from llm_users.load.registry import console_lines
+from llm_users.outputs.final import FinalData
 
 _COLUMNS = [
     ("Name", 28, None),
@@ -86,9 +90,7 @@ def summary_table(summary: dict[str, Any]) -> str:
     for lost in (summary.get("workers") or {}).get("lost", []):
         lines.append(f"WARNING: worker {lost['worker']} was lost; up to {lost['window_at_risk_s']:.1f} s of its "
                      f"data may be missing")
-    from llm_users.outputs.study_console import study_lines
-
-    lines += study_lines(summary)
+    lines += console_lines(summary)  # the load profiles' (open loop, stages, sweep: outputs/study_console.py)
     backoff = summary.get("backoff") or {}
     if backoff.get("waits"):
         lines.append(f"backoff: users waited {backoff['waits']} times ({backoff['wait_s']:.1f} s in all) after repeated "
@@ -102,3 +104,15 @@ def summary_table(summary: dict[str, Any]) -> str:
             for w in n.get("warnings") or ():
                 lines.append(f"WARNING: {n['node']}: {w}")
     return "\n".join(lines)
+
+
+class ConsoleTable:
+    """The ``console`` output: the table and its lines, printed whether or not there is a report."""
+
+    name = "console"
+
+    def write(self, final: FinalData, directory: str | None) -> None:
+        print(summary_table(final.summary), flush=True)
+
+
+CONSOLE = ConsoleTable()

@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from llm_users.errors import ConfigError
+from llm_users.outputs.final import FinalData
 from llm_users.protocols.backend import find_backend
 
 FORMATS = ("vllm-bench",)
@@ -98,21 +99,26 @@ def vllm_bench(summary: dict[str, Any], stats: Any, rows: list[dict[str, Any]], 
     return out
 
 
-def attach(environment: Any, run: Any) -> None:
-    """With --llm-export (``run.config.export``): write the file once the final summary is built
-    (master or local)."""
-    spec = run.config.export
-    if spec is None or getattr(run, "collector", None) is None:
-        return
-    _, path = spec
 
-    def hook(summary: dict[str, Any]) -> None:
-        if getattr(run, "test_stop", None) is None:  # a live summary (web UI): not the final one
+
+class VllmBenchExport:
+    """The ``vllm_bench`` output: with ``--llm-export vllm-bench FILE``, the final summary in
+    vLLM bench's shape, written once at the stop (master or local runner). It reads what the
+    run was asked from the summary's ``config`` block (the run's options as recorded)."""
+
+    name = "vllm_bench"
+
+    def write(self, final: FinalData, directory: str | None) -> None:
+        config = final.summary.get("config") or {}
+        spec = parse(config.get("llm_export"))
+        if spec is None:
             return
-        users = run.current_options.get("num_users")  # as it is now: the Edit form may have changed it
-        data = vllm_bench(summary, run.collector.stats, run.collector.timeline.rows(), users)
+        _, path = spec
+        # num_users as the summary's config block has it at the stop: the Edit form may have changed it
+        data = vllm_bench(final.summary, final.stats, final.timeline_rows, config.get("num_users"))
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
         print(f"locust-llm: vLLM bench result written to {path}", flush=True)
 
-    run.summary_hooks.append(hook)
+
+VLLM_BENCH = VllmBenchExport()

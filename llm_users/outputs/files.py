@@ -1,5 +1,6 @@
-"""The files written to ``--llm-report DIR``: requests.jsonl (as the run goes), summary.json,
-summary.csv and timeseries.csv (at the end). Schema: docs/report.md.
+"""The files written to ``--llm-report DIR``: requests.jsonl (as the run goes, so a crash keeps
+every record), and at the stop the ``summary`` output (summary.json, summary.csv) and the
+``timeseries`` output (timeseries.csv). Schema: docs/report.md.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import orjson
 
 from llm_users.health.lagtrace import span
 from llm_users.metrics import LATENCY_METRICS, PERCENTILES, RequestRecord
+from llm_users.outputs.final import FinalData
 
 SCHEMA = "locust-llm/summary/1"
 
@@ -109,3 +111,26 @@ def _fmt(v: Any) -> Any:
     if isinstance(v, float):
         return f"{v:.6g}"
     return v
+
+
+class SummaryFiles:
+    """The ``summary`` output: summary.json and summary.csv."""
+
+    name = "summary"
+
+    def write(self, final: FinalData, directory: str | None) -> None:
+        if directory:
+            write_summary(directory, final.summary)
+
+
+class Timeseries:
+    """The ``timeseries`` output: timeseries.csv."""
+
+    name = "timeseries"
+
+    def write(self, final: FinalData, directory: str | None) -> None:
+        if directory:
+            write_timeseries(directory, final.timeline_rows)
+
+
+SUMMARY, TIMESERIES = SummaryFiles(), Timeseries()

@@ -10,7 +10,8 @@ import html
 import time
 from typing import Any
 
-from llm_users.outputs.html_report import _fmt, time_chart
+from llm_users.outputs.html_base import fmt as _fmt
+from llm_users.outputs.html_base import time_chart
 
 
 def complete_rows(rows: list[dict[str, Any]], summary: dict[str, Any]) -> list[dict[str, Any]]:

@@ -7,36 +7,17 @@ any zoom, readable offline and in any browser, nothing fetched at view time.
 from __future__ import annotations
 
 import html
-import io
-import re
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from llm_users.metrics import LATENCY_METRICS, PERCENTILES, Distribution  # noqa: E402
+from llm_users.load.registry import report_sections
+from llm_users.metrics import LATENCY_METRICS, PERCENTILES, Distribution
+from llm_users.outputs.html_base import CSS, plt, svg, time_chart
+from llm_users.outputs.html_base import fmt as _fmt
+from llm_users.outputs.html_header import complete_rows, header
+from llm_users.outputs.html_workload import sections as workload_sections
 
 _CDF_POINTS = [p / 10 for p in range(0, 1000)] + [99.9, 99.95, 99.99, 100.0]
-_CSS = """
-body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}
-h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;font-size:.85em}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}
-th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
-.bad{background:#fde2e2;padding:.6em;border:1px solid #e99}.ok{background:#e3f6e3;padding:.6em;border:1px solid #9c9}.note{background:#eef3fb;padding:.6em;border:1px solid #9ab}
-.charts{display:flex;flex-wrap:wrap;gap:1em}table.first th{text-align:left}.chart svg{width:560px;height:auto}
-"""
-
-
-def _svg(fig: Any) -> str:
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight")
-    plt.close(fig)
-    text = buf.getvalue()
-    text = text[text.index("<svg"):]
-    return re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
 
 
 def cdf_chart(dists: dict[str, Distribution], title: str) -> str | None:
@@ -56,36 +37,7 @@ def cdf_chart(dists: dict[str, Distribution], title: str) -> str | None:
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    return _svg(fig)
-
-
-def time_chart(rows: list[dict[str, Any]], series: dict[str, str], ylabel: str, title: str) -> str | None:
-    if not rows:
-        return None
-    t0 = rows[0]["time"]
-    xs = [r["time"] - t0 for r in rows]
-    fig, ax = plt.subplots(figsize=(6, 3.6))
-    drawn = False
-    for key, label in series.items():
-        ys = [r.get(key) for r in rows]
-        if any(y is not None for y in ys):
-            ax.plot(xs, [float("nan") if y is None else y for y in ys], label=label)
-            drawn = True
-    if not drawn:
-        plt.close(fig)
-        return None
-    users = [r.get("users") for r in rows]
-    if any(u is not None for u in users):
-        ax2 = ax.twinx()
-        ax2.plot(xs, [float("nan") if u is None else u for u in users], color="grey", linestyle=":", label="users")
-        ax2.set_ylabel("active users")
-        ax2.set_ylim(bottom=0, top=max(u or 0 for u in users) * 1.15 + 1)
-    ax.set_xlabel("seconds since start")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
-    return _svg(fig)
+    return svg(fig)
 
 
 def _table(summary: dict[str, Any]) -> str:
@@ -102,14 +54,6 @@ def _table(summary: dict[str, Any]) -> str:
     return "".join(out)
 
 
-def _fmt(v: Any) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.3f}" if v < 10 else f"{v:.1f}"
-    return str(v)
-
-
 def _percentile_table(summary: dict[str, Any]) -> str:
     ov = summary["overall"]
     keys = [*PERCENTILES, "mean", "min", "max"]
@@ -122,9 +66,7 @@ def _percentile_table(summary: dict[str, Any]) -> str:
 
 def render(summary: dict[str, Any], rows: list[dict[str, Any]], stats: Any = None) -> str:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>locust-llm report</title>"
-             f"<style>{_CSS}</style></head><body><h1>locust-llm report</h1>"]
-    from llm_users.outputs.html_header import complete_rows, header
-
+             f"<style>{CSS}</style></head><body><h1>locust-llm report</h1>"]
     parts.append(header(summary, rows))
     check = summary.get("self_check") or {}
     cls = "bad" if check.get("saturated") else "ok"
@@ -155,12 +97,8 @@ def render(summary: dict[str, Any], rows: list[dict[str, Any]], stats: Any = Non
         share = slo["share_meeting_all"]
         parts.append(f"<p><b>Goodput:</b> {_fmt(slo['goodput_rps'])} req/s met every SLO ({html.escape(limits)}); "
                      f"{'-' if share is None else f'{share:.1%}'} of measured requests.</p>")
-    from llm_users.outputs.html_workload import sections as workload_sections
-
     parts.append(workload_sections(summary))
-    from llm_users.outputs.study_report import study_sections
-
-    parts += study_sections(summary)  # open loop, stages, sweep, Pareto (llm_users/outputs/study_report.py)
+    parts += report_sections(summary)  # the load profiles' (open loop, stages, sweep: outputs/study_report.py)
     charts = []
     if stats is not None:
         for metric, title in (("ttft", "TTFT distribution (CDF)"), ("itl", "ITL distribution (CDF)")):

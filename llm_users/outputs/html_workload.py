@@ -8,9 +8,9 @@ from __future__ import annotations
 import html
 from typing import Any
 
-import matplotlib.pyplot as plt
-
-from llm_users.outputs.html_report import _fmt, _svg
+from llm_users.outputs.html_base import fmt as _fmt
+from llm_users.outputs.html_base import plt
+from llm_users.outputs.html_base import svg as _svg
 
 
 def _rows(head: list[str], rows: list[list[Any]]) -> str:

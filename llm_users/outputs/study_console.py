@@ -1,5 +1,6 @@
-"""Console lines for the studies (open-loop verdict, per-stage table, sweep knee), printed
-under the LLM summary table."""
+"""Console lines of the shipped load profiles (open-loop verdict, per-stage table, sweep knee),
+printed under the LLM summary table: one function per profile, each reading the final summary
+only; the profiles hand them to the console (``LoadProfile.console_lines``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ def _ms(d: dict[str, Any] | None, key: str) -> str:
     return "-" if v is None else f"{v:.1f}"
 
 
-def study_lines(summary: dict[str, Any]) -> list[str]:
+def arrivals_lines(summary: dict[str, Any]) -> list[str]:
+    """The open-loop line and its verdict."""
     lines: list[str] = []
     a = summary.get("arrivals")
     if a:
@@ -23,6 +25,12 @@ def study_lines(summary: dict[str, Any]) -> list[str]:
                      f"TTFT from schedule p99 {_ms(a['ttft_from_schedule'], 'p99')} ms, "
                      f"E2E from schedule p99 {_ms(a['e2e_from_schedule'], 'p99')} ms")
         lines.append(("WARNING: " if a["cap_reached"] or a["client_behind"] else "") + a["verdict"])
+    return lines
+
+
+def stages_lines(summary: dict[str, Any]) -> list[str]:
+    """The per-stage table (a sweep's points too)."""
+    lines: list[str] = []
     stages = summary.get("stages")
     if stages:
         kind = "rate" if "rate" in stages[0] else "users"
@@ -33,6 +41,12 @@ def study_lines(summary: dict[str, Any]) -> list[str]:
             lines.append(f"  stage {s['index']:<3}{'':22}{s[kind]:>6g} {s['requests']:>6} {s['excluded']:>5} "
                          f"{'-' if rps is None else f'{rps:.2f}':>8} {_ms(s.get('ttft'), 'p50'):>9} "
                          f"{_ms(s.get('ttft'), 'p99'):>8} {_ms(s.get('tpot'), 'p50'):>9} {_ms(s.get('e2e'), 'p99'):>9}")
+    return lines
+
+
+def sweep_lines(summary: dict[str, Any]) -> list[str]:
+    """The sweep's knee."""
+    lines: list[str] = []
     sw = summary.get("sweep")
     if sw:
         key = "concurrency" if sw["mode"] == "concurrency" else "rate"

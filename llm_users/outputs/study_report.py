@@ -1,5 +1,7 @@
-"""report.html sections for the studies: the open-loop verdict, the per-stage table and chart,
-the SLO sweep's knee and the Pareto frontier plots. Inline SVG (matplotlib), like the rest."""
+"""report.html sections of the shipped load profiles: the open-loop verdict, the per-stage table
+and chart, the SLO sweep's knee and the Pareto frontier plots; one function per profile, each
+reading the final summary only (the profiles hand them to the page: ``LoadProfile.report_sections``).
+Inline SVG (matplotlib), like the rest."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ import html
 from typing import Any
 
 from llm_users.load.pareto import axes, frontiers, per_user_tokens_s
+from llm_users.outputs.html_base import plt
+from llm_users.outputs.html_base import svg as _svg
 
 
 def _fmt(v: Any) -> str:
@@ -24,8 +28,6 @@ def _kind(rows: list[dict[str, Any]]) -> str:
 
 
 def stage_chart(stages: list[dict[str, Any]], title: str = "Per-stage latency and throughput") -> str | None:
-    from llm_users.outputs.html_report import _svg, plt
-
     kind = _kind(stages)
     xs = [s[kind] for s in stages]
     if not xs:
@@ -53,8 +55,6 @@ def stage_chart(stages: list[dict[str, Any]], title: str = "Per-stage latency an
 
 
 def pareto_chart(points: list[dict[str, Any]], knee_index: int | None) -> str | None:
-    from llm_users.outputs.html_report import _svg, plt
-
     fr = frontiers(points)
     fig, axs = plt.subplots(2, 2, figsize=(9, 6.4))
     drawn = False
@@ -111,41 +111,52 @@ def _stage_table(stages: list[dict[str, Any]], sweep: bool) -> str:
     return "".join(out)
 
 
-def study_sections(summary: dict[str, Any]) -> list[str]:
-    """HTML parts for report.html (empty when the run was one closed-loop load point)."""
-    parts: list[str] = []
+def arrivals_section(summary: dict[str, Any]) -> list[str]:
+    """The open-loop arrivals: target, achieved, schedule lag, latency from the schedule, verdict."""
     a = summary.get("arrivals")
-    if a:
-        cls = "bad" if a.get("cap_reached") or a.get("client_behind") else "ok"
-        target = f"{a['rate']:g} req/s" if a.get("rate") else "the trace's" if a.get("trace") else "per stage"
-        parts.append(f"<h2>Open-loop arrivals</h2><p>{html.escape(a['arrival'])} arrivals, seed {a['seed']}, target "
-                     f"{html.escape(target)}, achieved {_fmt(a.get('achieved_rps'))} req/s; "
-                     f"schedule lag p50 {_fmt(a['schedule_lag'].get('p50'))} ms, p99 "
-                     f"{_fmt(a['schedule_lag'].get('p99'))} ms; TTFT from schedule p99 "
-                     f"{_fmt(a['ttft_from_schedule'].get('p99'))} ms (from send "
-                     f"{_fmt(summary['overall']['ttft'].get('p99'))} ms); E2E from schedule p99 "
-                     f"{_fmt(a['e2e_from_schedule'].get('p99'))} ms (from send "
-                     f"{_fmt(summary['overall']['e2e'].get('p99'))} ms).</p>"
-                     f"<p class='{cls}'><b>Schedule:</b> {html.escape(a['verdict'])}</p>")
+    if not a:
+        return []
+    cls = "bad" if a.get("cap_reached") or a.get("client_behind") else "ok"
+    target = f"{a['rate']:g} req/s" if a.get("rate") else "the trace's" if a.get("trace") else "per stage"
+    return [f"<h2>Open-loop arrivals</h2><p>{html.escape(a['arrival'])} arrivals, seed {a['seed']}, target "
+            f"{html.escape(target)}, achieved {_fmt(a.get('achieved_rps'))} req/s; "
+            f"schedule lag p50 {_fmt(a['schedule_lag'].get('p50'))} ms, p99 "
+            f"{_fmt(a['schedule_lag'].get('p99'))} ms; TTFT from schedule p99 "
+            f"{_fmt(a['ttft_from_schedule'].get('p99'))} ms (from send "
+            f"{_fmt(summary['overall']['ttft'].get('p99'))} ms); E2E from schedule p99 "
+            f"{_fmt(a['e2e_from_schedule'].get('p99'))} ms (from send "
+            f"{_fmt(summary['overall']['e2e'].get('p99'))} ms).</p>"
+            f"<p class='{cls}'><b>Schedule:</b> {html.escape(a['verdict'])}</p>"]
+
+
+def sweep_section(summary: dict[str, Any]) -> list[str]:
+    """The SLO sweep: its knee, the points' table, the per-point chart and the Pareto frontier."""
     sw = summary.get("sweep")
+    if not sw:
+        return []
+    key = "concurrency" if sw["mode"] == "concurrency" else "rate"
+    knee = sw.get("knee")
+    limits = ", ".join(f"{k.upper()} ≤ {v:g} ms" for k, v in ((summary["overall"].get("slo") or {})
+                                                             .get("limits_ms") or {}).items())
+    text = (f"knee at {key} {knee[key]:g}: goodput {_fmt(knee.get('goodput_rps'))} req/s, "
+            f"{(knee.get('share_meeting_all') or 0):.1%} of requests met every SLO ({html.escape(limits)})"
+            if knee else "no measured load met the SLOs")
+    parts = [f"<h2>SLO sweep ({html.escape(sw['mode'])})</h2><p class='{'ok' if knee else 'bad'}'>"
+             f"<b>Knee:</b> {text}; target share {sw['target']:.0%}; {len(sw['points'])} points; "
+             f"stopped: {html.escape(sw['stopped'])}.</p>" + _stage_table(sw["points"], True)]
+    charts = [stage_chart(sw["points"], "Per-point latency and throughput"),
+              pareto_chart(sw["points"], knee["point"] if knee else None)]
+    parts.append("<div class='charts'>" + "".join(f"<div class='chart'>{c}</div>" for c in charts if c) + "</div>")
+    return parts
+
+
+def stages_section(summary: dict[str, Any]) -> list[str]:
+    """The stages: their table, the per-stage chart and the Pareto frontier."""
     stages = summary.get("stages")
-    if sw:
-        key = "concurrency" if sw["mode"] == "concurrency" else "rate"
-        knee = sw.get("knee")
-        limits = ", ".join(f"{k.upper()} ≤ {v:g} ms" for k, v in ((summary["overall"].get("slo") or {})
-                                                                 .get("limits_ms") or {}).items())
-        text = (f"knee at {key} {knee[key]:g}: goodput {_fmt(knee.get('goodput_rps'))} req/s, "
-                f"{(knee.get('share_meeting_all') or 0):.1%} of requests met every SLO ({html.escape(limits)})"
-                if knee else "no measured load met the SLOs")
-        parts.append(f"<h2>SLO sweep ({html.escape(sw['mode'])})</h2><p class='{'ok' if knee else 'bad'}'>"
-                     f"<b>Knee:</b> {text}; target share {sw['target']:.0%}; {len(sw['points'])} points; "
-                     f"stopped: {html.escape(sw['stopped'])}.</p>" + _stage_table(sw["points"], True))
-        charts = [stage_chart(sw["points"], "Per-point latency and throughput"),
-                  pareto_chart(sw["points"], knee["point"] if knee else None)]
-        parts.append("<div class='charts'>" + "".join(f"<div class='chart'>{c}</div>" for c in charts if c) + "</div>")
-    elif stages:
-        parts.append("<h2>Stages</h2><p>Each stage's first settle window is excluded (steady state); "
-                     "rates divide by the measured part of the stage.</p>" + _stage_table(stages, False))
-        charts = [stage_chart(stages), pareto_chart(stages, None)]
-        parts.append("<div class='charts'>" + "".join(f"<div class='chart'>{c}</div>" for c in charts if c) + "</div>")
+    if not stages:
+        return []
+    parts = ["<h2>Stages</h2><p>Each stage's first settle window is excluded (steady state); "
+             "rates divide by the measured part of the stage.</p>" + _stage_table(stages, False)]
+    charts = [stage_chart(stages), pareto_chart(stages, None)]
+    parts.append("<div class='charts'>" + "".join(f"<div class='chart'>{c}</div>" for c in charts if c) + "</div>")
     return parts

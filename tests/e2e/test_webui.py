@@ -55,3 +55,37 @@ def test_llm_tab_serves_merged_rows(sim_factory, tmp_path) -> None:
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def test_the_summary_route_only_reads_after_the_stop(sim_factory, tmp_path) -> None:
+    """Issue 26: files are written once, at the stop; GET /llm/summary.json after it builds the
+    summary again but rewrites nothing (the vLLM bench export was rewritten on every GET)."""
+    sim = sim_factory("--ttft-ms", "5", "--itl-ms", "1", "--output-tokens", "4", "--seed", "1")
+    port = free_port()
+    export, report = tmp_path / "vllm.json", tmp_path / "report"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")}
+    proc = subprocess.Popen([LOCUST, "-f", str(ROOT / "locustfiles" / "vllm.py"), "--host", sim.url,
+                             "--web-host", "127.0.0.1", "--web-port", str(port), "--autostart", "-u", "2", "-r", "2",
+                             "-t", "3s", "--llm-prometheus-port", "0", "--llm-report", str(report),
+                             "--llm-export", "vllm-bench", str(export)], cwd=ROOT, env=env,
+                            stdout=(tmp_path / "log").open("w"), stderr=subprocess.STDOUT)
+    try:
+        deadline = time.time() + 40
+        while not (report / "report.html").exists() and time.time() < deadline:
+            time.sleep(0.5)
+        time.sleep(1)  # the last file of the stop is written
+        assert export.exists(), (tmp_path / "log").read_text()[-2000:]
+        written = json.loads(export.read_text())
+        assert written["completed"] > 0
+        export.unlink()
+        (report / "summary.json").unlink()
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(2):
+            summary = json.loads(fetch(base + "/llm/summary.json"))
+        assert summary["overall"]["successes"] == written["completed"]
+        time.sleep(0.5)
+        assert not export.exists() and not (report / "summary.json").exists()
+        assert (tmp_path / "log").read_text().count("vLLM bench result written") == 1
+    finally:
+        proc.terminate()
+        proc.wait(30)

@@ -1,0 +1,77 @@
+"""What every HTML page of ours shares (report.html, its sections, llm-compare's page): the
+page's CSS, matplotlib set up for SVG (the ``report`` extra), a figure as inline SVG, the
+number format of the tables, and the chart over time. Pages and sections import this; it
+imports none of them.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+__all__ = ["CSS", "fmt", "plt", "svg", "time_chart"]
+
+CSS = """
+body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:.85em}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}
+th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
+.bad{background:#fde2e2;padding:.6em;border:1px solid #e99}.ok{background:#e3f6e3;padding:.6em;border:1px solid #9c9}.note{background:#eef3fb;padding:.6em;border:1px solid #9ab}
+.charts{display:flex;flex-wrap:wrap;gap:1em}table.first th{text-align:left}.chart svg{width:560px;height:auto}
+"""
+
+
+def svg(fig: Any) -> str:
+    """The figure as an inline ``<svg>`` (no XML header, no metadata); the figure is closed."""
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    plt.close(fig)
+    text = buf.getvalue()
+    text = text[text.index("<svg"):]
+    return re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
+
+
+def fmt(v: Any) -> str:
+    """A table cell: '-' for None, 3 decimals below 10, 1 above."""
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.3f}" if v < 10 else f"{v:.1f}"
+    return str(v)
+
+
+def time_chart(rows: list[dict[str, Any]], series: dict[str, str], ylabel: str, title: str) -> str | None:
+    """Per-second series (``rows`` keys -> labels) against seconds since start, with the active
+    users on a second axis; None when no series has a value."""
+    if not rows:
+        return None
+    t0 = rows[0]["time"]
+    xs = [r["time"] - t0 for r in rows]
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    drawn = False
+    for key, label in series.items():
+        ys = [r.get(key) for r in rows]
+        if any(y is not None for y in ys):
+            ax.plot(xs, [float("nan") if y is None else y for y in ys], label=label)
+            drawn = True
+    if not drawn:
+        plt.close(fig)
+        return None
+    users = [r.get("users") for r in rows]
+    if any(u is not None for u in users):
+        ax2 = ax.twinx()
+        ax2.plot(xs, [float("nan") if u is None else u for u in users], color="grey", linestyle=":", label="users")
+        ax2.set_ylabel("active users")
+        ax2.set_ylim(bottom=0, top=max(u or 0 for u in users) * 1.15 + 1)
+    ax.set_xlabel("seconds since start")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left")
+    return svg(fig)
