@@ -146,7 +146,8 @@ def test_every_part_is_parsed_into_the_one_configuration() -> None:
     assert c.cost is not None and (c.cost.input, c.cost.output) == (1.0, 2.0)
     assert c.export == ("vllm-bench", "out.json")
     assert c.spawn_seed == "07"  # as given: the users' generators are seeded by the text
-    assert c.study is not None and (c.study.rate, c.study.cap, c.study.seed, c.study.open_loop) == (5.0, 3, 7, True)
+    loop = c.study.part("open_loop") if c.study is not None else None
+    assert loop is not None and (loop.rate, loop.cap, loop.seed, c.study.open_loop) == (5.0, 3, 7, True)
     assert c.workload is not None and c.workload.input_tokens is not None and c.workload.seed == 7
     assert c.settings(VLLMUser).timeouts.first_byte == 7.0
     assert c.options is not None and c.options["llm_rate"] == "5"
@@ -188,12 +189,13 @@ def test_each_test_start_reads_the_per_test_parts_again() -> None:
     env = Environment(user_classes=[VLLMUser], parsed_options=ns)
     options.install(env, options.config_for(env))
     first = options.run_config(env)
-    assert first.settings(VLLMUser).sampling.max_tokens == 16 and first.study.rate is None
+    assert first.settings(VLLMUser).sampling.max_tokens == 16 and first.study.part("open_loop").rate is None
     ns.llm_max_tokens, ns.llm_rate, ns.llm_seed, ns.llm_input_tokens, ns.llm_report = "32", "9", "4", "128", "other"
     env.events.test_start.fire(environment=env)
     now = options.run_config(env)
     assert now.settings(VLLMUser).sampling.max_tokens == 32
-    assert (now.study.rate, now.study.seed, now.spawn_seed) == (9.0, 4, "4")
+    loop = now.study.part("open_loop")
+    assert (loop.rate, loop.seed, now.spawn_seed) == (9.0, 4, "4")
     assert now.workload.input_tokens is not None and now.options["llm_max_tokens"] == "32"
     assert now.report_dir == "out"  # run-wide: as parsed at start
     ns.llm_max_tokens = "lots"
