@@ -1,4 +1,4 @@
-"""The import rules docs/architecture.md states, checked on the source (ast, not grep)."""
+"""The import rules docs/architecture.md states (the rooms and their rules), checked on the source (ast, not grep)."""
 
 from __future__ import annotations
 

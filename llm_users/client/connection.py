@@ -2,7 +2,7 @@
 and the per-response read deadline that costs nothing per read.
 
 The streaming client (:mod:`llm_users.client.stream`) owns one per user; every method here is a
-single wait or syscall on the hot path (docs/architecture.md, decision 1).
+single wait or syscall on the hot path (docs/decisions/client.md, decision 1).
 """
 
 from __future__ import annotations
