@@ -92,7 +92,7 @@ def render(summary: dict[str, Any], rows: list[dict[str, Any]], stats: Any = Non
     parts.append("<h2>Per request name</h2>" + _table(summary))
     parts.append("<h2>Latency percentiles (all names)</h2>" + _percentile_table(summary))
     slo = summary["overall"].get("slo")
-    if slo:
+    if slo and not slo.get("pooled_over_loads"):  # a study's: labelled in its section (study_report)
         limits = ", ".join(f"{k.upper()} ≤ {v:g} ms" for k, v in slo["limits_ms"].items())
         share = slo["share_meeting_all"]
         parts.append(f"<p><b>Goodput:</b> {_fmt(slo['goodput_rps'])} req/s met every SLO ({html.escape(limits)}); "
