@@ -65,7 +65,7 @@ def cells(summary: dict[str, Any]) -> list[tuple[str, str, str]]:
         limits = ", ".join(f"{k.upper()} ≤ {v:g} ms" for k, v in (slo.get("limits_ms") or {}).items())
         out.append(("Goodput", f"{fmt(slo.get('goodput_rps'))} req/s", f"met every SLO ({limits})"))
         out.append(("SLO attainment", "-" if share is None else f"{share:.1%}", "of measured requests"))
-    out.append(("Output tokens/s", fmt(ov.get("output_tokens_per_s")), "measured window"))
+    out.append(("Output tokens/s", fmt(ov.get("output_tokens_per_s")), "warm-up excluded"))
     total = ov.get("total_tokens_per_s")
     if total is not None:
         out.append(("Total tokens/s", fmt(total), "input + output"))

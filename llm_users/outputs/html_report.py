@@ -73,9 +73,10 @@ def render(summary: dict[str, Any], rows: list[dict[str, Any]], stats: Any = Non
     parts.append(headline(summary))  # the few numbers first, then the self-check in one sentence
     parts.append(header(summary))  # what ran: backend, model, load plan, lengths, SLOs (each once)
     check = summary.get("self_check") or {}
+    detail = "note" if check.get("level") else "bad"  # with a level the one verdict above carries the colour
     for n in check.get("nodes", []):
         for r in n.get("reasons", []) + n.get("warnings", []):
-            parts.append(f"<p class='bad'>{html.escape(n['node'])}: {html.escape(r)}</p>")
+            parts.append(f"<p class='{detail}'>{html.escape(n['node'])}: {html.escape(r)}</p>")
     ov = summary["overall"]
     for reason, r in (ov.get("estimated_token_reasons") or {}).items():  # the console says the same
         cls = "bad" if reason == "usage_implausible" else "note"

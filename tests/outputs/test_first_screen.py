@@ -134,7 +134,7 @@ def test_header_says_each_thing_once_and_no_empty_failures_chart() -> None:
     for text in ("8 users, spawned at 2/s", "synthetic prompts of 100 input tokens", "30 output tokens",
                  "64 (temperature 0.0, ignore_eos on)", "TTFT ≤ 60 ms", "(version 0.9)", "Goodput"):
         assert text in page, text
-    assert page.count("http://h:1") == 1 and page.count("measured window") == 2  # header + headline cell
+    assert page.count("http://h:1") == 1 and page.count("measured window") == 1
     assert page.index("Goodput") < page.index("Load plan") < page.index("Per request name")
     assert "failures/s" not in page and "Failures over time" not in page
     failing = render(_summary(failures=5), _rows(failures=1))
@@ -154,3 +154,12 @@ def test_open_loop_charts_and_stage_marks() -> None:
     stages = {"stages": [{"rate": 5, "start": 1000.0, "end": 1004.0}, {"rate": 10, "start": 1004.0, "end": 1010.0}]}
     assert stage_marks(stages) == [1004.0]
     assert [r["target_rps"] for r in with_target(rows, stages)] == [5] * 4 + [10] * 6
+
+
+def test_node_warnings_do_not_contradict_the_verdict_colour() -> None:
+    s = _summary(level="caution")
+    s["self_check"]["nodes"] = [{"node": "local", "reasons": [], "warnings": ["other processes held the core"]}]
+    page = render(s, _rows())
+    assert "<p class='note'>local: other processes held the core</p>" in page  # the verdict carries the colour
+    s["self_check"].pop("level")  # an older self-check: its warnings stay red, as before
+    assert "<p class='bad'>local: other processes held the core</p>" in render(s, _rows())
