@@ -103,6 +103,7 @@ def test_steady_demo_load_draws_a_flat_tokens_line(tmp_path) -> None:
     assert len(points) >= 10, live  # the complete horizon holds back only the newest few seconds
     values = [float(points[t]) for t in sorted(points)]
     assert cv(values) < CV_MAX, (round(cv(values), 3), values)
+    print(f"CV timeseries.csv {cv(steady):.3f} over {len(steady)} s, live route {cv(values):.3f} over {len(values)} s")
     # the live points and the file count the same tokens in the same seconds (seconds settled)
     same = [t for t in points if t in rows]
     assert sum(points[t] for t in same) == pytest.approx(sum(rows[t] for t in same), rel=0.02)
