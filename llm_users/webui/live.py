@@ -12,8 +12,8 @@ from now (a master hears from workers every couple of seconds). Output tokens, T
 count in the second their chunk *arrived*
 (:mod:`llm_users.metrics.by_arrival`, the timeline's rule: a steady load draws a flat line), so
 a second is complete only once every request that streamed in it has ended and reported: the
-**complete horizon** is ``now - lag_s - hold``, ``hold`` the longest E2E among the requests
-that ended in the last :data:`HOLD_WINDOW_S` seconds (at most :data:`HOLD_MAX_S`). Points and
+**complete horizon** is ``now - lag_s - hold``, ``hold`` the longest E2E among the successful
+requests that ended in the last :data:`HOLD_WINDOW_S` seconds (at most :data:`HOLD_MAX_S`). Points and
 the current rates (all of them, over the same seconds) stop at that horizon, so the newest point is not drawn low only because the
 streams still producing in it have not reported yet; before any request has ended there is no
 point. A record that arrives later still (a request longer than the others) adds its tokens
@@ -49,7 +49,7 @@ class _Second:
     itl: array = field(default_factory=lambda: array("q"))
     point: dict[str, Any] | None = None  # computed once settled; the raw values are then dropped
     by_name: dict[str, list[int]] = field(default_factory=dict)  # name -> [finished, failures, tokens, good]
-    e2e_max: float = 0.0  # the longest E2E (s) of the requests that ended in this second
+    e2e_max: float = 0.0  # the longest E2E (s) of the successful requests that ended in this second
 
 
 def _ms2(values: array) -> list[float | None]:
@@ -93,12 +93,12 @@ class LiveView:
             named = sec.by_name[rec.name] = [0, 0, 0, 0]
         sec.finished += 1
         named[0] += 1
-        sec.e2e_max = max(sec.e2e_max, (rec.e2e_ns or 0) / 1e9)
         if not rec.ok:
             sec.failures += 1
             named[1] += 1
             self._update_point(sec)
             return
+        sec.e2e_max = max(sec.e2e_max, (rec.e2e_ns or 0) / 1e9)  # failures add no tokens: not held for
         if self.slos and all(slo_results(rec, self.slos).values()):
             sec.good += 1
             named[3] += 1
@@ -139,7 +139,7 @@ class LiveView:
         """The first second whose tokens may still be incomplete (the module docstring): ``now -
         lag_s - hold``; the oldest second kept while no request has ended yet."""
         end = int(now - self.lag_s)
-        recent = [s.e2e_max for t, s in self._seconds.items() if s.finished and t >= end - HOLD_WINDOW_S]
+        recent = [s.e2e_max for t, s in self._seconds.items() if s.e2e_max and t >= end - HOLD_WINDOW_S]
         if not recent:
             if any(s.finished for s in self._seconds.values()):
                 return end  # none in flight is known: nothing to wait for

@@ -113,6 +113,11 @@ def test_nothing_is_complete_before_a_request_ends() -> None:
     feed(live, stream(1000.5, 1.0))  # one short request ended at 1001.5
     assert [p["time"] for p in live.series(1003.7)] == [1000]  # horizon 1003.7 - 1 - 1.0 -> 1001
     assert live.horizon(1200.0) == 1199  # nothing ended recently, none is known in flight
+    failed = stream(1150.0, 49.0)
+    failed.status = "error"  # a 49 s timeout: it adds no tokens, so it holds nothing back
+    feed(live, failed)
+    feed(live, stream(1197.0, 1.0))
+    assert live.horizon(1200.0) == 1198
 
 
 def test_a_late_record_adds_its_tokens_to_settled_points() -> None:
