@@ -2,11 +2,13 @@
 shown before any number, and the rule that refuses a verdict between runs that were not asked
 the same thing (docs/report.md, "Comparing runs").
 
-Where a value comes from, first found wins: the summary's structured ``config`` block
-(``backend``, ``model``, ``load_plan``, ``input_tokens``, ``output_tokens``, ``max_tokens``,
-``slos``) when the run wrote one; else the run's options (``environment.options``, or the
-older ``config`` block, which is the options); else what the run measured or recorded
-(``environment.backends_models``, ``workload.source``, ``overall.slo.limits_ms``).
+Where a value comes from, first found wins: the summary's ``setup`` block (what the run was
+asked to do: ``backend``, ``model``, ``load_plan``, ``input_tokens``, ``output_tokens``,
+``dataset``, ``turns``, ``prefix_tokens``, ``max_tokens``, ``temperature``, ``ignore_eos``,
+``slos_ms``; a structured ``config`` block with such keys is read the same way) when the run
+wrote one; else the run's options (``environment.options``, or the older ``config`` block,
+which is the options); else what the run recorded (``environment.backends_models``,
+``workload.source``, ``overall.slo.limits_ms``).
 
 A row is *critical* when a difference in it changes what the server was asked to do: the load
 (users, stages, steps, sweep, rate), the model, the input and output lengths, the max tokens,
@@ -59,15 +61,31 @@ def _options(summary: dict[str, Any]) -> dict[str, Any]:
     return cfg if isinstance(cfg, dict) and ("num_users" in cfg or any(k.startswith("llm_") for k in cfg)) else {}
 
 
+_STRUCTURED = ("backend", "load_plan", "slos", "slos_ms", "input_tokens", "max_tokens")
+
+
 def _structured(summary: dict[str, Any]) -> dict[str, Any]:
-    cfg = summary.get("config")
-    return cfg if isinstance(cfg, dict) else {}
+    """The run's own account of its configuration (``setup``), or {} for an older run."""
+    for key in ("setup", "config"):
+        block = summary.get(key)
+        if isinstance(block, dict) and any(k in block for k in _STRUCTURED):
+            return block
+    return {}
+
+
+def _get(cfg: dict[str, Any], key: str, options: dict[str, Any], option: str) -> Any:
+    v = cfg.get(key)
+    return v if v is not None else options.get(option)
 
 
 def load_plan(summary: dict[str, Any]) -> str:
     """The load the run was asked for, in one phrase: '8 users', 'steps 8:64:8:2s (users)',
     'sweep concurrency from 4 (target 0.95, 10 points)', '5 req/s poisson', 'trace t.jsonl x2'."""
     plan = _structured(summary).get("load_plan")
+    if isinstance(plan, dict) and plan.get("kind") == "users" and plan.get("users") is not None:
+        return f"{plan['users']} users"  # the spawn rate and -t have their own rows
+    if isinstance(plan, dict) and plan.get("text"):
+        return "; ".join(c for c in str(plan["text"]).split("; ") if not c.startswith("for ")) or "-"
     if plan:
         return _text(plan)
     o = _options(summary)
@@ -116,10 +134,7 @@ def _model(summary: dict[str, Any]) -> str:
 
 
 def _lengths(summary: dict[str, Any], which: str) -> str:
-    cfg = _structured(summary)
-    if cfg.get(f"{which}_tokens") is not None:
-        return _text(cfg[f"{which}_tokens"])
-    given = _options(summary).get(f"llm_{which}_tokens")
+    given = _get(_structured(summary), f"{which}_tokens", _options(summary), f"llm_{which}_tokens")
     if given is not None:
         return _text(given)
     src = (summary.get("workload") or {}).get("source") or {}
@@ -127,7 +142,8 @@ def _lengths(summary: dict[str, Any], which: str) -> str:
 
 
 def _workload(summary: dict[str, Any]) -> str:
-    o = _options(summary)
+    o, cfg = _options(summary), _structured(summary)
+    o = {**o, **{f"llm_{k}": cfg[k] for k in ("turns", "prefix_tokens") if cfg.get(k) is not None}}
     src = (summary.get("workload") or {}).get("source") or {}
     if src.get("kind") == "synthetic":
         what = f"synthetic (seed {src.get('seed')})"
@@ -135,7 +151,7 @@ def _workload(summary: dict[str, Any]) -> str:
         sha = str(src.get("sha256") or "")[:12]
         what = f"{src.get('kind', 'dataset')} {src.get('name') or src.get('path') or ''}" + (f" [{sha}]" if sha else "")
     else:
-        what = _text(o.get("llm_dataset") or o.get("llm_prompts"))
+        what = _text(cfg.get("dataset") or o.get("llm_dataset") or o.get("llm_prompts"))
     extra = [f"{k}={_text(o[f'llm_{k}'])}" for k in ("turns", "prefix_tokens", "prefix_count", "think_time")
              if o.get(f"llm_{k}") is not None]
     return ", ".join([what.strip(), *extra])
@@ -145,7 +161,7 @@ def _sampling(summary: dict[str, Any]) -> str:
     cfg, o = _structured(summary), _options(summary)
     parts = []
     for k in ("temperature", "top_p", "ignore_eos"):
-        v = cfg.get(k, o.get(f"llm_{k}"))
+        v = _get(cfg, k, o, f"llm_{k}")
         if v is not None:
             parts.append(f"{k}={_text(v)}")
     return ", ".join(parts) or "server defaults"
@@ -153,6 +169,8 @@ def _sampling(summary: dict[str, Any]) -> str:
 
 def _slos(summary: dict[str, Any]) -> str:
     cfg = _structured(summary)
+    if cfg.get("slos_ms"):
+        return ", ".join(f"{k}<={v:g}ms" for k, v in cfg["slos_ms"].items())
     if cfg.get("slos"):
         return _text(cfg["slos"])
     limits = ((summary.get("overall") or {}).get("slo") or {}).get("limits_ms")
@@ -182,7 +200,7 @@ def run_config(summary: dict[str, Any]) -> dict[str, str]:
         "model": _model(summary),
         "input tokens": _lengths(summary, "input"),
         "output tokens": _lengths(summary, "output"),
-        "max tokens": _text(_structured(summary).get("max_tokens", o.get("llm_max_tokens"))),
+        "max tokens": _text(_get(_structured(summary), "max_tokens", o, "llm_max_tokens")),
         "workload": _workload(summary),
         "sampling": _sampling(summary),
         "backend": _backend(summary),

@@ -177,3 +177,30 @@ def pooled_goodput_text(summary: dict[str, Any]) -> str | None:
     return (f"pooled over all {len(points)} {unit} at different loads (not a capacity figure; read the "
             f"per-point goodput and the knee): {slo['goodput_rps']:.2f} req/s met every SLO"
             + (f", {share:.1%} of requests" if share is not None else ""))
+
+
+def headline_cells(summary: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The report's headline cells about goodput for a study (label, value, small print): the
+    knee's goodput, how many points passed, and the pooled goodput labelled as such."""
+    sw = summary.get("sweep") or {}
+    points = sw.get("points") or summary.get("stages") or []
+    vs = verdicts(summary, points)
+    kind = kind_of(points)
+    word = "sweep points" if sw else "stages"
+    knee = next((p for p, v in zip(points, vs, strict=True) if v.knee), None)
+    out: list[tuple[str, str, str]] = []
+    if knee is not None:
+        slo = knee.get("slo") or {}
+        good, share = slo.get("goodput_rps"), slo.get("share_meeting_all")
+        out.append(("Goodput at the knee", "-" if good is None else f"{good:.2f} req/s",
+                    f"at {load_label(knee, kind)}" + ("" if share is None else f", {share:.1%} met every SLO")))
+    else:
+        out.append(("Goodput at the knee", "-", f"no {word[:-1]} met the SLOs"))
+    target = sw.get("target", STAGE_TARGET) if sw else STAGE_TARGET
+    out.append(("Points meeting the SLOs", f"{sum(1 for v in vs if v.passed)} of {len(vs)}",
+                f"{word} with ≥ {target:.0%} of requests meeting every SLO"))
+    pooled = ((summary.get("overall") or {}).get("slo") or {}).get("goodput_rps")
+    if pooled is not None:
+        out.append(("Goodput, pooled", f"{pooled:.2f} req/s",
+                    f"over all {len(points)} {word} at different loads: not a capacity figure"))
+    return out

@@ -214,6 +214,7 @@ def test_steps_with_slos_say_which_slo_failed_and_name_the_knee(tmp_path) -> Non
     text = (report / "report.html").read_text()
     assert "<b>KNEE</b> pass: 100.0% met every SLO" in text and text.count("fail: tpot p95") == 2
     assert "4 u (stage 0)" in text and "pooled over all 3 stages" in text
+    assert text.index("Goodput at the knee") < text.index("Goodput, pooled") < text.index("Per request name")
     for label in ("<!-- SLO TPOT ≤ 20 ms -->", "<!-- SLO TTFT ≤ 500 ms -->", "<!-- 14 u -->", "<!-- 24 u -->",
                   "stage 2"):
         assert label in text, label

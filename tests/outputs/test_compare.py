@@ -76,6 +76,19 @@ def test_config_rows_from_options_and_from_a_structured_block() -> None:
     assert row["backend"] == "sglang" and row["model"] == "m2" and row["load"] == "users=4, spawn_rate=4"
     assert (row["input tokens"], row["output tokens"], row["max tokens"]) == ("128", "64", "64")
     assert row["SLOs"] == "ttft=500ms"
+    # the setup block (what the run was asked to do) as the runs write it
+    s = _summary(8)
+    s["setup"] = {"backend": "vllm", "model": None, "client": "raw", "input_tokens": "512", "output_tokens": "128",
+                  "load_plan": {"text": "8 users, spawned at 4/s; for 30 s", "kind": "users", "users": 8},
+                  "dataset": None, "turns": 3, "max_tokens": 512, "temperature": 0.0, "ignore_eos": True,
+                  "slos_ms": {"ttft": 500.0}}
+    row = {r.key: r.values[0] for r in config_rows([s])}
+    assert row["load"] == "8 users" and row["model"] == "m1"  # null model: the server's (backends_models)
+    assert (row["input tokens"], row["output tokens"], row["max tokens"]) == ("512", "128", "512")
+    assert row["sampling"] == "temperature=0, ignore_eos=True" and row["SLOs"] == "ttft<=500ms"
+    assert row["workload"].endswith("turns=3")
+    s["setup"]["load_plan"] = {"text": "steps 4:24:10:2s (users); for 6 s", "kind": "stages"}
+    assert load_plan(s) == "steps 4:24:10:2s (users)"
     # only the backend or the server differ: comparable (two servers on the same work)
     other = _summary(4)
     other["environment"]["backends_models"] = [{"backend": "sglang", "model": "m1"}]

@@ -151,3 +151,18 @@ def test_report_table_charts_labels_and_slo_lines() -> None:
                         "knee": {"rate": 4.0, "point": 1, "goodput_rps": 19.4, "share_meeting_all": 0.97}})
     page = "".join(sweep_section(sw))
     assert "knee at rate 4" in page and "<!-- 4 r/s -->" in page and "<b>KNEE</b>" in page
+
+
+def test_report_headline_of_a_study_leads_with_the_knee_and_labels_the_pooled_goodput() -> None:
+    from llm_users.outputs.html_headline import cells
+
+    s = _stages_summary()
+    s["overall"].update(requests=400, failures=12, output_tokens_per_s=1.0, requests_per_s=1.0)
+    got = {k: (v, small) for k, v, small in cells(s)}
+    assert got["Goodput at the knee"] == ("38.80 req/s", "at 8 u, 97.0% met every SLO")
+    assert got["Points meeting the SLOs"] == ("2 of 4", "stages with ≥ 95% of requests meeting every SLO")
+    assert got["Goodput, pooled"] == ("42.00 req/s", "over all 4 stages at different loads: not a capacity figure")
+    assert "Goodput" not in got and "SLO attainment" not in got  # a plain run's cells, which would mislead here
+    s["stages"] = s["stages"][2:]  # only failing stages: no knee
+    got = {k: (v, small) for k, v, small in cells(s)}
+    assert got["Goodput at the knee"] == ("-", "no stage met the SLOs") and got["Points meeting the SLOs"][0] == "0 of 2"
