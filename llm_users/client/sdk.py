@@ -52,6 +52,28 @@ def import_sdk(module: str) -> Any:
     return importlib.import_module(module)
 
 
+#: The SDKs' loggers that log at INFO for every request: httpx (``HTTP Request: POST ...``,
+#: under the openai, anthropic and google-genai SDKs) and google-genai (its function-calling notes).
+CHATTY_LOGGERS = ("httpx", "google_genai")
+
+
+def quiet_http_logs() -> list[str]:
+    """Set the SDKs' per-request loggers to WARNING, unless the run logs at DEBUG
+    (``--loglevel DEBUG``: the root logger at DEBUG) or a logger was given a level already
+    (by the user's own logging setup). Returns the loggers quietened."""
+    import logging
+
+    if logging.getLogger().getEffectiveLevel() <= logging.DEBUG:
+        return []
+    quiet = []
+    for name in CHATTY_LOGGERS:
+        logger = logging.getLogger(name)
+        if logger.level == logging.NOTSET:
+            logger.setLevel(logging.WARNING)
+            quiet.append(name)
+    return quiet
+
+
 def check_sdk_available(user_cls: Any, endpoint: str | None = None) -> Any:
     """Import the SDK the route needs, now (before the run starts), or raise ConfigError with
     what to install."""
