@@ -52,9 +52,10 @@ def import_sdk(module: str) -> Any:
     return importlib.import_module(module)
 
 
-#: The SDKs' loggers that log at INFO for every request: httpx (``HTTP Request: POST ...``,
-#: under the openai, anthropic and google-genai SDKs) and google-genai (its function-calling notes).
-CHATTY_LOGGERS = ("httpx", "google_genai")
+#: The SDKs' loggers that log at INFO for every request: httpx (``HTTP Request: POST ...``, under
+#: the openai and google-genai SDKs), httpx2 (the same line, under the anthropic SDK) and
+#: google-genai (its function-calling notes). ``ANTHROPIC_LOG=info`` and the like still win.
+CHATTY_LOGGERS = ("httpx", "httpx2", "google_genai")
 
 
 def quiet_http_logs() -> list[str]:
