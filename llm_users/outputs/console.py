@@ -172,7 +172,10 @@ class ConsoleTable:
         self.pending: list[str] = []
 
     def write(self, final: FinalData, directory: str | None) -> None:
-        text = summary_table(final.summary)
+        self.say(summary_table(final.summary))
+
+    def say(self, text: str) -> None:
+        """Print ``text`` now, or after the table when the table is held (the closing lines)."""
         if self.hold:
             self.pending.append(text)
         else:

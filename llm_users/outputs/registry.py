@@ -51,4 +51,4 @@ def write_outputs(final: FinalData, report_dir: str | None) -> None:
     for out in outputs():
         out.write(final, report_dir)
     if report_dir:
-        print(f"locust-llm: report written to {report_dir}/", flush=True)
+        CONSOLE.say(f"locust-llm: report written to {report_dir}/")  # after the table, held or not
