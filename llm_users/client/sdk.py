@@ -16,7 +16,8 @@ This measures what an application built on the SDK experiences, with raw mode's 
 
 Sync clients run under gevent (Locust monkey-patches sockets). The SDKs are the optional extra
 ``locust-llm[sdk]``, imported when the run is set up (:func:`check_sdk_available`), not inside
-the first request.
+the first request. Their per-request HTTP log lines are quiet unless the run logs at DEBUG
+(:func:`quiet_http_logs`). A request is named ``sdk:`` + raw mode's name for it (``LLMUser.sdk_name``).
 """
 
 from __future__ import annotations

@@ -182,20 +182,25 @@ class ConsoleTable:
             print(text, flush=True)
 
     def flush(self, **_: Any) -> None:
-        """Print what was held (once)."""
+        """Print what was held (once); what comes after prints at once."""
+        self.hold = False
         pending, self.pending = self.pending, []
         for text in pending:
             print(text, flush=True)
 
 
+_hooked: set[int] = set()
+
+
 def hold_until_quit(events: Any) -> None:
     """Headless: print the table after Locust's own final table, on ``quit`` (Locust fires it
     right after printing that table); at exit should ``quit`` never fire."""
-    if CONSOLE.hold:
-        return
     CONSOLE.hold = True
-    events.quit.add_listener(CONSOLE.flush)
-    atexit.register(CONSOLE.flush)
+    if id(events) not in _hooked:
+        _hooked.add(id(events))
+        events.quit.add_listener(CONSOLE.flush)
+        if len(_hooked) == 1:
+            atexit.register(CONSOLE.flush)
 
 
 CONSOLE = ConsoleTable()

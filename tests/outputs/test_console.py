@@ -110,3 +110,23 @@ def test_the_table_is_held_until_quit(capsys) -> None:
     assert capsys.readouterr().out.startswith("LLM summary")
     table.flush()
     assert capsys.readouterr().out == ""  # once
+
+
+def test_hold_until_quit_prints_on_locusts_quit_event(capsys) -> None:
+    from locust.event import Events
+
+    events = Events()
+    final = FinalData(_stats(3).summary(), [], StatsByName())
+    try:
+        console.hold_until_quit(events)
+        console.CONSOLE.write(final, None)
+        console.CONSOLE.say("locust-llm: report written to x/")
+        assert capsys.readouterr().out == ""
+        events.quit.fire(exit_code=0)  # Locust fires it right after its own final table
+        out = capsys.readouterr().out
+        assert out.startswith("LLM summary") and out.rstrip().endswith("report written to x/")
+        console.CONSOLE.say("late")  # after quit: at once
+        assert capsys.readouterr().out == "late\n"
+    finally:
+        console.CONSOLE.hold = False
+        console.CONSOLE.pending.clear()
