@@ -35,15 +35,18 @@ def _assert_llm_table_last(lines: list[str]) -> None:
     assert theirs and max(theirs) < ours[0], "\n".join(lines[-60:])  # Locust's final table, then ours
 
 
-@pytest.mark.parametrize("mode", ["local", "processes"])
-def test_only_summary_ends_with_the_llm_table_and_exact_token_keys(mode: str, sim_factory, tmp_path) -> None:
+@pytest.mark.parametrize(("mode", "only_summary"), [("local", True), ("processes", True), ("local", False)])
+def test_only_summary_ends_with_the_llm_table_and_exact_token_keys(mode: str, only_summary: bool, sim_factory,
+                                                                   tmp_path) -> None:
     sim = sim_factory("--ttft-ms", "20", "--itl-ms", "4", "--output-tokens", "20", "--seed", "3")
     report = tmp_path / "r"
     extra = []
     if mode == "processes":
         port = str(free_port())
         extra = ["--processes", "2", "--master-bind-port", port, "--master-port", port]
-    lines = _run("vllm.py", "--only-summary", *extra, "--host", sim.url, "-u", "4", "-r", "4", "-t", "3s",
+    if only_summary:
+        extra.append("--only-summary")  # without: Locust's table every 2 s as well, then its final one
+    lines = _run("vllm.py", *extra, "--host", sim.url, "-u", "4", "-r", "4", "-t", "3s",
                  "--stop-timeout", "5", "--llm-input-tokens", "64", "--llm-report", str(report))
     _assert_llm_table_last(lines)
     ov = read_summary(report)["overall"]
