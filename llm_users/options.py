@@ -153,6 +153,7 @@ class RunConfig:
     cost: Prices | None = None  # --llm-price
     export: tuple[str, str] | None = None  # --llm-export FORMAT FILE
     spawn_seed: str | None = None  # --llm-seed as given: each user's own generator (llm_users/load/spawn.py)
+    headless: bool = False  # Locust's --headless: the LLM table prints after Locust's final one (outputs/console.py)
     #: the options these were parsed from, read-only (None: Locust used as a library, no options)
     options: Mapping[str, Any] | None = None
 
@@ -197,6 +198,7 @@ class RunConfig:
             cost=_cost(options),
             export=_export(options),
             spawn_seed=_spawn_seed(options),
+            headless=bool(_given(options, "headless")),
             options=_snapshot(options),
         )
 

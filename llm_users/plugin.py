@@ -101,6 +101,10 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
         _fail(str(e))
     environment.llm_run = run
     if isinstance(run, MergingRun):
+        if run.config.headless:  # Locust prints its final table at exit: ours comes after it
+            from llm_users.outputs.console import hold_until_quit
+
+            hold_until_quit(environment.events)
         if getattr(environment, "web_ui", None) is not None:
             from llm_users.webui.tab import install as install_tab
 
@@ -190,9 +194,10 @@ def _check_settings(config: llm_options.RunConfig) -> None:
     """Settings, prompts and API keys are checked before any user starts."""
     for cls, settings in config.user_settings.items():
         if settings.client == "sdk":
-            from llm_users.client.sdk import check_sdk_available
+            from llm_users.client.sdk import check_sdk_available, quiet_http_logs
 
             check_sdk_available(cls, settings.endpoint)  # imported now, not inside the first request
+            quiet_http_logs()  # no "HTTP Request: POST ..." line per request
         if cls.requires_api_key and not settings.api_key():
             raise ConfigError(
                 f"{cls.__name__} needs an API key in the environment variable {settings.api_key_names()} "

@@ -114,6 +114,7 @@ class LLMUser(User):
         )
         self._sent = 0
         self._sdk: Any = None
+        self._sdk_names: dict[tuple[str, str], str] = {}
 
     # what the descriptor provides ------------------------------------------------------------
     def client_base_url(self, host: str) -> str:
@@ -195,7 +196,7 @@ class LLMUser(User):
                 sdk_stream,  # optional extra: imported at start by the plugin's checks
             )
 
-            rec = self._new_record(self.sdk_name())
+            rec = self._new_record(self.sdk_name(spec))
             run = lambda: sdk_stream(self, spec, rec)  # noqa: E731
         else:
             req = self.build_request(messages, settings)
@@ -271,9 +272,16 @@ class LLMUser(User):
         self._sent += 1
         return rec
 
-    def sdk_name(self) -> str:
-        # OpenAI-style backends keep their endpoint in the name (chat and completions differ)
-        return "sdk:" + (self.route.path if self.descriptor.strip_v1 else self.backend)
+    def sdk_name(self, spec: RequestSpec) -> str:
+        """One naming rule for both modes, every backend: ``sdk:`` + the name raw mode gives the
+        same request (its route's path: ``sdk:/v1/chat/completions``, ``sdk:/v1/messages``,
+        ``sdk:/api/chat``, ``sdk:/v1beta/models/<model>:streamGenerateContent``). Made once
+        per user and model from the route's own builder (the record's ``client`` says the mode)."""
+        key = (self.model_name, self.route.path)
+        cached = self._sdk_names.get(key)
+        if cached is None:
+            cached = self._sdk_names[key] = "sdk:" + self.route.build(spec).name
+        return cached
 
     def on_stop(self) -> None:
         self.stream_client.close()

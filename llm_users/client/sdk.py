@@ -16,7 +16,8 @@ This measures what an application built on the SDK experiences, with raw mode's 
 
 Sync clients run under gevent (Locust monkey-patches sockets). The SDKs are the optional extra
 ``locust-llm[sdk]``, imported when the run is set up (:func:`check_sdk_available`), not inside
-the first request.
+the first request. Their per-request HTTP log lines are quiet unless the run logs at DEBUG
+(:func:`quiet_http_logs`). A request is named ``sdk:`` + raw mode's name for it (``LLMUser.sdk_name``).
 """
 
 from __future__ import annotations
@@ -50,6 +51,29 @@ def import_sdk(module: str) -> Any:
         raise ImportError(f"{module!r} resolves to {top.__file__}, not the SDK package "
                           "(a locustfile of that name? run locust from another folder)")
     return importlib.import_module(module)
+
+
+#: The SDKs' loggers that log at INFO for every request: httpx (``HTTP Request: POST ...``, under
+#: the openai and google-genai SDKs), httpx2 (the same line, under the anthropic SDK) and
+#: google-genai (its function-calling notes). ``ANTHROPIC_LOG=info`` and the like still win.
+CHATTY_LOGGERS = ("httpx", "httpx2", "google_genai")
+
+
+def quiet_http_logs() -> list[str]:
+    """Set the SDKs' per-request loggers to WARNING, unless the run logs at DEBUG
+    (``--loglevel DEBUG``: the root logger at DEBUG) or a logger was given a level already
+    (by the user's own logging setup). Returns the loggers quietened."""
+    import logging
+
+    if logging.getLogger().getEffectiveLevel() <= logging.DEBUG:
+        return []
+    quiet = []
+    for name in CHATTY_LOGGERS:
+        logger = logging.getLogger(name)
+        if logger.level == logging.NOTSET:
+            logger.setLevel(logging.WARNING)
+            quiet.append(name)
+    return quiet
 
 
 def check_sdk_available(user_cls: Any, endpoint: str | None = None) -> Any:

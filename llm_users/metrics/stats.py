@@ -8,6 +8,7 @@ from typing import Any
 from llm_users.metrics.checks import SAMPLING_HINTS, TOKEN_REASONS, slo_results
 from llm_users.metrics.distribution import BucketCounts, Distribution, bucket_counts
 from llm_users.metrics.record import LATENCY_METRICS, RequestRecord
+from llm_users.metrics.tokens import TokenCounts
 
 
 class Stats:
@@ -28,6 +29,8 @@ class Stats:
         self.failures_by_category: Counter[str] = Counter()
         self.input_tokens = 0
         self.output_tokens = 0
+        self.input_per_request = TokenCounts()  # successful requests' token counts, exact
+        self.output_per_request = TokenCounts()
         self.token_reasons: Counter[str] = Counter()  # records with an estimated count, by reason
         self.excluded = 0
         self.interrupted = 0
@@ -78,6 +81,8 @@ class Stats:
             d["e2e"].add(rec.e2e_ns)
         self.input_tokens += rec.input_tokens or 0
         self.output_tokens += rec.output_tokens or 0
+        self.input_per_request.add(rec.input_tokens or 0)
+        self.output_per_request.add(rec.output_tokens or 0)
         if rec.sampling_issues:
             self.sampling.update(rec.sampling_issues)
         if rec.tokens_reason is not None or rec.tokens_source == "estimated":  # output or input estimated
@@ -124,6 +129,9 @@ class Stats:
                                           for k, n in sorted(self.token_reasons.items())}
         out["duration_s"] = dur
         out["output_tokens_per_s"] = self.output_tokens / dur if dur > 0 else None
+        out["total_tokens_per_s"] = (self.input_tokens + self.output_tokens) / dur if dur > 0 else None
+        out["input_tokens_per_request"] = self.input_per_request.summary()
+        out["output_tokens_per_request"] = self.output_per_request.summary()
         out["requests_per_s"] = self.requests / dur if dur > 0 else None
         if self.slos:
             out["slo"] = {
@@ -146,6 +154,8 @@ class Stats:
             "failures_by_category": dict(self.failures_by_category),
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
+            "input_per_request": self.input_per_request.to_wire(),
+            "output_per_request": self.output_per_request.to_wire(),
             "token_reasons": dict(self.token_reasons),
             "excluded": self.excluded,
             "excluded_cooldown": self.excluded_cooldown,
@@ -166,6 +176,8 @@ class Stats:
         self.failures_by_category.update(w["failures_by_category"])
         self.input_tokens += w["input_tokens"]
         self.output_tokens += w["output_tokens"]
+        self.input_per_request.merge_wire(w.get("input_per_request"))
+        self.output_per_request.merge_wire(w.get("output_per_request"))
         self.token_reasons.update(w["token_reasons"])
         self.excluded += w["excluded"]
         self.excluded_cooldown += w["excluded_cooldown"]

@@ -1,12 +1,26 @@
 """The LLM summary table printed at test stop (the ``console`` output), with the lines the
-load profiles add under it."""
+load profiles add under it.
+
+The table is the last word of a headless run: Locust prints its own final table (other
+counts: warm-up included, "approximated" percentiles) at exit, after the test stopped, so in
+a headless run :class:`ConsoleTable` holds its text and prints it on Locust's ``quit`` event,
+which Locust fires right after its own table (:func:`hold_until_quit`). A run with the web UI
+prints it when the test stops. A percentile from fewer than :data:`MIN_PERCENTILE_SAMPLES`
+samples is marked ``*``.
+"""
 
 from __future__ import annotations
 
+import atexit
 from typing import Any
 
 from llm_users.load.registry import console_lines
 from llm_users.outputs.final import FinalData
+
+#: A percentile computed from fewer samples than this is marked ``*`` in the table (a p99
+#: from 4 samples is the largest of them, not a tail).
+MIN_PERCENTILE_SAMPLES = 20
+MARK = "*"
 
 _COLUMNS = [
     ("Name", 28, None),
@@ -25,10 +39,7 @@ _COLUMNS = [
 ]
 
 
-def _cell(stats: dict[str, Any], path: tuple[str, ...]) -> str:
-    v: Any = stats
-    for k in path:
-        v = v.get(k) if isinstance(v, dict) else None
+def _number(v: Any) -> str:
     if v is None:
         return "-"
     if isinstance(v, int):
@@ -40,16 +51,60 @@ def _cell(stats: dict[str, Any], path: tuple[str, ...]) -> str:
     return f"{v:.2f}"
 
 
+def few_samples(stats: dict[str, Any], path: tuple[str, ...]) -> bool:
+    """True when ``path`` names a percentile (``("ttft", "p99")``) of a metric with fewer than
+    :data:`MIN_PERCENTILE_SAMPLES` samples (its ``count``)."""
+    if len(path) != 2 or not path[1].startswith("p"):
+        return False
+    metric = stats.get(path[0])
+    count = metric.get("count") if isinstance(metric, dict) else None
+    return count is not None and 0 < count < MIN_PERCENTILE_SAMPLES
+
+
+def _cell(stats: dict[str, Any], path: tuple[str, ...]) -> str:
+    v: Any = stats
+    for k in path:
+        v = v.get(k) if isinstance(v, dict) else None
+    text = _number(v)
+    return text + MARK if v is not None and few_samples(stats, path) else text
+
+
+def token_line(overall: dict[str, Any]) -> str | None:
+    """Tokens per request (p50 and mean, input and output) and the token throughput, or None
+    when no request succeeded."""
+    inp, out = overall.get("input_tokens_per_request") or {}, overall.get("output_tokens_per_request") or {}
+    if inp.get("p50") is None and out.get("p50") is None:
+        return None
+
+    def per_request(d: dict[str, Any]) -> str:
+        mean = d.get("mean")
+        return f"p50 {_number(d.get('p50'))}, mean {mean:.1f}" if mean is not None else "-"
+
+    line = f"tokens per request: input {per_request(inp)}; output {per_request(out)}"
+    if overall.get("total_tokens_per_s") is not None:
+        line += (f"; throughput {_number(overall.get('output_tokens_per_s'))} output tok/s, "
+                 f"{_number(overall['total_tokens_per_s'])} total (input+output) tok/s")
+    return line
+
+
 def summary_table(summary: dict[str, Any]) -> str:
     """Per name and aggregated; latencies in ms."""
     head = " ".join(f"{t:<{w}}" if i == 0 else f"{t:>{w}}" for i, (t, w, _) in enumerate(_COLUMNS))
     lines = ["LLM summary (latencies in ms; warm-up excluded)", head, "-" * len(head)]
     rows = list(summary["by_name"].items()) + [("Aggregated", summary["overall"])]
+    marked = False
     for name, stats in rows:
         cells = [f"{name[:28]:<28}"]
         cells += [f"{_cell(stats, path):>{w}}" for _, w, path in _COLUMNS[1:] if path]
+        marked = marked or any(c.endswith(MARK) for c in cells[1:])
         lines.append(" ".join(cells))
+    if marked:
+        lines.append(f"{MARK} fewer than {MIN_PERCENTILE_SAMPLES} samples: that percentile is little more than "
+                     "one of them")
     ov = summary["overall"]
+    tokens = token_line(ov)
+    if tokens:
+        lines.append(tokens)
     if ov.get("failures_by_category"):
         cats = ", ".join(f"{k}={v}" for k, v in sorted(ov["failures_by_category"].items()))
         lines.append(f"failures by category: {cats}")
@@ -107,12 +162,45 @@ def summary_table(summary: dict[str, Any]) -> str:
 
 
 class ConsoleTable:
-    """The ``console`` output: the table and its lines, printed whether or not there is a report."""
+    """The ``console`` output: the table and its lines, printed whether or not there is a report;
+    held until Locust's ``quit`` while :func:`hold_until_quit` is in force (headless runs)."""
 
     name = "console"
 
+    def __init__(self) -> None:
+        self.hold = False
+        self.pending: list[str] = []
+
     def write(self, final: FinalData, directory: str | None) -> None:
-        print(summary_table(final.summary), flush=True)
+        self.say(summary_table(final.summary))
+
+    def say(self, text: str) -> None:
+        """Print ``text`` now, or after the table when the table is held (the closing lines)."""
+        if self.hold:
+            self.pending.append(text)
+        else:
+            print(text, flush=True)
+
+    def flush(self, **_: Any) -> None:
+        """Print what was held (once); what comes after prints at once."""
+        self.hold = False
+        pending, self.pending = self.pending, []
+        for text in pending:
+            print(text, flush=True)
+
+
+_hooked: set[int] = set()
+
+
+def hold_until_quit(events: Any) -> None:
+    """Headless: print the table after Locust's own final table, on ``quit`` (Locust fires it
+    right after printing that table); at exit should ``quit`` never fire."""
+    CONSOLE.hold = True
+    if id(events) not in _hooked:
+        _hooked.add(id(events))
+        events.quit.add_listener(CONSOLE.flush)
+        if len(_hooked) == 1:
+            atexit.register(CONSOLE.flush)
 
 
 CONSOLE = ConsoleTable()

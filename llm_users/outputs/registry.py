@@ -4,7 +4,9 @@ from the final merged data (:class:`~llm_users.outputs.final.FinalData`). Summar
 web UI's ``/llm/summary.json``) only read.
 
 In order: the vLLM bench export (``--llm-export``; its line comes before the table), the console
-table, summary.json/.csv, timeseries.csv, report.html, the load profiles' files. requests.jsonl
+table, summary.json/.csv, timeseries.csv, report.html, the load profiles' files. In a headless
+run the console table (and the "report written" line) is printed after Locust's own final
+table, at Locust's ``quit`` (:func:`~llm_users.outputs.console.hold_until_quit`). requests.jsonl
 is the exception by design: :class:`~llm_users.outputs.files.RecordWriter` appends each record
 as the run goes, so a crash keeps every record so far.
 
@@ -51,4 +53,4 @@ def write_outputs(final: FinalData, report_dir: str | None) -> None:
     for out in outputs():
         out.write(final, report_dir)
     if report_dir:
-        print(f"locust-llm: report written to {report_dir}/", flush=True)
+        CONSOLE.say(f"locust-llm: report written to {report_dir}/")  # after the table, held or not

@@ -1,0 +1,132 @@
+"""The console table's last word (issue 28 item 4): tokens per request exact across a merge,
+the total token throughput, percentiles from few samples marked, the table held until Locust's
+own final table has printed."""
+
+from __future__ import annotations
+
+import json
+
+from llm_users.metrics import RequestRecord, StatsByName
+from llm_users.metrics.tokens import TokenCounts
+from llm_users.outputs import console
+from llm_users.outputs.console import MIN_PERCENTILE_SAMPLES, few_samples, summary_table, token_line
+from llm_users.outputs.final import FinalData
+
+
+def _stats(n: int, *, first: int = 0, out: int = 64, inp: int = 100, start: float = 0.0) -> StatsByName:
+    s = StatsByName()
+    for i in range(first, first + n):
+        s.add(RequestRecord(f"r{i}", "/v1/chat/completions", "vllm", "m", start_time=start + i,
+                            ttft_ns=40_000_000 + i, e2e_ns=1_000_000_000, itl_ns=[5_000_000] * 10,
+                            input_tokens=inp + i % 3, output_tokens=out, tokens_source="usage"))
+    return s
+
+
+def test_token_counts_percentile_and_mean_are_exact() -> None:
+    t = TokenCounts()
+    for v in (10, 10, 20, 30, 1000):
+        t.add(v)
+    assert t.percentile(50) == 20 and t.percentile(100) == 1000 and t.percentile(1) == 10
+    assert t.summary() == {"p50": 20, "mean": 214.0, "count": 5}
+    assert TokenCounts().summary() == {"p50": None, "mean": None, "count": 0}
+
+
+def test_token_counts_merge_exactly_through_the_wire() -> None:
+    a, b, both = TokenCounts(), TokenCounts(), TokenCounts()
+    for i in range(101):
+        (a if i % 2 else b).add(i * 7)
+        both.add(i * 7)
+    merged = TokenCounts()
+    for part in (a, b):
+        merged.merge_wire(json.loads(json.dumps(part.to_wire())))  # the wire is JSON: no int keys
+    assert merged.summary() == both.summary() == {"p50": 350, "mean": 350.0, "count": 101}
+
+
+def test_summary_keys_tokens_per_request_and_total_throughput() -> None:
+    ov = _stats(30).summary()["overall"]
+    assert ov["output_tokens_per_request"] == {"p50": 64, "mean": 64.0, "count": 30}
+    # input 100, 101, 102 repeating: ten each
+    assert ov["input_tokens_per_request"] == {"p50": 101, "mean": 101.0, "count": 30}
+    # 30 requests from t=0 to t=30: (30*64 + 30*101) tokens in 30 s
+    assert abs(ov["total_tokens_per_s"] - 165.0) < 1e-9
+    assert abs(ov["output_tokens_per_s"] - 64.0) < 1e-9
+
+
+def test_summary_keys_merge_exactly_across_workers() -> None:
+    one = _stats(40)
+    w1, w2 = _stats(25, out=10), _stats(15, first=25, out=300)
+    master = StatsByName()
+    for w in (w1, w2):
+        master.merge_wire(json.loads(json.dumps(w.to_wire())))
+    ov, single = master.summary()["overall"], one.summary()["overall"]
+    assert ov["input_tokens_per_request"] == single["input_tokens_per_request"]
+    assert ov["output_tokens_per_request"] == {"p50": 10, "mean": (25 * 10 + 15 * 300) / 40, "count": 40}
+
+
+def test_failed_and_warmup_requests_are_not_tokens_per_request() -> None:
+    s = _stats(5)
+    s.add(RequestRecord("w", "/v1/chat/completions", "vllm", "m", start_time=1, output_tokens=999, warmup=True))
+    s.add(RequestRecord("f", "/v1/chat/completions", "vllm", "m", start_time=1, output_tokens=999, status="error",
+                        error_category="server_error"))
+    assert s.summary()["overall"]["output_tokens_per_request"] == {"p50": 64, "mean": 64.0, "count": 5}
+
+
+def test_percentiles_from_few_samples_are_marked_with_a_legend() -> None:
+    few = summary_table(_stats(MIN_PERCENTILE_SAMPLES - 1).summary())
+    row = next(ln for ln in few.splitlines() if ln.startswith("Aggregated"))
+    cells = row.split()
+    assert cells[3:6] == ["40.0*", "40.0*", "40.0*"]  # TTFT p50, p90, p99 from 19 requests
+    assert cells[6:8] == ["5.00", "5.00"]  # ITL from 190 gaps: not marked
+    assert not cells[1].endswith("*") and not cells[-1].endswith("*")  # counts and rates never
+    assert f"* fewer than {MIN_PERCENTILE_SAMPLES} samples" in few
+    enough = summary_table(_stats(MIN_PERCENTILE_SAMPLES).summary())
+    assert "*" not in enough
+
+
+def test_few_samples_reads_the_metric_count() -> None:
+    stats = {"ttft": {"count": 4, "p99": 1.0}, "e2e": {"count": 0, "p99": None}, "requests": 4}
+    assert few_samples(stats, ("ttft", "p99")) and few_samples(stats, ("ttft", "p50"))
+    assert not few_samples(stats, ("e2e", "p99"))  # nothing measured: printed as "-"
+    assert not few_samples(stats, ("requests",))
+
+
+def test_token_line_in_the_table() -> None:
+    text = summary_table(_stats(30).summary())
+    line = next(ln for ln in text.splitlines() if ln.startswith("tokens per request"))
+    assert line == ("tokens per request: input p50 101, mean 101.0; output p50 64, mean 64.0; "
+                    "throughput 64.0 output tok/s, 165 total (input+output) tok/s")
+    assert token_line(StatsByName().summary()["overall"]) is None  # nothing succeeded: no line
+
+
+def test_the_table_is_held_until_quit(capsys) -> None:
+    table = console.ConsoleTable()
+    final = FinalData(_stats(3).summary(), [], StatsByName())
+    table.write(final, None)
+    assert "LLM summary" in capsys.readouterr().out  # not held: printed at once (web UI)
+    table.hold = True
+    table.write(final, None)
+    assert capsys.readouterr().out == ""
+    table.flush(exit_code=0)
+    assert capsys.readouterr().out.startswith("LLM summary")
+    table.flush()
+    assert capsys.readouterr().out == ""  # once
+
+
+def test_hold_until_quit_prints_on_locusts_quit_event(capsys) -> None:
+    from locust.event import Events
+
+    events = Events()
+    final = FinalData(_stats(3).summary(), [], StatsByName())
+    try:
+        console.hold_until_quit(events)
+        console.CONSOLE.write(final, None)
+        console.CONSOLE.say("locust-llm: report written to x/")
+        assert capsys.readouterr().out == ""
+        events.quit.fire(exit_code=0)  # Locust fires it right after its own final table
+        out = capsys.readouterr().out
+        assert out.startswith("LLM summary") and out.rstrip().endswith("report written to x/")
+        console.CONSOLE.say("late")  # after quit: at once
+        assert capsys.readouterr().out == "late\n"
+    finally:
+        console.CONSOLE.hold = False
+        console.CONSOLE.pending.clear()
