@@ -1,5 +1,6 @@
 """llm-compare's HTML page: self-contained like report.html (inline CSS and SVG from matplotlib,
-no scripts, no external references): the side-by-side table, the verdicts, CDF overlays from
+no scripts, no external references): the configuration diff first (in red where it blocks the
+verdicts), the side-by-side table, the verdicts, CDF overlays from
 the per-request values, and per-turn and per-stage (Pareto) overlays where the runs have them.
 """
 
@@ -9,6 +10,7 @@ import html
 from pathlib import Path
 from typing import Any
 
+from llm_users.outputs.compare_config import ConfigRow, blocking, describe
 from llm_users.outputs.compare_stats import Rule, Run, Verdict, table
 from llm_users.outputs.html_base import CSS as _CSS
 from llm_users.outputs.html_base import plt
@@ -93,15 +95,43 @@ def pareto_overlay(runs: list[Run]) -> str | None:
     return _svg(fig)
 
 
-def render(runs: list[Run], results: list[list[Verdict]], failed: list[str], rules: list[Rule]) -> str:
+def config_section(runs: list[Run], rows: list[ConfigRow], allow: bool) -> str:
+    """The configuration diff (first on the page): a red row where a difference blocks the
+    verdicts, an amber one where it does not; a red paragraph per run not configured as the
+    baseline."""
+    out = []
+    for i, run in enumerate(runs[1:], 1):
+        if blocking(rows, i):
+            what = _esc(describe(rows, i))
+            out.append(f"<p class='bad' style='color:#b00'><b>Warning: {_esc(run.label)} was not configured as "
+                       f"{_esc(runs[0].label)}</b> ({what}): the verdicts are given because of --allow-config-diff, "
+                       "but a difference may come from the configuration, not the server.</p>" if allow else
+                       f"<p class='bad' style='color:#b00'><b>Not comparable: {_esc(run.label)} was not configured "
+                       f"as {_esc(runs[0].label)}</b> ({what}): no verdict is given (--allow-config-diff shows "
+                       "them under a warning).</p>")
+    classes = ["blocking" if r.critical and r.differs else "differs" if r.differs else "" for r in rows]
+    table_html = _table(["configuration", *[r.label for r in runs]], [[r.key, *r.values] for r in rows], classes)
+    return "<h2>Configuration</h2>" + "".join(out) + table_html
+
+
+def render(runs: list[Run], results: list[list[Verdict]], failed: list[str], rules: list[Rule],
+           config: list[ConfigRow] | None = None, allow_config_diff: bool = False) -> str:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>llm-compare</title><style>{_CSS}"
-             ".regressed{background:#fde2e2}.improved{background:#e3f6e3}</style></head><body>"
-             "<h1>llm-compare</h1>"]
+             ".regressed{background:#fde2e2}.improved{background:#e3f6e3}"
+             ".blocking{background:#fde2e2;color:#b00;font-weight:bold}.differs{background:#fff4d6}"
+             "</style></head><body><h1>llm-compare</h1>"]
     parts.append("<p>Baseline: <b>" + _esc(runs[0].path) + "</b>; compared: "
                  + ", ".join(f"<b>{_esc(r.path)}</b>" for r in runs[1:]) + "</p>")
+    if config:
+        parts.append(config_section(runs, config, allow_config_diff))
     if rules:
-        cls = "bad" if failed else "ok"
-        text = "; ".join(failed) if failed else f"every rule passed ({', '.join(r.text for r in rules)})"
+        skipped = [r.label for i, r in enumerate(runs[1:], 1)
+                   if config and not allow_config_diff and blocking(config, i)]
+        cls = "bad" if failed or skipped else "ok"
+        text = "; ".join(failed) if failed else (f"every rule passed ({', '.join(r.text for r in rules)})"
+                                                if len(skipped) < len(runs) - 1 else "")
+        if skipped:
+            text += ("; " if text else "") + f"not evaluated for {', '.join(skipped)} (not comparable)"
         parts.append(f"<p class='{cls}'><b>--fail-on:</b> {_esc(text)}</p>")
     for run, vs in zip(runs[1:], results, strict=True):
         rows, classes = [], []
@@ -111,7 +141,8 @@ def render(runs: list[Run], results: list[list[Verdict]], failed: list[str], rul
             else:
                 rel = f"{v.rel * 100:+.1f}%" if v.rel is not None else "-"
                 rows.append([v.metric, f"{v.delta_ms:+.3f}", rel, f"[{v.low:+.3f}, {v.high:+.3f}]", v.verdict])
-            classes.append(v.verdict if v.verdict in ("regressed", "improved") else "")
+            classes.append(v.verdict if v.verdict in ("regressed", "improved") else
+                           "blocking" if v.verdict == "not comparable" else "")
         parts.append(f"<h2>{_esc(run.label)} vs {_esc(runs[0].label)}: verdicts</h2>"
                      + _table(["metric", "Δ ms", "Δ %", "CI (ms)", "verdict"], rows, classes))
     head = ["metric"] + [r.label for r in runs] + [f"Δ {r.label}" for r in runs[1:]]
@@ -124,7 +155,7 @@ def render(runs: list[Run], results: list[list[Verdict]], failed: list[str], rul
 
 
 def write_page(path: str | Path, runs: list[Run], results: list[list[Verdict]], failed: list[str],
-               rules: list[Rule]) -> Path:
+               rules: list[Rule], config: list[ConfigRow] | None = None, allow_config_diff: bool = False) -> Path:
     p = Path(path)
-    p.write_text(render(runs, results, failed, rules), encoding="utf-8")
+    p.write_text(render(runs, results, failed, rules, config, allow_config_diff), encoding="utf-8")
     return p

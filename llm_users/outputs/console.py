@@ -134,7 +134,7 @@ def summary_table(summary: dict[str, Any]) -> str:
                      f"requests ({how})" + (f"; cool-down excluded: {ov.get('excluded_cooldown')}"
                                              if ov.get("excluded_cooldown") else ""))
     slo = ov.get("slo")
-    if slo:
+    if slo and not slo.get("pooled_over_loads"):  # a study's: labelled in its lines (study_console)
         share = slo["share_meeting_all"]
         lines.append(f"goodput: {slo['goodput_rps'] or 0:.2f} req/s met every SLO "
                      f"({share:.1%} of requests)" if share is not None else "goodput: no requests")

@@ -14,6 +14,7 @@ import html
 from typing import Any
 
 from llm_users.outputs.html_base import fmt
+from llm_users.outputs.study_slo import headline_cells
 
 #: the self-check's ``level`` -> the strip's CSS class (an unknown or absent level: from ``saturated``)
 LEVEL_CLASS = {"healthy": "lv-ok", "caution": "lv-warn", "saturated": "lv-bad", "failed": "lv-bad",
@@ -60,7 +61,9 @@ def cells(summary: dict[str, Any]) -> list[tuple[str, str, str]]:
     ov = summary["overall"]
     out: list[tuple[str, str, str]] = []
     slo = ov.get("slo")
-    if slo:
+    if slo and slo.get("pooled_over_loads"):  # a study: the knee's goodput first, the pooled one labelled
+        out += headline_cells(summary)
+    elif slo:
         share = slo.get("share_meeting_all")
         limits = ", ".join(f"{k.upper()} ≤ {v:g} ms" for k, v in (slo.get("limits_ms") or {}).items())
         out.append(("Goodput", f"{fmt(slo.get('goodput_rps'))} req/s", f"met every SLO ({limits})"))

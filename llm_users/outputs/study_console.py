@@ -1,10 +1,21 @@
-"""Console lines of the shipped load profiles (open-loop verdict, per-stage table, sweep knee),
-printed under the LLM summary table: one function per profile, each reading the final summary
-only; the profiles hand them to the console (``LoadProfile.console_lines``)."""
+"""Console lines of the shipped load profiles (open-loop verdict, per-stage table, sweep points
+and knee), printed under the LLM summary table: one function per profile, each reading the final
+summary only; the profiles hand them to the console (``LoadProfile.console_lines``). With SLOs,
+each stage or sweep point has its goodput and its result (pass, or fail and which SLO failed:
+:mod:`.study_slo`), the knee is named, and the overall goodput is printed only labelled as
+pooled over different loads."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from llm_users.outputs.study_slo import (
+    kind_of,
+    knee_sentence,
+    load_label,
+    pooled_goodput_text,
+    verdicts,
+)
 
 
 def _ms(d: dict[str, Any] | None, key: str) -> str:
@@ -28,28 +39,55 @@ def arrivals_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def points_table(summary: dict[str, Any], points: list[dict[str, Any]], title: str, word: str = "point") -> list[str]:
+    """The per-point table: load, counts, rates, TTFT/TPOT/E2E, and with SLOs the point's
+    goodput and its result (pass/fail and which SLO failed; the knee named)."""
+    kind = kind_of(points)
+    vs = verdicts(summary, points)
+    head = (f"{title}: {word:<5} {kind:>11} {'reqs':>6} {'excl':>5} {'req/s':>8} {'TTFT p50':>9} {'p99':>8} "
+            f"{'TPOT p50':>9} {'p99':>8} {'E2E p99':>9}")
+    if vs:
+        head += f" {'goodput':>8}  result"
+    lines = [head]
+    for i, s in enumerate(points):
+        rps = s.get("requests_per_s")
+        row = (f"  {'':{len(title)}}{s.get('index', i):<5} {load_label(s, kind):>11} {s['requests']:>6} "
+               f"{s['excluded']:>5} {'-' if rps is None else f'{rps:.2f}':>8} {_ms(s.get('ttft'), 'p50'):>9} "
+               f"{_ms(s.get('ttft'), 'p99'):>8} {_ms(s.get('tpot'), 'p50'):>9} {_ms(s.get('tpot'), 'p99'):>8} "
+               f"{_ms(s.get('e2e'), 'p99'):>9}")
+        if vs:
+            good = (s.get("slo") or {}).get("goodput_rps")
+            v = vs[i]
+            row += f" {'-' if good is None else f'{good:.2f}':>8}  {v.text}" + ("  <- knee" if v.knee else "")
+        lines.append(row)
+    return lines
+
+
 def stages_lines(summary: dict[str, Any]) -> list[str]:
-    """The per-stage table (a sweep's points too)."""
-    lines: list[str] = []
+    """The per-stage table with each stage's result when SLOs are given, the knee, and the
+    pooled goodput labelled as such (a sweep's points have their own table: :func:`sweep_lines`)."""
     stages = summary.get("stages")
-    if stages:
-        kind = "rate" if "rate" in stages[0] else "users"
-        lines.append(f"stages (settle window excluded): {kind:>6} {'reqs':>6} {'excl':>5} {'req/s':>8} "
-                     f"{'TTFT p50':>9} {'p99':>8} {'TPOT p50':>9} {'E2E p99':>9}")
-        for s in stages:
-            rps = s.get("requests_per_s")
-            lines.append(f"  stage {s['index']:<3}{'':22}{s[kind]:>6g} {s['requests']:>6} {s['excluded']:>5} "
-                         f"{'-' if rps is None else f'{rps:.2f}':>8} {_ms(s.get('ttft'), 'p50'):>9} "
-                         f"{_ms(s.get('ttft'), 'p99'):>8} {_ms(s.get('tpot'), 'p50'):>9} {_ms(s.get('e2e'), 'p99'):>9}")
+    if not stages or summary.get("sweep"):
+        return []
+    lines = points_table(summary, stages, "stages (settle window excluded)", "stage")
+    knee = knee_sentence(summary, stages)
+    if knee:
+        lines.append(knee)
+    pooled = pooled_goodput_text(summary)
+    if pooled:
+        lines.append(f"goodput {pooled}")
     return lines
 
 
 def sweep_lines(summary: dict[str, Any]) -> list[str]:
-    """The sweep's knee."""
+    """The sweep's points (each with its result and which SLO failed), its knee, and the
+    pooled goodput labelled as such."""
     lines: list[str] = []
     sw = summary.get("sweep")
     if sw:
         key = "concurrency" if sw["mode"] == "concurrency" else "rate"
+        if sw.get("points"):
+            lines += points_table(summary, sw["points"], "sweep points (settle window excluded)")
         knee = sw.get("knee")
         if knee:
             lines.append(f"SLO sweep ({sw['mode']}): knee at {key} {knee[key]:g} "
@@ -57,4 +95,7 @@ def sweep_lines(summary: dict[str, Any]) -> list[str]:
                          f"met the SLOs); {len(sw['points'])} points; stopped: {sw['stopped']}")
         else:
             lines.append(f"SLO sweep ({sw['mode']}): no load met the SLOs; stopped: {sw['stopped']}")
+        pooled = pooled_goodput_text(summary)
+        if pooled:
+            lines.append(f"goodput {pooled}")
     return lines

@@ -1,16 +1,27 @@
 """report.html sections of the shipped load profiles: the open-loop verdict, the per-stage table
 and chart, the SLO sweep's knee and the Pareto frontier plots; one function per profile, each
 reading the final summary only (the profiles hand them to the page: ``LoadProfile.report_sections``).
-Inline SVG (matplotlib), like the rest."""
+Inline SVG (matplotlib), like the rest; the study charts page-wide, every point labelled with
+its load, the SLO limits as labelled dashed lines; with SLOs each row says pass or fail and
+which SLO failed, the knee's row marked (:mod:`.study_slo`)."""
 
 from __future__ import annotations
 
 import html
+import re
 from typing import Any
 
 from llm_users.load.pareto import axes, frontiers, per_user_tokens_s
 from llm_users.outputs.html_base import plt
 from llm_users.outputs.html_base import svg as _svg
+from llm_users.outputs.study_slo import (
+    kind_of,
+    knee_sentence,
+    load_label,
+    pooled_goodput_text,
+    slo_limits,
+    verdicts,
+)
 
 
 def _fmt(v: Any) -> str:
@@ -23,16 +34,33 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def _kind(rows: list[dict[str, Any]]) -> str:
-    return "concurrency" if "concurrency" in rows[0] else "rate" if "rate" in rows[0] else "users"
+_LOAD_AXIS = {"users": "users (stage)", "concurrency": "users (point)", "rate": "arrival rate, req/s"}
+_SLO_COLOURS = {"ttft": "#d62728", "tpot": "#9467bd", "e2e": "#8c564b"}
 
 
-def stage_chart(stages: list[dict[str, Any]], title: str = "Per-stage latency and throughput") -> str | None:
-    kind = _kind(stages)
+def wide(svg_text: str) -> str:
+    """An SVG that fills the page's width (its viewBox keeps the proportions) instead of the
+    560 px of the other charts."""
+    return re.sub(r'<svg([^>]*?) width="[^"]*" height="[^"]*"', r'<svg\1 width="100%"', svg_text, count=1)
+
+
+def slo_lines(ax: Any, limits_ms: dict[str, float], metrics: tuple[str, ...]) -> None:
+    """A labelled horizontal line at each SLO limit of these metrics."""
+    for m in metrics:
+        if m in limits_ms:
+            ax.axhline(limits_ms[m], color=_SLO_COLOURS.get(m, "#c00"), linestyle="--", linewidth=1.2,
+                       label=f"SLO {m.upper()} ≤ {limits_ms[m]:g} ms")
+
+
+def stage_chart(stages: list[dict[str, Any]], title: str = "Per-stage latency and throughput",
+                limits_ms: dict[str, float] | None = None) -> str | None:
+    """TTFT/TPOT/E2E p50 and p99 against the load, measured req/s on the right axis, each stage
+    (point) labelled on the req/s line, the SLO limits as dashed lines."""
+    kind = kind_of(stages)
     xs = [s[kind] for s in stages]
     if not xs:
         return None
-    fig, ax = plt.subplots(figsize=(6, 3.6))
+    fig, ax = plt.subplots(figsize=(11, 5.5))
     order = sorted(range(len(xs)), key=xs.__getitem__)
     for metric, style in (("ttft", "-"), ("tpot", "--"), ("e2e", ":")):
         for p in ("p50", "p99"):
@@ -40,23 +68,32 @@ def stage_chart(stages: list[dict[str, Any]], title: str = "Per-stage latency an
             if any(y is not None for y in ys):
                 ax.plot([xs[i] for i in order], [float("nan") if y is None else y for y in ys], style, marker="o",
                         markersize=3, label=f"{metric.upper()} {p}")
+    slo_lines(ax, limits_ms or {}, ("ttft", "tpot", "e2e"))
     ax.set_yscale("log")
-    ax.set_xlabel({"users": "users (stage)", "concurrency": "users (point)", "rate": "arrival rate, req/s"}[kind])
+    ax.set_xlabel(_LOAD_AXIS[kind])
     ax.set_ylabel("ms (settle window excluded)")
     ax2 = ax.twinx()
-    ax2.plot([xs[i] for i in order], [stages[i].get("requests_per_s") or 0 for i in order], color="grey",
-             marker="s", markersize=3, label="req/s")
+    rps = [stages[i].get("requests_per_s") or 0 for i in order]
+    ax2.plot([xs[i] for i in order], rps, color="grey", marker="s", markersize=3, label="req/s")
+    word = "point" if kind == "concurrency" or "passed" in stages[0] else "stage"
+    for i, y in zip(order, rps, strict=True):
+        ax2.annotate(f"{word} {stages[i].get('index', i)}\n{load_label(stages[i], kind)}", (xs[i], y),
+                     textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7, color="#444")
     ax2.set_ylabel("requests/s (measured)")
-    ax2.set_ylim(bottom=0)
+    ax2.set_ylim(bottom=0, top=max(rps + [0]) * 1.25 + 1e-9)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=6, loc="upper left")
-    return _svg(fig)
+    ax.legend(fontsize=7, loc="upper left")
+    return wide(_svg(fig))
 
 
-def pareto_chart(points: list[dict[str, Any]], knee_index: int | None) -> str | None:
+def pareto_chart(points: list[dict[str, Any]], knee_index: int | None,
+                 limits_ms: dict[str, float] | None = None) -> str | None:
+    """The four frontiers, every point labelled with its load, the knee starred, the SLO limit
+    as a labelled dashed line on the TTFT, TPOT and E2E panels."""
     fr = frontiers(points)
-    fig, axs = plt.subplots(2, 2, figsize=(9, 6.4))
+    kind = kind_of(points) if points else "users"
+    fig, axs = plt.subplots(2, 2, figsize=(13, 9.5))
     drawn = False
     for ax, which in zip(axs.flat, ("ttft", "tpot", "e2e", "tokens"), strict=True):
         pts = [(i, axes(p, which)) for i, p in enumerate(points)]
@@ -66,49 +103,67 @@ def pareto_chart(points: list[dict[str, Any]], knee_index: int | None) -> str | 
             continue
         drawn = True
         sign = -1 if which == "tokens" else 1
-        ax.scatter([a[0] for _, a in pts], [sign * a[1] for _, a in pts], s=14, color="#888", label="measured point")
+        ax.scatter([a[0] for _, a in pts], [sign * a[1] for _, a in pts], s=22, color="#888", label="measured point")
+        for i, a in pts:
+            ax.annotate(load_label(points[i], kind), (a[0], sign * a[1]), textcoords="offset points", xytext=(5, 4),
+                        fontsize=8, color="#333")
         line = [axes(points[i], which) for i in fr[which]]
         ax.plot([a[0] for a in line if a], [sign * a[1] for a in line if a], "-o", color="#c33", markersize=4,
                 label="Pareto frontier")
         if knee_index is not None:
             k = [a for i, a in pts if points[i].get("index") == knee_index]
             if k:
-                ax.scatter([k[0][0]], [sign * k[0][1]], marker="*", s=160, color="#1a7", zorder=5, label="knee (SLO)")
+                ax.scatter([k[0][0]], [sign * k[0][1]], marker="*", s=220, color="#1a7", zorder=5, label="knee (SLO)")
         if which == "tokens":
             ax.set_xlabel("total output tokens/s")
             ax.set_ylabel("output tokens/s per user")
             ax.set_title("Per-user vs total token throughput")
         else:
+            slo_lines(ax, limits_ms or {}, (which,))
             ax.set_xlabel("requests/s")
             ax.set_ylabel(f"{which.upper()} p99, ms")
             ax.set_title(f"Throughput vs {which.upper()} p99")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=6)
+        ax.legend(fontsize=8)
     if not drawn:
         plt.close(fig)
         return None
-    fig.suptitle("Pareto frontier")
+    fig.suptitle(f"Pareto frontier (points labelled by load: {'u = users' if kind != 'rate' else 'r/s = arrival rate'})")
     fig.tight_layout()
-    return _svg(fig)
+    return wide(_svg(fig))
 
 
-def _stage_table(stages: list[dict[str, Any]], sweep: bool) -> str:
-    kind = _kind(stages)
+def _stage_table(summary: dict[str, Any], stages: list[dict[str, Any]]) -> str:
+    """One row per stage (point); with SLOs its goodput and result (which SLO failed), the knee's
+    row marked."""
+    kind = kind_of(stages)
+    vs = verdicts(summary, stages)
     head = [kind, "measured", "excluded", "req/s", "out tok/s", "tok/s per user", "TTFT p50", "TTFT p99", "TPOT p50",
-            "TPOT p99", "E2E p50", "E2E p99", "lag p99", "SLO met"] + (["result"] if sweep else [])
-    out = ["<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
-    for s in stages:
+            "TPOT p99", "E2E p50", "E2E p99", "lag p99", "SLO met"] + (["goodput req/s", "result"] if vs else [])
+    out = ["<table class='study'><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
+    for i, s in enumerate(stages):
         share = (s.get("slo") or {}).get("share_meeting_all")
         cells = [s[kind], s["requests"], s["excluded"], s.get("requests_per_s"), s.get("output_tokens_per_s"),
                  per_user_tokens_s(s)]
         cells += [(s.get(m) or {}).get(p) for m in ("ttft", "tpot", "e2e") for p in ("p50", "p99")]
         cells += [(s.get("schedule_lag") or {}).get("p99"), None if share is None else f"{share:.1%}"]
-        if sweep:
-            cells.append(("PASS: " if s.get("passed") else "FAIL: " if s.get("passed") is False else "") +
-                         str(s.get("reason") or ""))
-        out.append("<tr>" + "".join(f"<td>{html.escape(_fmt(c))}</td>" for c in cells) + "</tr>")
+        row = "".join(f"<td>{html.escape(_fmt(c))}</td>" for c in cells)
+        style = ""
+        if vs:
+            v = vs[i]
+            row += f"<td>{html.escape(_fmt((s.get('slo') or {}).get('goodput_rps')))}</td>"
+            colour = "#1a7" if v.passed else "#c00" if v.passed is False else "#555"
+            row += (f"<td style='text-align:left;white-space:nowrap;color:{colour}'>" + ("<b>KNEE</b> " if v.knee else "")
+                    + f"{html.escape(v.text)}</td>")
+            style = " style='background:#e3f6e3;font-weight:bold'" if v.knee else ""
+        out.append(f"<tr{style}>{row}</tr>")
     out.append("</table>")
     return "".join(out)
+
+
+def _pooled(summary: dict[str, Any]) -> str:
+    text = pooled_goodput_text(summary)
+    return f"<p class='note'><b>Overall goodput</b>, {html.escape(text)}.</p>" if text else ""
 
 
 def arrivals_section(summary: dict[str, Any]) -> list[str]:
@@ -143,10 +198,11 @@ def sweep_section(summary: dict[str, Any]) -> list[str]:
             if knee else "no measured load met the SLOs")
     parts = [f"<h2>SLO sweep ({html.escape(sw['mode'])})</h2><p class='{'ok' if knee else 'bad'}'>"
              f"<b>Knee:</b> {text}; target share {sw['target']:.0%}; {len(sw['points'])} points; "
-             f"stopped: {html.escape(sw['stopped'])}.</p>" + _stage_table(sw["points"], True)]
-    charts = [stage_chart(sw["points"], "Per-point latency and throughput"),
-              pareto_chart(sw["points"], knee["point"] if knee else None)]
-    parts.append("<div class='charts'>" + "".join(f"<div class='chart'>{c}</div>" for c in charts if c) + "</div>")
+             f"stopped: {html.escape(sw['stopped'])}.</p>" + _stage_table(summary, sw["points"]) + _pooled(summary)]
+    lim = slo_limits(summary)
+    charts = [stage_chart(sw["points"], "Per-point latency and throughput", lim),
+              pareto_chart(sw["points"], knee["point"] if knee else None, lim)]
+    parts.append("".join(f"<div class='chart-wide'>{c}</div>" for c in charts if c))
     return parts
 
 
@@ -156,7 +212,14 @@ def stages_section(summary: dict[str, Any]) -> list[str]:
     if not stages:
         return []
     parts = ["<h2>Stages</h2><p>Each stage's first settle window is excluded (steady state); "
-             "rates divide by the measured part of the stage.</p>" + _stage_table(stages, False)]
-    charts = [stage_chart(stages), pareto_chart(stages, None)]
-    parts.append("<div class='charts'>" + "".join(f"<div class='chart'>{c}</div>" for c in charts if c) + "</div>")
+             "rates divide by the measured part of the stage.</p>"]
+    knee = knee_sentence(summary, stages)
+    if knee:
+        found = any(v.knee for v in verdicts(summary, stages))
+        parts.append(f"<p class='{'ok' if found else 'bad'}'><b>SLOs:</b> {html.escape(knee)}.</p>")
+    parts.append(_stage_table(summary, stages) + _pooled(summary))
+    lim = slo_limits(summary)
+    knee_index = next((v.index for v in verdicts(summary, stages) if v.knee), None)
+    charts = [stage_chart(stages, limits_ms=lim), pareto_chart(stages, knee_index, lim)]
+    parts.append("".join(f"<div class='chart-wide'>{c}</div>" for c in charts if c))
     return parts

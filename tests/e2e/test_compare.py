@@ -1,6 +1,8 @@
 """Issue 12: llm-compare on real report directories. Two runs against the same seeded simulator
 are "no significant difference"; a run with TTFT 120 ms against one with 100 ms is flagged as
 regressed and ``--fail-on ttft.p50>+10%`` exits 1; the HTML page is rendered by Chromium.
+Issue 28: a 4-user run against an 8-user run is "not comparable" (exit 3) unless
+``--allow-config-diff``, which gives the verdicts under a warning.
 """
 
 from __future__ import annotations
@@ -23,9 +25,9 @@ SIM = "--ttft-dist lognormal --ttft-sd-ms 15 --itl-ms 2 --output-tokens 12 --see
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
     out = {}
-    for name, ttft in (("a", 100), ("b", 100), ("slow", 120)):
+    for name, ttft, users in (("a", 100, "4"), ("b", 100, "4"), ("slow", 120, "4"), ("u8", 100, "8")):
         report = tmp_path_factory.mktemp(name) / name
-        proc = run_locust("vllm.py", "-u", "4", "-r", "4", "-t", "3s", "--stop-timeout", "10",
+        proc = run_locust("vllm.py", "-u", users, "-r", users, "-t", "3s", "--stop-timeout", "10",
                           "--llm-sim-args", f"--ttft-ms {ttft} {SIM}", report=report)
         assert proc.returncode == 0, proc.stderr[-2000:]
         out[name] = report
@@ -46,6 +48,32 @@ def test_same_seeded_simulator_is_no_significant_difference(runs) -> None:
     # ~120 requests a run: too few for a p99 verdict (it needs 500), never a false call
     assert {v[2] for v in verdicts if v[1] == "p99"} <= {"no significant difference", "too few requests"}
     assert "every --fail-on rule passed (2)" in proc.stdout
+    # the configuration diff comes first and finds nothing that blocks a verdict
+    assert proc.stdout.index("configuration") < proc.stdout.index("metric")
+    assert "NOT COMPARABLE" not in proc.stdout and not re.search(r"^! ", proc.stdout, re.M)
+    assert re.search(r"^  load\s+4 users\s+4 users$", proc.stdout, re.M), proc.stdout
+
+
+def test_four_users_against_eight_is_not_comparable_unless_allowed(runs, tmp_path) -> None:
+    page = tmp_path / "compare.html"
+    proc = _compare(str(runs["a"]), str(runs["u8"]), "--fail-on", "ttft.p50>+10%", "--out", str(page))
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert re.search(r"^! load\s+4 users\s+8 users$", proc.stdout, re.M), proc.stdout
+    assert "NOT COMPARABLE: u8 was not configured as a (load: 4 users vs 8 users)" in proc.stdout
+    verdicts = re.findall(r"^\s+(?:ttft|tpot|e2e)\.p50\s.*?(\w[\w ]*)$", proc.stdout, re.M)
+    assert verdicts == ["not comparable"] * 3, proc.stdout
+    assert "improved" not in proc.stdout and "regressed" not in proc.stdout
+    assert "u8 (differs in load)" in proc.stderr and "--fail-on not evaluated" in proc.stderr
+    text = page.read_text()
+    assert "Not comparable: u8 was not configured as a" in text and "color:#b00" in text
+    assert "<tr class='blocking'><td>load</td><td>4 users</td><td>8 users</td></tr>" in text
+    allowed = _compare(str(runs["a"]), str(runs["u8"]), "--allow-config-diff", "--out", str(page))
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+    assert "WARNING: u8 was not configured as a (load: 4 users vs 8 users)" in allowed.stdout
+    got = re.findall(r"^\s+(?:ttft|tpot|e2e)\.p50\s.*?(regressed|improved|no significant difference)$",
+                     allowed.stdout, re.M)
+    assert len(got) == 3 and "not comparable" not in allowed.stdout, allowed.stdout
+    assert "Warning: u8 was not configured as a" in page.read_text()
 
 
 def test_slower_ttft_is_flagged_and_fails(runs, tmp_path) -> None:

@@ -10,6 +10,7 @@ Simulator: TTFT 20 ms, chunk gap = 10 ms + 1 ms x (running - 1), 10 tokens; SLO 
 from __future__ import annotations
 
 import csv
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -115,7 +116,21 @@ def test_closed_loop_sweep_knee_within_10_percent_of_analytic(closed_sweep: Path
     rows = list(csv.DictReader((closed_sweep / "pareto.csv").open()))
     assert len(rows) == len(sw["points"])
     assert any(r["on_tpot_frontier"] == "1" for r in rows)
-    assert "SLO sweep (concurrency): knee at concurrency" in (closed_sweep / "stdout.txt").read_text()
+    stdout = (closed_sweep / "stdout.txt").read_text()
+    assert "SLO sweep (concurrency): knee at concurrency" in stdout
+    # issue 28: the console's point table says pass or fail and which SLO failed, the knee named;
+    # the overall goodput only as pooled over the points
+    rows = [ln for ln in stdout.splitlines() if ln.rstrip().endswith("<- knee") or " fail: " in ln
+            or " pass: " in ln]
+    assert len(rows) == len(sw["points"]), stdout
+    assert sum(ln.rstrip().endswith("<- knee") for ln in rows) == 1
+    assert f"{knee['concurrency']:g} u" in next(ln for ln in rows if ln.rstrip().endswith("<- knee"))
+    failing = [p for p in sw["points"] if p["passed"] is False]
+    assert failing and all(re.search(r"fail: (over-saturated|tpot p95 [\d.]+ ms > 30.5 ms \(\d+% met\))", ln)
+                           for ln in rows if " fail: " in ln), rows
+    assert "goodput pooled over all" in stdout and "at different loads" in stdout
+    assert not re.search(r"^goodput: ", stdout, re.M)  # the unlabelled pooled line is gone
+    assert read_summary(closed_sweep)["overall"]["slo"]["pooled_over_loads"] is True
 
 
 def test_open_loop_sweep_knee_within_10_percent_of_analytic(tmp_path, sim_factory) -> None:
@@ -135,8 +150,13 @@ def test_open_loop_sweep_knee_within_10_percent_of_analytic(tmp_path, sim_factor
 def test_report_html_has_the_stage_chart_and_pareto_plot(closed_sweep: Path, tmp_path: Path) -> None:
     text = (closed_sweep / "report.html").read_text()
     for title in ("Per-point latency and throughput", "Pareto frontier", "Throughput vs TPOT p99",
-                  "Per-user vs total token throughput", "SLO sweep (concurrency)", "knee (SLO)"):
+                  "Per-user vs total token throughput", "SLO sweep (concurrency)", "knee (SLO)",
+                  # issue 28: SLO line, load labels, which SLO failed, the knee's row, pooled goodput labelled
+                  "<!-- SLO TPOT ≤ 30.5 ms -->", "<!-- 4 u -->", "<!-- 8 u -->", "<!-- 16 u -->", "<b>KNEE</b> pass: ",
+                  "fail: ", "pooled over all", "at different loads"):
         assert title in text, title
+    assert re.search(r"fail: (over-saturated|tpot p95 [\d.]+ ms &gt; 30.5 ms)", text)
+    assert "<b>Goodput:</b>" not in text  # the unlabelled pooled sentence of a plain run
     assert "<script" not in text
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
@@ -165,6 +185,39 @@ def test_report_html_has_the_stage_chart_and_pareto_plot(closed_sweep: Path, tmp
     lower = raw[row * (height // 3): row * (2 * height // 3)]
     assert sum(1 for b in lower[::97] if b < 200) > 1000
     shutil.copy(shot, closed_sweep / "sweep.png")
+
+
+def test_steps_with_slos_say_which_slo_failed_and_name_the_knee(tmp_path) -> None:
+    """Closed-loop steps 4, 14, 24 users against the knee simulator, SLO TPOT <= 20 ms: TPOT(N) =
+    10 + (N - 1) ms, so 4 users pass (13 ms) and 14 and 24 fail (23, 33 ms): the console and the
+    report say so per stage, name TPOT as the SLO that failed, and name 4 users the knee."""
+    report = tmp_path / "r"
+    proc = run_locust("vllm.py", "--llm-steps", "4:24:10:2s", "--llm-slo", "tpot=20ms,ttft=500ms",
+                      "--llm-sim-args", " ".join(KNEE_SIM), "--llm-prometheus-port", "0", report=report, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    stages = read_summary(report)["stages"]
+    assert [st["users"] for st in stages] == [4, 14, 24]
+    rows = {int(m.group(1)): m.group(2) for m in re.finditer(r"^\s+(\d)\s+\d+ u .*?((?:pass|fail): .*)$",
+                                                               proc.stdout, re.M)}
+    assert rows[0].startswith("pass: 100.0% met every SLO") and rows[0].endswith("<- knee"), proc.stdout
+    for i, tpot in ((1, 23.0), (2, 33.0)):
+        m = re.match(r"fail: tpot p95 ([\d.]+) ms > 20 ms \((\d+)% met\)$", rows[i])
+        assert m, rows[i]
+        # the stage's own p95 and share, as summary.json has them; ttft (met) never named
+        assert float(m.group(1)) == pytest.approx(stages[i]["tpot"]["p95"], abs=0.051)
+        share = stages[i]["slo"]["share_meeting"]["tpot"] * 100
+        assert abs(int(m.group(2)) - share) <= 0.5 + 1e-9 and share < 95
+        assert stages[i]["tpot"]["p50"] >= tpot - 2  # the simulator's pace is a floor (client load only adds)
+    assert "knee (highest load meeting the SLOs for 95% of requests, below every failing one): 4 u (stage 0)" \
+        in proc.stdout
+    assert "goodput pooled over all 3 stages at different loads" in proc.stdout
+    text = (report / "report.html").read_text()
+    assert "<b>KNEE</b> pass: 100.0% met every SLO" in text and text.count("fail: tpot p95") == 2
+    assert "4 u (stage 0)" in text and "pooled over all 3 stages" in text
+    assert text.index("Goodput at the knee") < text.index("Goodput, pooled") < text.index("Per request name")
+    for label in ("<!-- SLO TPOT ≤ 20 ms -->", "<!-- SLO TTFT ≤ 500 ms -->", "<!-- 14 u -->", "<!-- 24 u -->",
+                  "stage 2"):
+        assert label in text, label
 
 
 @pytest.mark.parametrize(("args", "says"), [

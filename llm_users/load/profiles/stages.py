@@ -74,7 +74,7 @@ class Stages(LoadProfile):
     def console_lines(self, summary: dict[str, Any]) -> list[str]:
         from llm_users.outputs.study_console import stages_lines
 
-        return stages_lines(summary)  # a sweep's points too (its summary has "stages")
+        return stages_lines(summary)  # (a sweep prints its points itself: sweep_lines)
 
     def report_sections(self, summary: dict[str, Any]) -> list[str]:
         if summary.get("sweep") or not summary.get("stages"):
@@ -118,3 +118,12 @@ class StagesRun(ProfileRun):
 
     def summary(self, s: dict[str, Any]) -> None:
         s["stages"] = self.book.summary(time.time())
+        flag_pooled_goodput(s)
+
+
+def flag_pooled_goodput(s: dict[str, Any]) -> None:
+    """``overall.slo.pooled_over_loads``: the overall goodput of a study pools points at different
+    loads; the console and report show it only labelled so (docs/studies.md, "Reading a study")."""
+    slo = (s.get("overall") or {}).get("slo")
+    if slo is not None:
+        slo["pooled_over_loads"] = True

@@ -16,6 +16,7 @@ from typing import Any
 from llm_users.errors import ConfigError
 from llm_users.load.profile import LoadProfile, OptionAdder, ProfileRun, Study, StudyConfig, given, number
 from llm_users.load.profiles.open_loop import OpenLoop, arrival_clause
+from llm_users.load.profiles.stages import flag_pooled_goodput
 
 SWEEP_MODES = ("concurrency", "rate")
 
@@ -129,3 +130,4 @@ class SweepRun(ProfileRun):
         now = time.time()
         s["stages"] = self.book.summary(now)
         s["sweep"] = self.sweep.summary(now)
+        flag_pooled_goodput(s)
