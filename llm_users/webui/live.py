@@ -5,8 +5,8 @@ Locust resets its own table on "Reset stats" and when a new test starts; :meth:`
 follows it (the run's report is not touched: it still covers the whole run). Rates are
 *current*: counted per second of completion over the last :data:`RATE_WINDOW_S` complete
 seconds, ``lag_s`` back from now (a master hears from workers every couple of seconds, so the
-newest seconds are still filling). Chart points are per second (TTFT/ITL p50 and p99, nearest rank, output tokens/s, goodput/s with SLOs, GPU utilization from the scraped sidecars),
-the last :data:`KEEP_S` seconds.
+newest seconds are still filling). Chart points are per second (TTFT/ITL p50 and p99, nearest rank, output tokens/s, goodput/s with SLOs, GPU utilization from the scraped sidecars,
+mean requests in flight and arrivals/s), the last :data:`KEEP_S` seconds.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ class _Second:
     good: int = 0
     ttft: array = field(default_factory=lambda: array("q"))
     itl: array = field(default_factory=lambda: array("q"))
+    busy: float = 0.0  # request-seconds in flight during this second: its mean in-flight count
+    started: int = 0  # requests that started in this second: the arrival rate
     point: dict[str, Any] | None = None  # computed once settled; the raw values are then dropped
     by_name: dict[str, list[int]] = field(default_factory=dict)  # name -> [finished, failures, tokens, good]
 
@@ -64,6 +66,7 @@ class LiveView:
         end = rec.end_time
         if end < self.since or rec.status == "interrupted":  # cut by the stop: in requests.jsonl only
             return
+        self._in_flight(rec.start_time, end)
         sec = self._seconds.get(int(end))
         if sec is None:
             sec = self._seconds[int(end)] = _Second()
@@ -86,6 +89,19 @@ class LiveView:
             if rec.ttft_ns is not None:
                 sec.ttft.append(rec.ttft_ns)
             sec.itl.extend(rec.itl_ns)
+
+    def _in_flight(self, start: float, end: float) -> None:
+        """The request's time in flight, second by second, and its arrival (as records end: a
+        second's in-flight mean fills in as its requests end)."""
+        arrived = start >= self.since
+        start = max(start, self.since, end - KEEP_S)
+        for t in range(int(start), int(end) + 1):
+            sec = self._seconds.get(t)
+            if sec is None:
+                sec = self._seconds[t] = _Second()
+            sec.busy += max(0.0, min(end, t + 1) - max(start, t))
+        if arrived:
+            self._seconds[int(start)].started += 1
 
     def _prune(self, newest: int) -> None:
         for t in [t for t in self._seconds if t < newest - KEEP_S]:
@@ -125,9 +141,10 @@ class LiveView:
             point = s.point or self._point(t, s)
             if t < end - SETTLE_S and s.point is None and t in self._seconds:
                 s.point, s.ttft, s.itl = point, array("q"), array("q")
+            point = {**point, "inflight": round(s.busy, 2), "arrivalS": s.started}
             gpu = gpu_utilization((extra or {}).get(t))
             if gpu is not None:
-                point = {**point, "gpuUtil": gpu}
+                point["gpuUtil"] = gpu
             out.append(point)
         return out
 
