@@ -157,10 +157,10 @@
   }
 
   // The start form's LLM group -------------------------------------------------------------
-  function startForm() {  // Locust's start form: the form with a user count and no LLM group yet
-    var count = document.querySelector("form input[name='userCount']");
-    var form = count && count.closest("form");
-    if (!form || form.querySelector("#llm-form")) return null;
+  function startForm() {  // Locust's start form (user count and host; its Edit form has no host)
+    var host = document.querySelector("form input[name='host']");
+    var form = host && host.closest("form");
+    if (!form || !form.querySelector("input[name='userCount']") || form.querySelector("#llm-form")) return null;
     return form.querySelector("button[type='submit']") ? form : null;
   }
 
