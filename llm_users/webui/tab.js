@@ -135,7 +135,9 @@
         chart.setOption(options(spec));
       }
       themed(chart);
-      var span = d.series.length ? { min: d.series[0].time * 1000, max: d.series[d.series.length - 1].time * 1000 } : {};
+      var first = d.series.length ? d.series[0].time : null, last = d.series.length ? d.series[d.series.length - 1].time : null;
+      (d.stages || []).forEach(function (m) { if (first !== null && m.time < first) first = m.time; });
+      var span = first === null ? {} : { min: first * 1000, max: last * 1000 };  // one range for every chart
       chart.setOption({ xAxis: span, series: spec.lines.map(function (l, i) {
         var s = { data: points(d.series, l[0]) };
         if (i === 0) s.markLine = marks(d.stages);
