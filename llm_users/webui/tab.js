@@ -13,7 +13,8 @@
   };
   var CHARTS = [
     { id: "tokens", title: "Output tokens/s (by chunk arrival)", lines: [["outTokS", "Output tokens/s"]], colors: ["#00ca5a"] },
-    { id: "ttft", title: "Time to first token (ms)", lines: [["ttftP50", "p50"], ["ttftP99", "p99"]], colors: ["#ff9f00", "#9966CC"] },
+    { id: "ttft", title: "Time to first token (ms)", lines: [["ttftP50", "p50"], ["ttftP99", "p99"]], colors: ["#ff9f00", "#9966CC"],
+      slo: "ttft" },
     { id: "itl", title: "Inter-token latency (ms)", lines: [["itlP50", "p50"], ["itlP99", "p99"]], colors: ["#ff9f00", "#9966CC"] },
     { id: "goodput", title: "Requests/s and goodput/s (meeting every SLO)", lines: [["reqS", "Requests/s"], ["goodputS", "Goodput/s"]],
       colors: ["#00ca5a", "#3E98C5"], when: "slos" },
@@ -106,10 +107,14 @@
     return out;
   }
 
-  function marks(stages) {  // a dashed line at each stage's start (--llm-steps, --llm-stages, sweeps)
+  function marks(stages, slo) {  // a dashed line at each stage's start (--llm-steps, --llm-stages, sweeps)
+    var data = (stages || []).map(function (s) { return { name: s.label, xAxis: s.time * 1000 }; });
+    if (slo) {  // and the SLO's limit, when the chart's metric has one
+      data.push({ name: "SLO " + slo + " ms", yAxis: slo, lineStyle: { color: "#ff6d6d" },
+                  label: { position: "insideEndTop", color: "#ff6d6d" } });
+    }
     return { symbol: "none", silent: true, lineStyle: { type: "dashed", color: "#888" },
-             label: { formatter: "{b}", position: "insideEndTop" },
-             data: (stages || []).map(function (s) { return { name: s.label, xAxis: s.time * 1000 }; }) };
+             label: { formatter: "{b}", position: "insideEndTop" }, data: data };
   }
 
   function draw(echarts, el, d) {
@@ -138,9 +143,11 @@
       var first = d.series.length ? d.series[0].time : null, last = d.series.length ? d.series[d.series.length - 1].time : null;
       (d.stages || []).forEach(function (m) { if (first !== null && m.time < first) first = m.time; });
       var span = first === null ? {} : { min: first * 1000, max: last * 1000 };  // one range for every chart
-      chart.setOption({ xAxis: span, series: spec.lines.map(function (l, i) {
+      var slo = spec.slo && (d.sloMs || {})[spec.slo];
+      var yAxis = slo ? { max: function (v) { return Math.max(v.max, slo * 1.1); } } : {};  // the SLO line in view
+      chart.setOption({ xAxis: span, yAxis: yAxis, series: spec.lines.map(function (l, i) {
         var s = { data: points(d.series, l[0]) };
-        if (i === 0) s.markLine = marks(d.stages);
+        if (i === 0) s.markLine = marks(d.stages, slo);
         return s;
       }) });
       chart.resize();

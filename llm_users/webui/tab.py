@@ -190,6 +190,7 @@ def install(web_ui: Any, run: Any) -> LiveView:
         extra = run.collector.timeline.extra if run.collector is not None else {}
         study = run.current_config.study
         body = {"since": live.since, "slos": bool(live.slos), "gpu": gpu, "rates": live.rates(now),
+                "sloMs": {k: v / 1e6 for k, v in live.slos.items()},
                 "openLoop": bool(study and study.open_loop), "stages": stage_marks(run, live.since),
                 "series": live.series(now, extra)}
         return Response(json.dumps(body), mimetype="application/json")

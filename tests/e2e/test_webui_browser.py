@@ -248,7 +248,8 @@ def test_the_web_ui_in_a_browser(browser, cluster, tmp_path) -> None:
     set_field(d, "llm_input_tokens", str(INPUT_TOKENS_FROM_FORM))
     set_field(d, "userCount", "4")
     set_field(d, "spawnRate", "4")
-    screenshot(d, tmp_path / "1-start-form.png")
+    d.execute_script("arguments[0].scrollIntoView(); window.scrollBy(0, -24)", group)
+    screenshot(d, tmp_path / "1-start-form.png", docs_name="start-form.png")
     button(d, "Start").click()
 
     # the LLM tab: live rows from both workers
@@ -293,6 +294,9 @@ def test_the_web_ui_in_a_browser(browser, cluster, tmp_path) -> None:
     assert set(charts) == {"tokens", "ttft", "itl", "goodput", "gpu"}, set(charts)  # closed loop: no in-flight chart
     for series in charts.values():  # no gaps: a second without a sample is skipped, not null
         assert all(v is not None for line in series for _, v in line)
+    slo_line = d.execute_script("""return echarts.getInstanceByDom(document.querySelector('[data-chart=ttft]'))
+        .getOption().series[0].markLine.data.map(m => m.yAxis).filter(y => y !== undefined)""")
+    assert slo_line == [300], slo_line  # the form's TTFT SLO, drawn on the TTFT chart
     ttft_p50 = [v for _, v in charts["ttft"][0]]
     assert 39 <= sorted(ttft_p50)[len(ttft_p50) // 2] <= 80, ttft_p50
     tokens = [v for _, v in charts["tokens"][0][1:-1]]
