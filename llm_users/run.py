@@ -40,6 +40,7 @@ from llm_users.metrics import RequestRecord
 from llm_users.options import RunConfig, current_options
 from llm_users.outputs import SCHEMA, FinalData, RecordWriter
 from llm_users.outputs.registry import write_outputs
+from llm_users.outputs.setup import setup_block
 from llm_users.redaction import Redactor
 
 
@@ -322,6 +323,7 @@ class MergingRun(LLMRun):
         for hook in self.summary_hooks:
             hook(s)
         s["config"] = self.redactor.config(self.current_options)
+        s["setup"] = setup_block(self.current_config, self.current_options)  # what was asked, for the report
         s = self.redactor.scrub(s)  # a key in any section (environment, command line, ...) is masked
         return s
 

@@ -12,7 +12,9 @@ A profile (:class:`LoadProfile`) says, in one module:
 - how it attaches to the run (``attach``: validation for the run's role, then the wiring; it
   returns its :class:`ProfileRun`, the part that lives as long as the run);
 - what it reports, read from the final summary only: ``console_lines``, ``report_sections``
-  and ``files`` (name -> text, written beside summary.json at the stop).
+  and ``files`` (name -> text, written beside summary.json at the stop);
+- its load plan in words (``describe``: one clause for the report's header and summary.json's
+  ``setup.load_plan``, None when it was not asked for).
 
 Its :class:`ProfileRun` adds its summary block and hears the test start, stopping and stop.
 Nothing here imports Locust or gevent: the configuration side is read without the machinery.
@@ -107,6 +109,11 @@ class LoadProfile:
     def attach(self, study: Study, config: Any) -> ProfileRun | None:
         """Check the config for the run's role and wire the profile into the run; None when it
         has nothing to do on this node."""
+        return None
+
+    def describe(self, config: Any, study: StudyConfig) -> str | None:
+        """The load plan this config asks for, in one clause (e.g. ``20 req/s, poisson
+        arrivals``); None when the profile was not asked for. ``study``: every profile's config."""
         return None
 
     def console_lines(self, summary: dict[str, Any]) -> list[str]:

@@ -72,6 +72,17 @@ def parse_options(opts: Any) -> StudyConfig:
     return study
 
 
+def describe(study: StudyConfig) -> dict[str, str]:
+    """The load plan in words: profile name -> its clause, for each profile asked for, in order
+    (empty: a plain closed-loop run, Locust's users)."""
+    out = {}
+    for p in profiles():
+        text = p.describe(study.part(p.name), study)
+        if text:
+            out[p.name] = text
+    return out
+
+
 def console_lines(summary: dict[str, Any]) -> list[str]:
     """The profiles' lines under the LLM summary table."""
     return [line for p in profiles() for line in p.console_lines(summary)]

@@ -46,29 +46,35 @@ def fmt(v: Any) -> str:
     return str(v)
 
 
-def time_chart(rows: list[dict[str, Any]], series: dict[str, str], ylabel: str, title: str) -> str | None:
+def time_chart(rows: list[dict[str, Any]], series: dict[str, str], ylabel: str, title: str,
+               users: bool = True, marks: list[float] | None = None) -> str | None:
     """Per-second series (``rows`` keys -> labels) against seconds since start, with the active
-    users on a second axis; None when no series has a value."""
+    users on a second axis (``users``: off for open loop, whose users idle) and a dashed line at
+    each of ``marks`` (Unix times: stage or sweep-point starts); None when no series has a value."""
     if not rows:
         return None
     t0 = rows[0]["time"]
     xs = [r["time"] - t0 for r in rows]
     fig, ax = plt.subplots(figsize=(6, 3.6))
-    drawn = False
+    drawn, low = False, 0.0
     for key, label in series.items():
         ys = [r.get(key) for r in rows]
         if any(y is not None for y in ys):
             ax.plot(xs, [float("nan") if y is None else y for y in ys], label=label)
-            drawn = True
+            drawn, low = True, min([low, *(y for y in ys if y is not None)])
     if not drawn:
         plt.close(fig)
         return None
-    users = [r.get("users") for r in rows]
-    if any(u is not None for u in users):
+    if low >= 0:
+        ax.set_ylim(bottom=0)  # counts, rates and times: from zero, so a small wobble looks small
+    for m in marks or ():
+        ax.axvline(m - t0, color="#999", linestyle="--", linewidth=0.7)
+    counts = [r.get("users") for r in rows] if users else []
+    if any(u is not None for u in counts):
         ax2 = ax.twinx()
-        ax2.plot(xs, [float("nan") if u is None else u for u in users], color="grey", linestyle=":", label="users")
+        ax2.plot(xs, [float("nan") if u is None else u for u in counts], color="grey", linestyle=":", label="users")
         ax2.set_ylabel("active users")
-        ax2.set_ylim(bottom=0, top=max(u or 0 for u in users) * 1.15 + 1)
+        ax2.set_ylim(bottom=0, top=max(u or 0 for u in counts) * 1.15 + 1)
     ax.set_xlabel("seconds since start")
     ax.set_ylabel(ylabel)
     ax.set_title(title)

@@ -12,9 +12,12 @@ from typing import Any
 
 from llm_users.load.registry import report_sections
 from llm_users.metrics import LATENCY_METRICS, PERCENTILES, Distribution
-from llm_users.outputs.html_base import CSS, plt, svg, time_chart
+from llm_users.outputs.html_base import CSS, plt, svg
 from llm_users.outputs.html_base import fmt as _fmt
-from llm_users.outputs.html_header import complete_rows, header
+from llm_users.outputs.html_header import header
+from llm_users.outputs.html_headline import CSS as HEADLINE_CSS
+from llm_users.outputs.html_headline import headline
+from llm_users.outputs.html_timecharts import time_charts
 from llm_users.outputs.html_workload import sections as workload_sections
 
 _CDF_POINTS = [p / 10 for p in range(0, 1000)] + [99.9, 99.95, 99.99, 100.0]
@@ -66,14 +69,14 @@ def _percentile_table(summary: dict[str, Any]) -> str:
 
 def render(summary: dict[str, Any], rows: list[dict[str, Any]], stats: Any = None) -> str:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>locust-llm report</title>"
-             f"<style>{CSS}</style></head><body><h1>locust-llm report</h1>"]
-    parts.append(header(summary, rows))
+             f"<style>{CSS}{HEADLINE_CSS}</style></head><body><h1>locust-llm report</h1>"]
+    parts.append(headline(summary))  # the few numbers first, then the self-check in one sentence
+    parts.append(header(summary))  # what ran: backend, model, load plan, lengths, SLOs (each once)
     check = summary.get("self_check") or {}
-    cls = "bad" if check.get("saturated") else "ok"
-    parts.append(f"<p class='{cls}'><b>Client self-check:</b> {html.escape(check.get('message', 'n/a'))}</p>")
+    detail = "note" if check.get("level") else "bad"  # with a level the one verdict above carries the colour
     for n in check.get("nodes", []):
         for r in n.get("reasons", []) + n.get("warnings", []):
-            parts.append(f"<p class='bad'>{html.escape(n['node'])}: {html.escape(r)}</p>")
+            parts.append(f"<p class='{detail}'>{html.escape(n['node'])}: {html.escape(r)}</p>")
     ov = summary["overall"]
     for reason, r in (ov.get("estimated_token_reasons") or {}).items():  # the console says the same
         cls = "bad" if reason == "usage_implausible" else "note"
@@ -85,18 +88,10 @@ def render(summary: dict[str, Any], rows: list[dict[str, Any]], stats: Any = Non
     for lost in (summary.get("workers") or {}).get("lost", []):
         parts.append(f"<p class='bad'>Worker {html.escape(lost['worker'])} was lost; up to "
                      f"{lost['window_at_risk_s']:.1f} s of its data may be missing.</p>")
-    w = summary.get("window") or {}
-    parts.append(f"<p>Host {html.escape(str(summary.get('host')))}; measured window "
-                 f"{_fmt(w.get('measured_s'))} s; warm-up excluded "
-                 f"{summary['overall'].get('excluded_warmup', 0)} requests.</p>")
+    parts.append("<h2>Over time</h2><div class='charts'>" +  # by the load type: html_timecharts.py
+                 "".join(f"<div class='chart'>{c}</div>" for c in time_charts(summary, rows) if c) + "</div>")
     parts.append("<h2>Per request name</h2>" + _table(summary))
     parts.append("<h2>Latency percentiles (all names)</h2>" + _percentile_table(summary))
-    slo = summary["overall"].get("slo")
-    if slo:
-        limits = ", ".join(f"{k.upper()} ≤ {v:g} ms" for k, v in slo["limits_ms"].items())
-        share = slo["share_meeting_all"]
-        parts.append(f"<p><b>Goodput:</b> {_fmt(slo['goodput_rps'])} req/s met every SLO ({html.escape(limits)}); "
-                     f"{'-' if share is None else f'{share:.1%}'} of measured requests.</p>")
     parts.append(workload_sections(summary))
     parts += report_sections(summary)  # the load profiles' (open loop, stages, sweep: outputs/study_report.py)
     charts = []
@@ -104,16 +99,9 @@ def render(summary: dict[str, Any], rows: list[dict[str, Any]], stats: Any = Non
         for metric, title in (("ttft", "TTFT distribution (CDF)"), ("itl", "ITL distribution (CDF)")):
             dists = {name: s.dists[metric] for name, s in stats.by_name.items()}
             charts.append(cdf_chart(dists, title))
-    charts.append(time_chart(rows, {"ttft_p50_ms": "TTFT p50", "ttft_p99_ms": "TTFT p99",
-                                    "itl_p50_ms": "ITL p50", "itl_p99_ms": "ITL p99"}, "ms",
-                             "Latency over time vs active users"))
-    charts.append(time_chart(complete_rows(rows, summary), {"output_tokens_per_s": "output tokens/s"}, "tokens/s",
-                             "Throughput over time vs active users"))
-    extra = sorted({k for r in rows for k in r if k.startswith(("gpu_", "server_"))})
-    if extra:
-        charts.append(time_chart(rows, {k: k for k in extra}, "value", "Server and GPU series"))
-    parts.append("<h2>Charts</h2><div class='charts'>" +
-                 "".join(f"<div class='chart'>{c}</div>" for c in charts if c) + "</div>")
+    if any(charts):
+        parts.append("<h2>Distributions</h2><div class='charts'>" +
+                     "".join(f"<div class='chart'>{c}</div>" for c in charts if c) + "</div>")
     fails = summary["overall"].get("failures_by_category") or {}
     parts.append("<h2>Failures</h2>" + ("<table><tr><th>category</th><th>count</th></tr>" + "".join(
         f"<tr><td>{html.escape(k)}</td><td>{v}</td></tr>" for k, v in sorted(fails.items())) + "</table>"

@@ -22,6 +22,7 @@ from typing import Any
 
 from llm_users.health.lagtrace import span
 from llm_users.metrics import RequestRecord
+from llm_users.metrics.by_arrival import record_by_second
 
 COLUMNS = [
     "time", "users", "requests_started", "requests_finished", "failures", "output_tokens_per_s",
@@ -80,8 +81,15 @@ def pcts_ms(values: array, ps: tuple[float, ...], pause: Callable[[], None] | No
 
 
 class Timeline:
-    """Rows keyed by whole Unix second. TTFT counts in the second its first token arrived,
-    ITL gaps and tokens in the second the request finished."""
+    """Rows keyed by whole Unix second. Requests count as started in the second they started
+    and as finished (or failed) in the second they ended; TTFT counts in the second the first
+    token arrived, output tokens and ITL gaps in the second their chunks arrived
+    (:mod:`llm_users.metrics.by_arrival`: a steady load draws a flat line).
+
+    A record can arrive after some of its seconds were closed (a request longer than
+    ``settle_s``, a worker's late payload): its counts (requests, failures, tokens) are still
+    added to the closed rows, never dropped; the closed rows' percentiles stay as they were
+    (their raw values are gone), its TTFT and ITL samples for those seconds are left out of them."""
 
     def __init__(self, settle_s: float = 15.0) -> None:
         self.settle_s = settle_s
@@ -90,25 +98,48 @@ class Timeline:
         self._users: dict[int, int] = {}
         self.extra: dict[int, dict[str, float]] = {}  # other series (GPU, server) by second
 
-    def _sec(self, t: int) -> _Second:
+    def _sec(self, t: int) -> _Second | None:
+        """The open second ``t`` (opened if new), or None when it was closed already."""
         s = self._open.get(t)
         if s is None:
+            if t in self._rows:
+                return None
             s = self._open[t] = _Second()
+        return s
+
+    def _count(self, t: int, column: str, n: int) -> _Second | None:
+        """Add ``n`` to a count of second ``t``: the open second's, or the closed row's."""
+        s = self._sec(t)
+        if s is None:
+            self._rows[t][column] += n
+        elif column == "requests_started":
+            s.started += n
+        elif column == "requests_finished":
+            s.finished += n
+        elif column == "failures":
+            s.failures += n
+        else:
+            s.tokens += n
         return s
 
     def add(self, rec: RequestRecord) -> None:
         if rec.warmup or rec.status == "interrupted":  # interrupted: in requests.jsonl only
             return
-        self._sec(int(rec.start_time)).started += 1
-        end = self._sec(int(rec.end_time))
-        end.finished += 1
+        self._count(int(rec.start_time), "requests_started", 1)
+        end = int(rec.end_time)
+        self._count(end, "requests_finished", 1)
         if not rec.ok:
-            end.failures += 1
+            self._count(end, "failures", 1)
             return
-        end.tokens += rec.output_tokens or 0
         if rec.ttft_ns is not None:
-            self._sec(int(rec.start_time + rec.ttft_ns / 1e9)).ttft.append(rec.ttft_ns)
-        end.itl.extend(rec.itl_ns)
+            first = self._sec(int(rec.start_time + rec.ttft_ns / 1e9))
+            if first is not None:
+                first.ttft.append(rec.ttft_ns)
+        itl = rec.itl_ns
+        for t, tokens, lo, hi in record_by_second(rec):
+            s = self._count(t, "output_tokens_per_s", tokens)
+            if s is not None and hi > lo:
+                s.itl.extend(itl[lo:hi])
 
     def users(self, t: float, count: int) -> None:
         self._users[int(t)] = count

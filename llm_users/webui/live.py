@@ -3,10 +3,24 @@ and per-second chart series. No I/O, no Locust.
 
 Locust resets its own table on "Reset stats" and when a new test starts; :meth:`LiveView.reset`
 follows it (the run's report is not touched: it still covers the whole run). Rates are
-*current*: counted per second of completion over the last :data:`RATE_WINDOW_S` complete
-seconds, ``lag_s`` back from now (a master hears from workers every couple of seconds, so the
-newest seconds are still filling). Chart points are per second (TTFT/ITL p50 and p99, nearest rank, output tokens/s, goodput/s with SLOs, GPU utilization from the scraped sidecars,
-mean requests in flight and arrivals/s), the last :data:`KEEP_S` seconds.
+*current*: over the last :data:`RATE_WINDOW_S` complete seconds. Chart points are per second
+(TTFT/ITL p50 and p99, nearest rank, output tokens/s, goodput/s with SLOs, GPU utilization
+from the scraped sidecars, mean requests in flight and arrivals/s), the last :data:`KEEP_S`
+seconds. In flight: the request-seconds spent in each second (its mean in-flight count, Little's
+law), complete at the same horizon; arrivals by the second a request started.
+
+Requests, failures and goodput count in the second a request ended, complete ``lag_s`` back
+from now (a master hears from workers every couple of seconds). Output tokens, TTFT and ITL
+count in the second their chunk *arrived*
+(:mod:`llm_users.metrics.by_arrival`, the timeline's rule: a steady load draws a flat line), so
+a second is complete only once every request that streamed in it has ended and reported: the
+**complete horizon** is ``now - lag_s - hold``, ``hold`` the longest E2E among the successful
+requests that ended in the last :data:`HOLD_WINDOW_S` seconds (at most :data:`HOLD_MAX_S`). Points and
+the current rates (all of them, over the same seconds) stop at that horizon, so the newest point is not drawn low only because the
+streams still producing in it have not reported yet; before any request has ended there is no
+point. A record that arrives later still (a request longer than the others) adds its tokens
+and requests to its seconds, settled ones included; a settled point's percentiles stay as they
+were.
 """
 
 from __future__ import annotations
@@ -16,12 +30,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llm_users.metrics import RequestRecord, StatsByName
+from llm_users.metrics.by_arrival import record_by_second
 from llm_users.outputs.timeline import pcts_ms
 from llm_users.slo import slo_results
 
 RATE_WINDOW_S = 10
 KEEP_S = 300
-SETTLE_S = 5  # a second this much older than the lag gets no more records: its point is kept
+SETTLE_S = 5  # a second this much older than the horizon: its point is kept, its raw values dropped
+HOLD_WINDOW_S = 60  # the hold back is the longest E2E among requests that ended this recently
+HOLD_MAX_S = 60.0  # ... and never more than this (one stuck request must not hide the chart)
 
 
 @dataclass(slots=True)
@@ -36,6 +53,7 @@ class _Second:
     started: int = 0  # requests that started in this second: the arrival rate
     point: dict[str, Any] | None = None  # computed once settled; the raw values are then dropped
     by_name: dict[str, list[int]] = field(default_factory=dict)  # name -> [finished, failures, tokens, good]
+    e2e_max: float = 0.0  # the longest E2E (s) of the successful requests that ended in this second
 
 
 def _ms2(values: array) -> list[float | None]:
@@ -61,16 +79,20 @@ class LiveView:
         """A worker's statistics delta (the master then counts its records one by one)."""
         self.stats.merge_wire(wire)
 
+    def _sec(self, t: int) -> _Second:
+        sec = self._seconds.get(t)
+        if sec is None:
+            sec = self._seconds[t] = _Second()
+            self._prune(t)
+        return sec
+
     def count(self, rec: RequestRecord) -> None:
         """Every record, once (its statistics come through ``stats``): the per-second counts."""
         end = rec.end_time
         if end < self.since or rec.status == "interrupted":  # cut by the stop: in requests.jsonl only
             return
         self._in_flight(rec.start_time, end)
-        sec = self._seconds.get(int(end))
-        if sec is None:
-            sec = self._seconds[int(end)] = _Second()
-            self._prune(int(end))
+        sec = self._sec(int(end))
         named = sec.by_name.get(rec.name)
         if named is None:
             named = sec.by_name[rec.name] = [0, 0, 0, 0]
@@ -79,16 +101,40 @@ class LiveView:
         if not rec.ok:
             sec.failures += 1
             named[1] += 1
+            self._update_point(sec)
             return
-        sec.tokens += rec.output_tokens or 0
-        named[2] += rec.output_tokens or 0
+        sec.e2e_max = max(sec.e2e_max, (rec.e2e_ns or 0) / 1e9)  # failures add no tokens: not held for
         if self.slos and all(slo_results(rec, self.slos).values()):
             sec.good += 1
             named[3] += 1
-        if not (rec.warmup or rec.cooldown):
-            if rec.ttft_ns is not None:
-                sec.ttft.append(rec.ttft_ns)
-            sec.itl.extend(rec.itl_ns)
+        self._update_point(sec)
+        measured = not (rec.warmup or rec.cooldown)
+        oldest = int(self.since)
+        if measured and rec.ttft_ns is not None and rec.start_time + rec.ttft_ns / 1e9 >= oldest:
+            first = self._sec(int(rec.start_time + rec.ttft_ns / 1e9))
+            if first.point is None:
+                first.ttft.append(rec.ttft_ns)
+        itl = rec.itl_ns
+        for t, tokens, lo, hi in record_by_second(rec):
+            if t < oldest:  # before the reset
+                continue
+            s = self._sec(t)
+            s.tokens += tokens
+            per = s.by_name.get(rec.name)
+            if per is None:
+                per = s.by_name[rec.name] = [0, 0, 0, 0]
+            per[2] += tokens
+            if s.point is not None:
+                self._update_point(s)
+            elif measured and hi > lo:
+                s.itl.extend(itl[lo:hi])
+
+    def _update_point(self, s: _Second) -> None:
+        """A settled second's point follows its counts (its percentiles stay as they were)."""
+        if s.point is not None:
+            s.point.update(outTokS=s.tokens, reqS=s.finished)
+            if self.slos:
+                s.point["goodputS"] = s.good
 
     def _in_flight(self, start: float, end: float) -> None:
         """The request's time in flight, second by second, and its arrival (as records end: a
@@ -96,44 +142,56 @@ class LiveView:
         arrived = start >= self.since
         start = max(start, self.since, end - KEEP_S)
         for t in range(int(start), int(end) + 1):
-            sec = self._seconds.get(t)
-            if sec is None:
-                sec = self._seconds[t] = _Second()
-            sec.busy += max(0.0, min(end, t + 1) - max(start, t))
+            self._sec(t).busy += max(0.0, min(end, t + 1) - max(start, t))
         if arrived:
-            self._seconds[int(start)].started += 1
+            self._sec(int(start)).started += 1
 
     def _prune(self, newest: int) -> None:
         for t in [t for t in self._seconds if t < newest - KEEP_S]:
             del self._seconds[t]
 
-    # reading --------------------------------------------------------------------------------
-    def rates(self, now: float, name: str | None = None) -> dict[str, float]:
-        """Per second over the last complete seconds (up to RATE_WINDOW_S, none before a reset);
-        of one request name, or of all."""
+    def horizon(self, now: float) -> int:
+        """The first second whose tokens may still be incomplete (the module docstring): ``now -
+        lag_s - hold``; the oldest second kept while no request has ended yet."""
         end = int(now - self.lag_s)
-        start = max(end - RATE_WINDOW_S, int(self.since) + 1 if self.since else end - RATE_WINDOW_S)
-        span = end - start
-        totals = {"requests": 0, "failures": 0, "tokens": 0, "good": 0}
-        if span <= 0:
-            return {k: 0.0 for k in totals}
-        for t in range(start, end):
+        recent = [s.e2e_max for t, s in self._seconds.items() if s.e2e_max and t >= end - HOLD_WINDOW_S]
+        if not recent:
+            if any(s.finished for s in self._seconds.values()):
+                return end  # none in flight is known: nothing to wait for
+            return min(self._seconds, default=end)
+        return min(end, int(now - self.lag_s - min(max(recent), HOLD_MAX_S)))
+
+    # reading --------------------------------------------------------------------------------
+    def _window(self, end: int) -> range:
+        """The last RATE_WINDOW_S seconds before ``end`` (exclusive), none before the reset."""
+        start = end - RATE_WINDOW_S
+        if self.since:
+            start = max(start, int(self.since) + 1)
+        return range(start, end)
+
+    def rates(self, now: float, name: str | None = None) -> dict[str, float]:
+        """Per second over the last complete seconds before the complete horizon (up to
+        RATE_WINDOW_S, none before a reset); of one request name, or of all. Requests, failures
+        and goodput by the second they ended, tokens by the second they arrived: over the same
+        seconds, tokens/s = requests/s x tokens per request for a steady load."""
+        seconds = self._window(self.horizon(now))
+        totals = [0, 0, 0, 0]
+        for t in seconds:
             s = self._seconds.get(t)
             if s is None:
                 continue
-            if name is None:
-                counts = [s.finished, s.failures, s.tokens, s.good]
-            else:
-                counts = s.by_name.get(name, [0, 0, 0, 0])
-            for k, v in zip(totals, counts, strict=True):
-                totals[k] += v
-        return {k: v / span for k, v in totals.items()}
+            counts = (s.finished, s.failures, s.tokens, s.good) if name is None else s.by_name.get(name)
+            for i, v in enumerate(counts or ()):
+                totals[i] += v
+        span = len(seconds)
+        keys = ("requests", "failures", "tokens", "good")
+        return {k: v / span if span > 0 else 0.0 for k, v in zip(keys, totals, strict=True)}
 
     def series(self, now: float, extra: dict[int, dict[str, float]] | None = None) -> list[dict[str, Any]]:
-        """One point per complete second since the reset: the chart data."""
-        end = int(now - self.lag_s)
+        """One point per complete second since the reset, up to the complete horizon: the chart data."""
         if not self._seconds:
             return []
+        end = self.horizon(now)
         first = max(min(self._seconds), end - KEEP_S)
         out = []
         for t in range(first, end):

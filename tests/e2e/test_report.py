@@ -37,7 +37,8 @@ def report(tmp_path_factory, request) -> Path:
     with start_simulator(["--ttft-ms", "50", "--ttft-dist", "lognormal", "--ttft-sd-ms", "15", "--itl-ms", "5",
                           "--itl-dist", "normal", "--itl-sd-ms", "1", "--output-tokens", "40", "--seed", "3"]) as sim:
         proc = run_locust("vllm.py", "--host", sim.url, "-u", "8", "-r", "4", "-t", "6s", "--stop-timeout", "10",
-                          "--llm-slo", "ttft=60ms", report=out)
+                          "--llm-slo", "ttft=60ms", "--llm-input-tokens", "64", "--llm-output-tokens", "40",
+                          "--llm-max-tokens", "48", report=out)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return out
 
@@ -65,6 +66,25 @@ def test_html_is_self_contained_and_has_the_charts(report: Path) -> None:
     for title in ("TTFT distribution (CDF)", "ITL distribution (CDF)", "Latency over time", "Throughput over time"):
         assert title in text
     assert "Client self-check" in text and "Goodput" in text
+
+
+def test_first_screen_says_the_configuration_once(report: Path) -> None:
+    """Issue 28: the header states users and spawn rate, input and output lengths, max tokens and
+    SLOs; host and window appear once; no failures chart when nothing failed."""
+    summary = read_summary(report)
+    text = (report / "report.html").read_text()
+    assert summary["overall"]["failures"] == 0
+    setup = summary["setup"]
+    assert setup["load_plan"]["text"] == "8 users, spawned at 4/s; for 6 s"
+    assert (setup["input_tokens"], setup["output_tokens"], setup["max_tokens"]) == ("64", "40", 48)
+    assert setup["slos_ms"] == {"ttft": 60.0}
+    first = text[:text.index("Over time")]  # the first screen: headline strip, verdict, header
+    for part in ("8 users, spawned at 4/s; for 6 s", "synthetic prompts of 64 input tokens", "40 output tokens",
+                 "48 (temperature", "TTFT ≤ 60 ms", "Goodput", "SLO attainment", "Client self-check"):
+        assert part in first, part
+    assert text.count(summary["host"]) == 1 and text.count("measured window") == 1
+    assert "Failures over time" not in text and "failures/s" not in text
+    assert "Requests over time vs active users" in text
 
 
 def test_chromium_renders_the_charts(report: Path, tmp_path: Path) -> None:

@@ -134,8 +134,10 @@ def test_environment_and_vllm_bench_export(sim, tmp_path) -> None:
     for f in report.iterdir():
         assert secret not in f.read_text(errors="replace"), f
     page = (report / "report.html").read_text()  # the first screen says what ran
-    for text in ("Failures over time", "vllm.py", "2 users", "sim-model", "(version 0.0.0-sim)", "UTC"):
+    for text in ("Load plan", "vllm.py", "2 users, spawned at 2/s", "sim-model", "(version 0.0.0-sim)", "UTC",
+                 "6 output tokens"):
         assert text in page, text
+    assert "Failures over time" not in page  # nothing failed: no empty failures chart (issue 28)
     data = json.loads(export.read_text())
     assert set(data) >= VLLM_BENCH_KEYS, VLLM_BENCH_KEYS - set(data)
     ov = summary["overall"]

@@ -18,8 +18,10 @@ def test_rows_per_second() -> None:
     assert [r["time"] for r in rows] == [100, 101, 102]
     assert list(rows[0])[: len(COLUMNS)] == COLUMNS
     assert rows[0]["requests_started"] == 4 and rows[0]["ttft_p50_ms"] == 50.0
-    assert rows[1]["requests_finished"] == 4 and rows[1]["output_tokens_per_s"] == 12
-    assert rows[1]["itl_p50_ms"] == 10.0 and rows[1]["itl_p99_ms"] == 12.0 and rows[1]["users"] == 8
+    # the tokens and ITL gaps arrived in 100 (within 72 ms of the start), the requests ended in 101
+    assert rows[0]["output_tokens_per_s"] == 12 and rows[1]["output_tokens_per_s"] == 0
+    assert rows[0]["itl_p50_ms"] == 10.0 and rows[0]["itl_p99_ms"] == 12.0 and rows[1]["itl_p50_ms"] is None
+    assert rows[1]["requests_finished"] == 4 and rows[1]["users"] == 8
     assert rows[2]["failures"] == 1
 
 
@@ -47,3 +49,43 @@ def test_sliced_percentiles_equal_a_full_sort_and_pause_between_slices() -> None
         assert got == want, n
         assert len(pauses) == (0 if n <= timeline.SLICE else math.ceil(n / timeline.SLICE) + 2)
     assert timeline.pcts_ms(array("q"), (50,)) == [None]
+
+
+MS = 1_000_000
+
+
+def stream(start: float, n: int, gap_ms: float = 100, tokens: int | None = None, ttft_ms: float = 100) -> RequestRecord:
+    """A request of ``n`` chunks ``gap_ms`` apart (``tokens``: the server's usage count)."""
+    itl = [int(gap_ms * MS)] * (n - 1)
+    return RequestRecord("r", "n", "b", "m", start_time=start, ttft_ns=int(ttft_ms * MS), itl_ns=itl,
+                         e2e_ns=int(ttft_ms * MS) + sum(itl), output_tokens=n if tokens is None else tokens)
+
+
+def test_tokens_and_gaps_count_in_the_seconds_they_arrived() -> None:
+    t = Timeline()
+    t.add(stream(200.05, 30))  # chunks at 200.15 .. 203.05, one token each (100 ms apart)
+    t.add(stream(200.05, 30, tokens=60))  # the same chunks, two tokens each by the usage count
+    rows = {r["time"]: r for r in t.rows()}
+    tokens = [rows[s]["output_tokens_per_s"] for s in (200, 201, 202, 203)]
+    assert sum(tokens) == 90  # exact
+    assert tokens[1] == tokens[2] == 30  # 10 chunks a second in the middle: 10 + 20 tokens
+    assert rows[203]["requests_finished"] == 2 and rows[200]["requests_finished"] == 0
+    assert rows[201]["itl_p50_ms"] == 100.0 and rows[200]["itl_p50_ms"] == 100.0
+
+
+def test_a_late_record_adds_to_closed_seconds() -> None:
+    t = Timeline(settle_s=5)
+    t.add(stream(300.5, 10))  # chunks 300.6 .. 301.5
+    t.settle(now=320.0)  # 300 and 301 closed
+    assert not t._open
+    closed = {r["time"]: dict(r) for r in t.rows()}
+    # a 20 s request started at 300.5 arrives now: one chunk every 100 ms from 300.6 to 320.5
+    t.add(stream(300.5, 200))
+    rows = {r["time"]: r for r in t.rows()}
+    assert rows[300]["output_tokens_per_s"] == 2 * closed[300]["output_tokens_per_s"]  # the same chunks in 300
+    assert rows[301]["output_tokens_per_s"] == closed[301]["output_tokens_per_s"] + 10
+    assert rows[300]["requests_started"] == 2
+    assert sum(r["output_tokens_per_s"] for r in rows.values()) == 210  # nothing dropped
+    # the closed seconds' percentiles stay as they were; the new seconds have their own
+    assert rows[301]["itl_p50_ms"] == closed[301]["itl_p50_ms"] == 100.0
+    assert rows[310]["itl_p50_ms"] == 100.0 and rows[320]["requests_finished"] == 1

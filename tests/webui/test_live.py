@@ -47,7 +47,7 @@ def test_reset_forgets_everything_before_it() -> None:
     assert live.stats.summary()["overall"]["requests"] == 2
     # just after a reset the window is the seconds since it, not 10 s
     assert live.rates(1015.0)["requests"] == pytest.approx(2 / 2)
-    assert [p["time"] for p in live.series(1015.0)] == [1012, 1013]
+    assert [p["time"] for p in live.series(1015.2)] == [1012, 1013]  # 1014: its streams may still run
 
 
 def test_series_points_goodput_and_gpu() -> None:
@@ -61,7 +61,7 @@ def test_series_points_goodput_and_gpu() -> None:
     assert p["time"] == 1001 and p["reqS"] == 3 and p["outTokS"] == 20 and p["goodputS"] == 1
     assert p["ttftP50"] == 50.0 and p["ttftP99"] == 70.0 and p["itlP50"] == 5.0
     assert p["gpuUtil"] == 60.0
-    assert live.rates(1011.0)["good"] == pytest.approx(1 / 9)  # seconds 1001..1009, all after the reset
+    assert live.rates(1011.0)["good"] == pytest.approx(1 / 8)  # seconds 1001..1008: after the reset, before the horizon
     # a settled second keeps its point, with its raw values dropped
     again = live.series(1010.0)
     assert {k: v for k, v in again[0].items()} == {k: v for k, v in p.items() if k != "gpuUtil"}
@@ -91,3 +91,65 @@ def test_in_flight_is_the_mean_over_each_second_and_arrivals_count_by_start() ->
     p = {q["time"]: q for q in live.series(1110.0)}
     assert p[1100]["inflight"] == pytest.approx(0.5) and p[1100]["arrivalS"] == 0
     assert p[1101]["inflight"] == pytest.approx(1.0)
+
+
+MS = 1_000_000
+
+
+def stream(start: float, seconds: float, per_s: int = 10) -> RequestRecord:
+    """A request streaming one token every 1/per_s s for ``seconds`` (TTFT 1/per_s s)."""
+    n = int(seconds * per_s)
+    gap = int(1e9 / per_s)
+    return RequestRecord("id", "/v1/chat/completions", "vllm", "m", start_time=start, ttft_ns=gap,
+                         itl_ns=[gap] * (n - 1), e2e_ns=gap * n, output_tokens=n)
+
+
+def test_tokens_by_arrival_and_the_complete_horizon() -> None:
+    """A 4 s stream (10 tokens/s) starts every quarter second: 16 stream at once, 160 tokens/s.
+    Counted at the end that was bursts of 40-token answers; by arrival every complete second is
+    160, and the seconds whose streams have not all reported yet are held back, not drawn low."""
+    # at now = 1020.3 (lag 1): the records that have ended by 1019.3 have reported
+    now = 1020.3
+    live = LiveView(lag_s=1)
+    live.reset(1000.0)
+    for t in range(1000, 1020):
+        for q in range(4):
+            r = stream(t + q / 4 + 0.01, 4.0, per_s=10)
+            if r.end_time <= now - 1:
+                feed(live, r)
+    assert live.horizon(now) == int(now - 1 - 4.0)  # the longest E2E seen: 4 s
+    points = live.series(now)
+    assert points[-1]["time"] == 1014
+    steady = [p["outTokS"] for p in points if p["time"] >= 1004]
+    assert steady == [160] * len(steady) and len(steady) == 11
+    assert live.rates(now)["tokens"] == pytest.approx(160.0)  # tokens: up to the horizon
+    assert live.rates(now)["requests"] == pytest.approx(4.0)  # requests: by the second they ended, same seconds
+
+
+def test_nothing_is_complete_before_a_request_ends() -> None:
+    live = LiveView(lag_s=1)
+    live.reset(1000.0)
+    assert live.series(1005.0) == []
+    feed(live, stream(1000.5, 1.0))  # one short request ended at 1001.5
+    assert [p["time"] for p in live.series(1003.7)] == [1000]  # horizon 1003.7 - 1 - 1.0 -> 1001
+    assert live.horizon(1200.0) == 1199  # nothing ended recently, none is known in flight
+    failed = stream(1150.0, 49.0)
+    failed.status = "error"  # a 49 s timeout: it adds no tokens, so it holds nothing back
+    feed(live, failed)
+    feed(live, stream(1197.0, 1.0))
+    assert live.horizon(1200.0) == 1198
+
+
+def test_a_late_record_adds_its_tokens_to_settled_points() -> None:
+    live = LiveView(lag_s=1)
+    live.reset(1000.0)
+    feed(live, stream(1000.0, 2.0))  # 20 tokens over 1000..1002
+    before = {p["time"]: dict(p) for p in live.series(1030.0)}  # 1000..1020 settled
+    assert before[1000]["outTokS"] + before[1001]["outTokS"] + before[1002]["outTokS"] == 20
+    feed(live, stream(1000.0, 20.0))  # a 20 s request ends at 1020, reporting late
+    assert live.horizon(1030.0) == 1009  # the longest recent E2E (20 s) is held back now
+    after = {p["time"]: p for p in live.series(1045.0)}
+    assert after[1001]["outTokS"] == before[1001]["outTokS"] + 10
+    assert sum(p["outTokS"] for p in after.values()) == 220
+    assert after[1001]["itlP50"] == before[1001]["itlP50"] == 100.0  # percentiles stay
+    assert after[1020]["reqS"] == 1

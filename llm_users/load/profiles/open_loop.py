@@ -28,6 +28,20 @@ class OpenLoopConfig:
     seed: int | None = None
 
 
+def arrival_clause(study: StudyConfig) -> str:
+    """How open-loop arrivals come, for a load plan's words: ``poisson arrivals (seed 3), at
+    most 4 in flight``; empty in closed loop."""
+    cfg = study.part("open_loop")
+    if not study.open_loop or cfg is None:
+        return ""
+    text = f"{cfg.arrival or 'poisson'} arrivals"
+    if cfg.seed is not None:
+        text += f" (seed {cfg.seed})"
+    if cfg.cap is not None:
+        text += f", at most {cfg.cap} in flight"
+    return text
+
+
 class OpenLoop(LoadProfile):
     name = "open_loop"
 
@@ -73,6 +87,11 @@ class OpenLoop(LoadProfile):
         from llm_users.load.profiles.open_loop_run import OpenLoopRun
 
         return OpenLoopRun(study, config or OpenLoopConfig(), self.name)
+
+    def describe(self, config: OpenLoopConfig | None, study: StudyConfig) -> str | None:
+        if config is None or config.rate is None:
+            return None  # the stages, a sweep or a trace give the rate (and say the arrivals)
+        return f"open loop: {config.rate:g} req/s, {arrival_clause(study)}"
 
     def console_lines(self, summary: dict[str, Any]) -> list[str]:
         from llm_users.outputs.study_console import arrivals_lines

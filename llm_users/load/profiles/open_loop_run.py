@@ -5,7 +5,9 @@ Which node does what:
 - master / local runner: the :class:`~llm_users.load.openloop.RateController` (the run's rate
   and cap, split over workers; the master resends the shares every second as workers come and
   go) and the :class:`~llm_users.load.schedule_stats.ScheduleBook` that turns merged records
-  into the ``arrivals`` summary block;
+  into the ``arrivals`` summary block, and the per-second
+  :class:`~llm_users.load.schedule_series.ScheduleSeries` (offered and sent rate, in flight,
+  schedule lag) that it adds to the timeline at each summary (timeseries.csv, report.html);
 - worker / local runner: the :class:`~llm_users.load.openloop.Scheduler`; a worker switches to
   open loop on its first share from the master, so it needs no study options of its own.
 
@@ -24,6 +26,7 @@ import gevent
 from llm_users.load.arrivals import parse_arrival
 from llm_users.load.openloop import RATE_MESSAGE, RATE_REQUEST, RateController, Scheduler
 from llm_users.load.profile import ProfileRun, Study, StudyConfig
+from llm_users.load.schedule_series import ScheduleSeries
 from llm_users.load.schedule_stats import ScheduleBook
 
 #: a test's schedule starts this long after the test: each process first sets up its User (a forked
@@ -48,6 +51,7 @@ class OpenLoopRun(ProfileRun):
         self.controller: RateController | None = None
         self.scheduler: Scheduler | None = None
         self.sched_book = ScheduleBook() if not self.on_worker else None
+        self.series = ScheduleSeries() if not self.on_worker else None  # timeseries.csv's open-loop columns
         self.fixed_rate: float | None = None  # trace replay: the trace times the requests
         self.share_extra: dict[str, Any] = {}  # sent with every share (trace replay: the file and speed-up)
         self.source: Any = None  # the local scheduler's requests instead of drawn gaps (a trace)
@@ -66,6 +70,8 @@ class OpenLoopRun(ProfileRun):
         if self.sched_book is not None:
             assert self.run.collector is not None
             self.run.collector.observers.append(self.sched_book.add)
+        if self.series is not None:
+            self.run.collector.observers.append(self.series.add)
 
     # what the other profiles use ----------------------------------------------------------------
     def ensure_controller(self) -> None:
@@ -195,3 +201,6 @@ class OpenLoopRun(ProfileRun):
                 target["rate"] = None  # each stage or point has its own (summary "stages")
             target.update(self.target_extra)
             s["arrivals"] = self.sched_book.summary(target)
+        if self.series is not None and self.run.collector is not None:
+            for t, values in self.series.rows().items():  # in timeseries.csv and the report's charts
+                self.run.collector.timeline.add_extra(t, values)

@@ -17,14 +17,29 @@ from typing import Any
 from llm_users.durations import parse_duration_s
 from llm_users.errors import ConfigError
 from llm_users.load.plans import StagePlan, parse_stages, parse_steps, settle_for
-from llm_users.load.profile import LoadProfile, OptionAdder, ProfileRun, Study, given
-from llm_users.load.profiles.open_loop import OpenLoop
+from llm_users.load.profile import LoadProfile, OptionAdder, ProfileRun, Study, StudyConfig, given
+from llm_users.load.profiles.open_loop import OpenLoop, arrival_clause
 
 
 @dataclass(frozen=True, slots=True)
 class StagesConfig:
     plan: tuple[StagePlan, ...] | None = None
     settle_s: float | None = None  # --llm-settle (a sweep's points use it too)
+
+
+def describe_plan(plan: tuple[StagePlan, ...], unit: str, arrivals: str = "") -> str:
+    """``8 stages of 2 s: 8 to 64 users, step 8`` (even steps) or ``stages: 50 users for 60 s,
+    100 users for 60 s`` (the first 6, then how many more)."""
+    loads = [p.load for p in plan]
+    steps = {round(b - a, 9) for a, b in zip(loads, loads[1:], strict=False)}
+    durations = {p.duration_s for p in plan}
+    if len(plan) > 2 and len(steps) == 1 and len(durations) == 1:
+        text = (f"{len(plan)} stages of {plan[0].duration_s:g} s: {loads[0]:g} to {loads[-1]:g} {unit}, "
+                f"step {steps.pop():g}")
+    else:
+        shown = ", ".join(f"{p.load:g} {unit} for {p.duration_s:g} s" for p in plan[:6])
+        text = f"{len(plan)} stages: {shown}" + (f" and {len(plan) - 6} more" if len(plan) > 6 else "")
+    return text + (f"; {arrivals}" if arrivals else "")
 
 
 class Stages(LoadProfile):
@@ -50,6 +65,11 @@ class Stages(LoadProfile):
         if config is None or not config.plan or study.on_worker:  # the master's shape drives the workers
             return None
         return StagesRun(study, config)
+
+    def describe(self, config: StagesConfig | None, study: StudyConfig) -> str | None:
+        if config is None or not config.plan:
+            return None
+        return describe_plan(config.plan, "req/s" if study.open_loop else "users", arrival_clause(study))
 
     def console_lines(self, summary: dict[str, Any]) -> list[str]:
         from llm_users.outputs.study_console import stages_lines

@@ -15,7 +15,7 @@ from typing import Any
 
 from llm_users.errors import ConfigError
 from llm_users.load.profile import LoadProfile, OptionAdder, ProfileRun, Study, StudyConfig, given, number
-from llm_users.load.profiles.open_loop import OpenLoop
+from llm_users.load.profiles.open_loop import OpenLoop, arrival_clause
 
 SWEEP_MODES = ("concurrency", "rate")
 
@@ -62,6 +62,14 @@ class Sweep(LoadProfile):
         if not study.run.config.run_time_s:
             raise ConfigError("--llm-sweep needs -t/--run-time: it is the whole sweep's time budget")
         return SweepRun(study, config)
+
+    def describe(self, config: SweepConfig | None, study: StudyConfig) -> str | None:
+        if config is None:
+            return None
+        unit = "req/s" if config.mode == "rate" else "users"
+        arrivals = arrival_clause(study)
+        return (f"SLO sweep of {config.mode}: from {config.start:g} {unit}, at most {config.points} points, "
+                f"target {config.target:.0%} of requests meeting every SLO" + (f"; {arrivals}" if arrivals else ""))
 
     def console_lines(self, summary: dict[str, Any]) -> list[str]:
         from llm_users.outputs.study_console import sweep_lines

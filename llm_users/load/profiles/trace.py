@@ -45,6 +45,11 @@ class Trace(LoadProfile):
                 (loop is not None and loop.rate is not None):
             raise ConfigError("--llm-trace gives its own schedule: drop --llm-rate/--llm-stages/--llm-steps/--llm-sweep")
 
+    def describe(self, config: TraceConfig | None, study: StudyConfig) -> str | None:
+        if config is None:
+            return None
+        return f"trace replay of {config.path}" + (f", {config.speedup:g}x faster" if config.speedup != 1 else "")
+
     def attach(self, study: Study, config: TraceConfig | None) -> None:
         from llm_users.load.trace_replay import TraceSource, load_trace
 
