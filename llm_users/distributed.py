@@ -68,6 +68,14 @@ class Shipper:
     def _ship(self, rec: RequestRecord) -> None:
         self._records.append(rec.to_dict())
 
+    def use_slos(self, slos: dict[str, float]) -> bool:
+        """The master's SLOs for this test (the web form's), from the next payload on."""
+        self._pending.flush()
+        self.slos = slos
+        if not self._stats.by_name:  # else the delta in hand goes as it was counted
+            self._stats = StatsByName(slos)
+        return True
+
     def _add_stats(self, rec: RequestRecord) -> None:
         with span("stats"):
             self._stats.add(rec)
@@ -125,6 +133,15 @@ class Collector:
         self.pipeline.add("live", self._live)
         if writer is not None:
             self.pipeline.add("records_file", writer.write)
+
+    def use_slos(self, slos: dict[str, float]) -> bool:
+        """Measure against these SLOs (the web form's, before the run's first test); refused
+        (False) once a record is counted: the run's statistics hold one set."""
+        self._pending.flush()
+        if self.records or self._stats.total.requests:
+            return False
+        self._stats = StatsByName(slos)
+        return True
 
     @property
     def observers(self) -> list[Callable[[RequestRecord], None]]:

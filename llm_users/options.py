@@ -47,10 +47,10 @@ def add_arguments(parser: Any) -> None:
     def opt(name: str, help: str, web: bool = False, **kw: Any) -> None:
         env = "LOCUST_" + name.lstrip("-").upper().replace("-", "_")
         action = g.add_argument(name, env_var=env, default=kw.pop("default", None), help=help, **kw)
-        # Locust's start form shows an option when its action says so (its own add_argument sets
-        # these; an argument group's does not). Web fields are the ones read when users start.
-        action.include_in_web_ui = web
-        action.is_secret = action.is_required = action.is_multiple = False
+        # ``web``: read again as each test starts, so a start-form value takes effect. The form
+        # lists the options in their own LLM group (llm_users/webui/form.py), not under Locust's
+        # "Custom parameters": a group's actions carry no ``include_in_web_ui``, Locust's form skips them.
+        action.llm_per_test = web
 
     opt("--llm-model", "model name to request (default: the User class's; vLLM asks the server)", web=True)
     opt("--llm-max-tokens", "maximum output tokens per request (default 512)", web=True)
@@ -205,14 +205,20 @@ class RunConfig:
     def for_test(self, options: Any, user_classes: list[Any] | tuple[Any, ...]) -> RunConfig:
         """This run with its per-test parts read again from ``options`` (as a test starts: the
         web UI's start form, a worker's options from the master): the per-user settings and
-        back-off, the workload, the spawn seed and the study's fields. The run-wide parts stay."""
+        back-off, the workload, the spawn seed, the study's fields and the SLOs (the run adopts
+        those only before its first record: :meth:`LLMRun.adopt_slos`). The run-wide parts stay."""
         try:
             study = _study(options)
         except ConfigError as e:
             log.error("locust-llm: %s; the open-loop settings stay as they were", e)
             study = self.study
+        try:
+            slos = MappingProxyType(parse_slos(_given(options, "llm_slo")))
+        except ConfigError as e:
+            log.error("locust-llm: %s; the SLOs stay as they were", e)
+            slos = self.slos
         return replace(self, user_settings=_user_settings(options, user_classes), backoff=_backoff(options),
-                       workload=_workload(options), spawn_seed=_spawn_seed(options), study=study,
+                       workload=_workload(options), spawn_seed=_spawn_seed(options), study=study, slos=slos,
                        options=_snapshot(options))
 
     def with_form(self, fields: Mapping[str, Any], user_classes: list[Any] | tuple[Any, ...]) -> RunConfig:

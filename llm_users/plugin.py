@@ -88,7 +88,7 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
 
         # open loop, stages, sweep, trace replay; at each test start the study reads the configuration
         # options.install re-read (its listener runs first: the web form, a worker's options)
-        wiring.attach(environment, run, run.config.study, lambda: run.current_config.study)
+        run.study = wiring.attach(environment, run, run.config.study, lambda: run.current_config.study)
         from llm_users.outputs.cost import attach as attach_cost
 
         attach_cost(environment, run)

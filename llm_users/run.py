@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import gevent
@@ -109,6 +110,10 @@ class LLMRun:
 
     # events ---------------------------------------------------------------------------------
     def on_test_start(self, **_: Any) -> None:
+        fresh = self.current_config.slos  # the web form's SLOs: taken while nothing is counted yet
+        sink = getattr(self, "collector", None) or getattr(self, "shipper", None)
+        if dict(fresh) != self.slos and sink is not None and sink.use_slos(dict(fresh)):
+            self.config = replace(self.config, slos=fresh)
         self.test_start = time.time()
         self.test_stop = None
         self._stopped = False

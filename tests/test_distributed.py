@@ -49,3 +49,20 @@ def test_lost_worker_window() -> None:
     assert lost == [{"worker": "w9", "last_report": 100.0, "lost_at": 104.5, "records_received": 1,
                      "window_at_risk_s": 4.5, "window_at_risk": [100.0, 104.5]}]
     assert c.pending(["w9"]) == ["w9"]
+
+
+def test_the_web_forms_slos_are_taken_before_the_first_record_only() -> None:
+    """Issue 28: SLOs typed into the start form apply from the run's first test: the master's
+    collector takes them while it has counted nothing, a worker's shipper takes the master's
+    for its next payload, and the merged goodput then counts every SLO."""
+    slos = {"ttft": 10_000_000.0}  # 10 ms: records 0..9 (TTFT 1..10 ms) meet it
+    worker = Shipper("w1")  # started without --llm-slo
+    c = Collector()
+    assert worker.use_slos(slos) and c.use_slos(slos)
+    for i in range(20):
+        worker.add(rec(i))
+    c.receive(worker.payload(final=True))
+    slo = c.stats.summary()["overall"]["slo"]
+    assert slo["limits_ms"] == {"ttft": 10.0} and slo["good_requests"] == 10
+    assert not c.use_slos({"ttft": 5_000_000.0}), "counted records keep the SLOs they were counted with"
+    assert c.stats.summary()["overall"]["slo"]["limits_ms"] == {"ttft": 10.0}

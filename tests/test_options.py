@@ -214,3 +214,12 @@ def test_the_report_reads_locusts_options_as_they_are_now() -> None:
     ns.num_users = 5  # the web UI's Edit form, mid-run
     assert options.current_options(env)["num_users"] == 5
     assert dict(options.current_options(SimpleNamespace(parsed_options=None))) == {}
+
+
+def test_a_test_reads_the_slos_again_and_a_bad_one_keeps_the_runs() -> None:
+    """The web form's --llm-slo reaches the configuration of the test it starts (the run takes
+    them before its first record: tests/test_distributed.py); a bad one keeps the run's."""
+    run = RunConfig.from_options(Namespace(llm_slo="ttft=500ms"), [VLLMUser])
+    fresh = run.for_test(Namespace(llm_slo="ttft=300ms,tpot=50ms"), [VLLMUser])
+    assert dict(fresh.slos) == {"ttft": 300e6, "tpot": 50e6} and dict(run.slos) == {"ttft": 500e6}
+    assert dict(run.for_test(Namespace(llm_slo="ttft=fast"), [VLLMUser]).slos) == {"ttft": 500e6}

@@ -52,10 +52,9 @@ def add_arguments(parser: Any) -> None:
 
     def opt(name: str, help: str, web_ui: bool = False, **kw: Any) -> None:
         env = "LOCUST_" + name.lstrip("-").upper().replace("-", "_")
+        # web_ui: read again as each test starts; the start form's LLM group (webui/form.py) lists it
         action = g.add_argument(name, env_var=env, default=kw.pop("default", None), help=help, **kw)
-        if web_ui:  # a group's add_argument is argparse's: mark it the way Locust's parser would
-            action.include_in_web_ui = True
-            action.is_secret = action.is_required = action.is_multiple = False
+        action.llm_per_test = web_ui
 
     adder: OptionAdder = opt
     for p in profiles():

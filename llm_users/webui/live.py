@@ -5,7 +5,9 @@ Locust resets its own table on "Reset stats" and when a new test starts; :meth:`
 follows it (the run's report is not touched: it still covers the whole run). Rates are
 *current*: over the last :data:`RATE_WINDOW_S` complete seconds. Chart points are per second
 (TTFT/ITL p50 and p99, nearest rank, output tokens/s, goodput/s with SLOs, GPU utilization
-from the scraped sidecars), the last :data:`KEEP_S` seconds.
+from the scraped sidecars, mean requests in flight and arrivals/s), the last :data:`KEEP_S`
+seconds. In flight: the request-seconds spent in each second (its mean in-flight count, Little's
+law), complete at the same horizon; arrivals by the second a request started.
 
 Requests, failures and goodput count in the second a request ended, complete ``lag_s`` back
 from now (a master hears from workers every couple of seconds). Output tokens, TTFT and ITL
@@ -47,6 +49,8 @@ class _Second:
     good: int = 0
     ttft: array = field(default_factory=lambda: array("q"))
     itl: array = field(default_factory=lambda: array("q"))
+    busy: float = 0.0  # request-seconds in flight during this second: its mean in-flight count
+    started: int = 0  # requests that started in this second: the arrival rate
     point: dict[str, Any] | None = None  # computed once settled; the raw values are then dropped
     by_name: dict[str, list[int]] = field(default_factory=dict)  # name -> [finished, failures, tokens, good]
     e2e_max: float = 0.0  # the longest E2E (s) of the successful requests that ended in this second
@@ -87,6 +91,7 @@ class LiveView:
         end = rec.end_time
         if end < self.since or rec.status == "interrupted":  # cut by the stop: in requests.jsonl only
             return
+        self._in_flight(rec.start_time, end)
         sec = self._sec(int(end))
         named = sec.by_name.get(rec.name)
         if named is None:
@@ -130,6 +135,16 @@ class LiveView:
             s.point.update(outTokS=s.tokens, reqS=s.finished)
             if self.slos:
                 s.point["goodputS"] = s.good
+
+    def _in_flight(self, start: float, end: float) -> None:
+        """The request's time in flight, second by second, and its arrival (as records end: a
+        second's in-flight mean fills in as its requests end)."""
+        arrived = start >= self.since
+        start = max(start, self.since, end - KEEP_S)
+        for t in range(int(start), int(end) + 1):
+            self._sec(t).busy += max(0.0, min(end, t + 1) - max(start, t))
+        if arrived:
+            self._sec(int(start)).started += 1
 
     def _prune(self, newest: int) -> None:
         for t in [t for t in self._seconds if t < newest - KEEP_S]:
@@ -184,9 +199,10 @@ class LiveView:
             point = s.point or self._point(t, s)
             if t < end - SETTLE_S and s.point is None and t in self._seconds:
                 s.point, s.ttft, s.itl = point, array("q"), array("q")
+            point = {**point, "inflight": round(s.busy, 2), "arrivalS": s.started}
             gpu = gpu_utilization((extra or {}).get(t))
             if gpu is not None:
-                point = {**point, "gpuUtil": gpu}
+                point["gpuUtil"] = gpu
             out.append(point)
         return out
 

@@ -6,11 +6,16 @@ carries the rows under ``extendedStats``. The rows come from a :class:`~llm_user
 fed by the merged statistics (master or local runner), so they are exact in distributed runs,
 reset with Locust's own table (Reset stats, a new test), and give current rates.
 
-Locust's tabs hold tables only, so the charts (TTFT/ITL p50/p99, output tokens/s, goodput with
-SLOs, GPU utilization with a sidecar) are drawn by ``tab.js``, which the index page loads
-and which polls ``GET /llm/live.json``. A ``/swarm`` form whose ``--llm-*`` fields do not make
-valid settings is answered with the one-line reason, as Locust answers a bad user count; a
-test keeps the LLM settings it started with (the Edit form's fields are dropped mid-run).
+Locust's tabs hold tables only, so the charts (output tokens/s, TTFT/ITL p50/p99, goodput with
+SLOs, in-flight requests and arrivals/s in open loop, stage markers, GPU utilization with a
+sidecar) are drawn by ``tab.js`` with ECharts, the charting library Locust's own charts use
+(Locust bundles it unexported, so the same major version is vendored under ``vendor/``,
+Apache-2.0, and served from ``GET /llm/echarts.min.js``: nothing is loaded from the internet).
+``tab.js`` is loaded by the index page, polls ``GET /llm/live.json``, and adds the start form's
+LLM group from ``GET /llm/form.json`` (:mod:`llm_users.webui.form`). A ``/swarm`` form whose
+``--llm-*`` fields do not make valid settings is answered with the one-line reason, as Locust
+answers a bad user count; a test keeps the LLM settings it started with (the Edit form's
+fields are dropped mid-run).
 """
 
 from __future__ import annotations
@@ -21,10 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from llm_users.errors import ConfigError
+from llm_users.webui.form import fixed_reason, form_groups
 from llm_users.webui.live import LiveView
 
 TAB = "llm"
 SCRIPT = Path(__file__).with_name("tab.js")
+ECHARTS = Path(__file__).with_name("vendor") / "echarts.min.js"  # Apache-2.0: vendor/echarts.LICENSE
 # (key, title, decimals)
 COLUMNS = [
     ("name", "Name", None), ("requests", "Requests", None), ("failures", "Failures", None),
@@ -65,18 +72,36 @@ def rows(live: LiveView, now: float) -> list[dict[str, Any]]:
     return out
 
 
-def check_form(form: Any, config: Any, user_classes: list[Any]) -> str | None:
+def check_form(form: Any, config: Any, user_classes: list[Any], started: bool = False) -> str | None:
     """The reason the start form's ``llm_*`` fields make no valid configuration, or None: the
     fields over the run's options (``config``, a :class:`~llm_users.options.RunConfig`),
-    through the command line's parser, so the reason is the line the command line would print."""
+    through the command line's parser, so the reason is the line the command line would print;
+    or the line saying a field the run cannot change now was changed (``started``: the run's
+    first test has started; :func:`~llm_users.webui.form.fixed_reason`)."""
     given = {k: v for k, v in form.items() if k.startswith("llm_")}
     if not given:
         return None
+    reason = fixed_reason(given, config.options, started)
+    if reason:
+        return reason
     try:
         config.with_form(given, user_classes)
     except ConfigError as e:
         return str(e)
     return None
+
+
+def stage_marks(run: Any, since: float) -> list[dict[str, Any]]:
+    """The starts of the run's stages or sweep points since the last reset (``--llm-steps``,
+    ``--llm-stages``, ``--llm-sweep``): the charts' markers."""
+    study = getattr(run, "study", None)
+    marks = []
+    for part in (study.runs.values() if study is not None else ()):
+        for st in getattr(getattr(part, "book", None), "stages", ()):
+            if st.end is None or st.end > since:  # a stage running at the reset: marked at the reset
+                unit = "req/s" if st.kind == "rate" else "users"
+                marks.append({"time": max(st.start, since), "label": f"{st.load:g} {unit}"})
+    return marks
 
 
 def install(web_ui: Any, run: Any) -> LiveView:
@@ -90,19 +115,27 @@ def install(web_ui: Any, run: Any) -> LiveView:
     if run.collector is not None:
         run.collector.live = live
     gpu = bool(run.config.gpu_sidecars)
-    columns = COLUMNS + ([GOODPUT_COLUMN] if run.slos else [])
-    web_ui.template_args["extendedTabs"] = [{"title": "LLM", "key": TAB}]
-    web_ui.template_args["extendedTables"] = [
-        {"key": TAB, "structure": [{"key": k, "title": t, **({"round": d} if d else {})} for k, t, d in columns]}
-    ]
+
+    def table() -> None:  # the goodput column with SLOs (the form may set them for the first test)
+        columns = COLUMNS + ([GOODPUT_COLUMN] if live.slos else [])
+        web_ui.template_args["extendedTabs"] = [{"title": "LLM", "key": TAB}]
+        web_ui.template_args["extendedTables"] = [
+            {"key": TAB, "structure": [{"key": k, "title": t, **({"round": d} if d else {})} for k, t, d in columns]}
+        ]
 
     def flushed() -> LiveView:  # records waiting for an idle loop (idle.py) go in first
         if run.collector is not None:
             run.collector.flush()
         return live
 
+    def new_test(**_: Any) -> None:
+        live.slos = dict(run.current_config.slos)  # read again as the test starts (options.for_test)
+        flushed().reset(time.time())
+        table()
+
+    table()
     environment.events.reset_stats.add_listener(lambda **_: flushed().reset(time.time()))
-    environment.events.test_start.add_listener(lambda **_: flushed().reset(time.time()))
+    environment.events.test_start.add_listener(new_test)
     app = web_ui.app
 
     @app.before_request
@@ -116,7 +149,8 @@ def install(web_ui: Any, run: Any) -> LiveView:
             request.form = ImmutableMultiDict(
                 [(k, v) for k, v in request.form.items(multi=True) if not k.startswith("llm_")])
             return None
-        reason = check_form(request.form, run.current_config, list(environment.user_classes or []))
+        reason = check_form(request.form, run.current_config, list(environment.user_classes or []),
+                            started=run.test_start is not None)
         if reason:
             return jsonify({"success": False, "message": reason, "host": environment.host})
         return None
@@ -139,11 +173,25 @@ def install(web_ui: Any, run: Any) -> LiveView:
     def _script() -> Any:
         return Response(SCRIPT.read_text(), mimetype="application/javascript")
 
+    @app.route("/llm/echarts.min.js")
+    def _echarts() -> Any:
+        response = Response(ECHARTS.read_bytes(), mimetype="application/javascript")
+        response.cache_control.max_age = 86400
+        return response
+
+    @app.route("/llm/form.json")
+    def _form() -> Any:
+        groups = form_groups(run.current_config.options, started=run.test_start is not None)
+        return Response(json.dumps({"groups": groups}), mimetype="application/json")
+
     @app.route("/llm/live.json")
     def _live() -> Any:
         now = time.time()
         extra = run.collector.timeline.extra if run.collector is not None else {}
-        body = {"since": live.since, "slos": bool(run.slos), "gpu": gpu, "rates": live.rates(now),
+        study = run.current_config.study
+        body = {"since": live.since, "slos": bool(live.slos), "gpu": gpu, "rates": live.rates(now),
+                "sloMs": {k: v / 1e6 for k, v in live.slos.items()},
+                "openLoop": bool(study and study.open_loop), "stages": stage_marks(run, live.since),
                 "series": live.series(now, extra)}
         return Response(json.dumps(body), mimetype="application/json")
 

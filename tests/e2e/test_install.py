@@ -44,10 +44,11 @@ def test_pip_install_then_run_from_elsewhere(tmp_path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    where = subprocess.run([py, "-c", "from importlib import resources; import llm_users.webui.tab as t; print(t.__file__); print(t.SCRIPT); "
+    where = subprocess.run([py, "-c", "from importlib import resources; import llm_users.webui.tab as t; print(t.__file__); print(t.SCRIPT); print(t.ECHARTS); "
                            "print(resources.files('llm_users.data') / 'prompts' / 'short.json')"],
                            cwd=elsewhere, check=True, capture_output=True, text=True).stdout.split()
     assert all(w.startswith(site) for w in where), where  # the installed copy, not the worktree
+    assert Path(where[2]).stat().st_size > 500_000, where  # the web UI's charting library is installed too
     report = tmp_path / "r"
     proc = subprocess.run([py, "-m", "locust", "-f", str(ROOT / "locustfiles" / "vllm.py"), "--headless",
                            "-u", "4", "-t", "10s", "--only-summary", "--llm-report", str(report),

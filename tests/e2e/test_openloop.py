@@ -214,7 +214,9 @@ def test_web_ui_rate_instead_of_users(sim_factory, tmp_path) -> None:
             except OSError:
                 assert time.time() < deadline, (tmp_path / "log").read_text()[-2000:]
                 time.sleep(0.5)
-        assert "llm_rate" in page  # the field is in the start form
+        assert "webui_tab.js" in page  # the script that adds the start form's LLM group, with the field:
+        groups = json.loads(urllib.request.urlopen(base + "/llm/form.json", timeout=5).read())["groups"]
+        assert "llm_rate" in {f["name"] for g in groups for f in g["fields"]}
         form = urllib.parse.urlencode({"user_count": "1", "spawn_rate": "1", "host": sim.url, "llm_rate": "25",
                                        "llm_arrival": "constant"}).encode()
         urllib.request.urlopen(urllib.request.Request(base + "/swarm", data=form), timeout=10).read()

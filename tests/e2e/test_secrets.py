@@ -74,7 +74,7 @@ def test_web_ui_pages_summary_route_and_metrics_carry_no_key(tmp_path) -> None:
             assert time.monotonic() < limit, "the web UI run never produced records"
             time.sleep(0.5)
         pages = {path: _get(base + path) for path in ("/", "/llm/summary.json", "/stats/requests",
-                                                      "/llm/live.json")}
+                                                      "/llm/live.json", "/llm/form.json")}
         pages["/metrics"] = _get(f"http://127.0.0.1:{prom}/metrics")
         for path, body in pages.items():
             assert CANARY not in body, path

@@ -89,3 +89,48 @@ def test_the_summary_route_only_reads_after_the_stop(sim_factory, tmp_path) -> N
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def test_open_loop_stages_in_the_live_data(sim_factory, tmp_path) -> None:
+    """Issue 28: the live route of an open-loop run with stages says so, marks each stage's
+    start, and gives per-second arrivals (the stage's rate) and in-flight requests (Little's
+    law: the arrival rate times the mean request time)."""
+    sim = sim_factory("--ttft-ms", "100", "--itl-ms", "20", "--output-tokens", "20", "--seed", "1")
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")}
+    proc = subprocess.Popen([LOCUST, "-f", str(ROOT / "locustfiles" / "vllm.py"), "--host", sim.url,
+                             "--web-host", "127.0.0.1", "--web-port", str(port), "--autostart", "-u", "1", "-t", "14s",
+                             "--llm-arrival", "constant", "--llm-stages", "8:6s,16:6s", "--llm-warmup", "0",
+                             "--llm-prometheus-port", "0"], cwd=ROOT, env=env,
+                            stdout=(tmp_path / "log").open("w"), stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 45
+        state = None
+        while time.time() < deadline and state != "stopped":
+            time.sleep(1)
+            try:
+                state = json.loads(fetch(base + "/stats/requests"))["state"]
+            except OSError:
+                continue
+        assert state == "stopped", (tmp_path / "log").read_text()[-2000:]
+        time.sleep(2.5)  # the last seconds settle (1 s lag)
+        live = json.loads(fetch(base + "/llm/live.json"))
+        summary = json.loads(fetch(base + "/llm/summary.json"))
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert live["openLoop"] is True
+    assert [m["label"] for m in live["stages"]] == ["8 req/s", "16 req/s"]
+    t8, t16 = (m["time"] for m in live["stages"])
+    assert t16 - t8 == pytest.approx(6, abs=0.5)
+    points = {p["time"]: p for p in live["series"]}
+    assert sum(p["arrivalS"] for p in points.values()) == summary["overall"]["requests"]
+    e2e_s = summary["overall"]["e2e"]["mean"] / 1000
+    assert 0.45 <= e2e_s <= 1.5, e2e_s  # 100 ms + 19 x 20 ms, and what a loaded machine adds
+    for start, rate in ((t8, 8), (t16, 16)):
+        steady = [points[t] for t in range(int(start) + 2, int(start) + 5)]  # whole seconds well inside the stage
+        arrivals = [p["arrivalS"] for p in steady]  # by start time: a late send may cross a second's edge
+        assert all(abs(a - rate) <= 1 for a in arrivals) and abs(sum(arrivals) - 3 * rate) <= 1, arrivals
+        inflight = sum(p["inflight"] for p in steady) / len(steady)
+        assert inflight == pytest.approx(rate * e2e_s, rel=0.15), (rate, e2e_s, steady)

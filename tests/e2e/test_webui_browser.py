@@ -1,13 +1,18 @@
-"""Issue 13: Locust's web UI driven in a real headless Chromium (Debian's chromium and
+"""Issues 13 and 28: Locust's web UI driven in a real headless Chromium (Debian's chromium and
 chromium-driver through Selenium; nothing is downloaded).
 
-A master with its web UI and two workers on loopback, the simulator behind them. The test
-reads the --llm-* fields on the start form, changes one (max tokens) and starts the run from
-the form; the LLM tab shows live rows (sane TTFT/ITL/tokens, merged from both workers) and its
-charts, GPU utilization included (the real sidecar exporter, in-process, reading a fake NVML:
-this machine has no GPU); the user count is changed mid-run with Locust's Edit form and the
-current rates follow; Reset stats empties the tab; the run is stopped, and a new test starts
-the tab afresh. Screenshots go to the test's tmp dir and must not be blank.
+A master with its web UI and two workers on loopback, the simulator behind them. The start
+form has its own LLM group listing the documented options (SLOs, input/output tokens, turns,
+dataset, rate, steps, price, ...) with the command line's values, and none under Locust's
+"Custom parameters"; the test sets max tokens, SLOs and input tokens there and starts the run
+from the form, then checks the run used them (the summary's token counts and SLO limits, the
+workers' per-SLO counts). The LLM tab shows live rows (sane TTFT/ITL/tokens, merged from both
+workers) and its ECharts charts with data, GPU utilization included (the real sidecar exporter,
+in-process, reading a fake NVML: this machine has no GPU); the user count is changed mid-run
+with Locust's Edit form and the current rates follow; Reset stats empties the tab; the run is
+stopped, and a new test starts the tab afresh. The run's report.html is opened as a file.
+Screenshots go to the test's tmp dir and must not be blank; with LLM_DOCS_SCREENSHOTS=1 the
+live tab and the report's first screen also go to docs/img/ (docs/report.md).
 """
 
 from __future__ import annotations
@@ -32,6 +37,12 @@ pytestmark = pytest.mark.slow
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
 MAX_TOKENS_FROM_FORM = 16  # the simulator would send 40: the form's value must reach the workers
+INPUT_TOKENS_FROM_FORM = 300
+SLO_FROM_FORM = "ttft=300ms,tpot=50ms"  # the command line says ttft=500ms: tpot only from the form
+# the start form's LLM group: the options the issue lists, by the names users type
+LISTED = ["--llm-slo", "--llm-input-tokens", "--llm-output-tokens", "--llm-turns", "--llm-dataset",
+          "--llm-rate", "--llm-steps", "--llm-price"]
+DOCS_IMG = ROOT / "docs" / "img"
 GPU_UTIL = [40, 60]  # two fake GPUs: the tab shows their mean
 
 
@@ -105,7 +116,7 @@ def cluster(sim_factory, sidecar: str, tmp_path: Path) -> Iterator[tuple[str, st
         [*base, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port),
          "--web-host", "127.0.0.1", "--web-port", str(web), "--host", sim.url, "--llm-model", "sim-model",
          "--llm-max-tokens", "64", "--llm-slo", "ttft=500ms", "--llm-prometheus-port", "0",
-         "--llm-gpu-sidecar", sidecar, "--llm-scrape-interval", "1"],
+         "--llm-gpu-sidecar", sidecar, "--llm-scrape-interval", "1", "--llm-report", str(tmp_path / "report")],
         cwd=ROOT, env=env, stdout=(tmp_path / "master.log").open("w"), stderr=subprocess.STDOUT)]
     procs += [subprocess.Popen(
         [*base, "--worker", "--master-host", "127.0.0.1", "--master-port", str(master_port)],
@@ -124,11 +135,15 @@ def cluster(sim_factory, sidecar: str, tmp_path: Path) -> Iterator[tuple[str, st
                 p.kill()
 
 
-def screenshot(driver: Any, path: Path) -> None:
-    """Save a screenshot and check it is not blank: many colours, not one flat field."""
+def screenshot(driver: Any, path: Path, docs_name: str | None = None) -> None:
+    """Save a screenshot and check it is not blank: many colours, not one flat field; with
+    LLM_DOCS_SCREENSHOTS=1, ``docs_name`` is also written to docs/img/ (the docs' pictures)."""
     from matplotlib import image
 
     driver.save_screenshot(str(path))
+    if docs_name and os.environ.get("LLM_DOCS_SCREENSHOTS") == "1":
+        DOCS_IMG.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, DOCS_IMG / docs_name)
     pixels = image.imread(str(path))[:, :, :3]
     flat = pixels.reshape(-1, 3)
     assert flat.std(axis=0).max() > 0.05, f"{path.name} is nearly uniform"
@@ -168,6 +183,19 @@ def llm_rows(driver: Any) -> dict[str, dict[str, str]]:
     return {cells[0]: dict(zip(table["heads"], cells, strict=False)) for cells in table["rows"] if cells}
 
 
+def echarts_data(driver: Any) -> dict[str, list[list[list[float]]]]:
+    """Each LLM chart's series data, {chart: [[[ms, value], ...] per line]}, read through
+    ECharts' own registry (an element that is no ECharts instance is missing)."""
+    return driver.execute_script("""
+        const out = {};
+        if (!window.echarts) return out;
+        for (const el of document.querySelectorAll('#llm-charts [data-chart]')) {
+            const chart = echarts.getInstanceByDom(el);
+            if (chart) out[el.getAttribute('data-chart')] = chart.getOption().series.map(s => s.data);
+        }
+        return out;""") or {}
+
+
 def page_state(driver: Any, shot: Path) -> str:
     """What the page shows, for a failure message: its text, the browser console, a screenshot
     (each part best-effort: the page may be gone)."""
@@ -202,18 +230,26 @@ def test_the_web_ui_in_a_browser(browser, cluster, tmp_path) -> None:
     ui, sim = cluster
     d.get(ui + "/")
     wait_for(lambda: d.find_elements(By.CSS_SELECTOR, "input[name='userCount']"), 30, "the start form")
-    # the --llm-* options are start-form fields, with the values given on the command line
-    wait_for(lambda: button(d, "Custom parameters") or d.find_elements(By.XPATH, "//*[text()='Custom parameters']"),
-             10, "custom parameters")
-    d.find_element(By.XPATH, "//*[text()='Custom parameters']").click()
-    fields = wait_for(lambda: {e.get_attribute("name"): e.get_attribute("value")
-                               for e in d.find_elements(By.CSS_SELECTOR, "input[name^='llm']")}, 10, "llm fields")
-    assert fields["llmModel"] == "sim-model" and fields["llmMaxTokens"] == "64"
-    assert {"llmEndpoint", "llmTemperature", "llmClient", "llmPrompts"} <= set(fields)
-    set_field(d, "llmMaxTokens", str(MAX_TOKENS_FROM_FORM))
+    # the --llm-* options in the start form's own LLM group, by the names users type, with the
+    # command line's values; none under Locust's "Custom parameters"
+    group = wait_for(lambda: d.find_elements(By.CSS_SELECTOR, "form #llm-form"), 20, "the LLM group")[0]
+    fields = {e.get_attribute("data-flag"): e for e in group.find_elements(By.CSS_SELECTOR, "input")}
+    assert set(LISTED) <= set(fields), sorted(fields)
+    assert all(fields[f].get_attribute("name") == f[2:].replace("-", "_") for f in fields)
+    assert "--llm-prompts" not in fields and "Custom parameters" not in d.find_element(By.TAG_NAME, "form").text
+    values = {f: e.get_attribute("value") for f, e in fields.items()}
+    assert values["--llm-model"] == "sim-model" and values["--llm-max-tokens"] == "64"
+    assert values["--llm-slo"] == "ttft=500ms" and values["--llm-input-tokens"] == ""
+    assert fields["--llm-price"].get_attribute("readonly") and not fields["--llm-slo"].get_attribute("readonly")
+    assert not [e for e in d.find_elements(By.CSS_SELECTOR, "form input[name^='llm']")
+                if not e.get_attribute("data-flag")], "LLM fields outside the LLM group"
+    set_field(d, "llm_max_tokens", str(MAX_TOKENS_FROM_FORM))
+    set_field(d, "llm_slo", SLO_FROM_FORM)
+    set_field(d, "llm_input_tokens", str(INPUT_TOKENS_FROM_FORM))
     set_field(d, "userCount", "4")
     set_field(d, "spawnRate", "4")
-    screenshot(d, tmp_path / "1-start-form.png")
+    d.execute_script("arguments[0].scrollIntoView(); window.scrollBy(0, -24)", group)
+    screenshot(d, tmp_path / "1-start-form.png", docs_name="start-form.png")
     button(d, "Start").click()
 
     # the LLM tab: live rows from both workers
@@ -235,6 +271,12 @@ def test_the_web_ui_in_a_browser(browser, cluster, tmp_path) -> None:
     assert len(summary["workers"]["reported"]) == 2, "rows merged from both workers"
     s = summary["overall"]
     assert s["output_tokens"] == MAX_TOKENS_FROM_FORM * s["requests"], "the max tokens typed into the form"
+    # the input tokens typed into the form: the simulator counted prompts of that length
+    assert s["input_tokens"] == INPUT_TOKENS_FROM_FORM * s["requests"], (s["input_tokens"], s["requests"])
+    # the SLOs typed into the form: tpot (not on the command line) counted by both workers
+    assert s["slo"]["limits_ms"] == {"ttft": 300.0, "tpot": 50.0}, s["slo"]
+    assert s["slo"]["share_meeting"]["tpot"] > 0.95 and s["slo"]["share_meeting"]["ttft"] > 0.95, s["slo"]
+    assert s["slo"]["good_requests"] >= 0.95 * s["requests"], s["slo"]
 
     def rates() -> tuple[float, float]:
         a = llm_rows(d)["Aggregated"]
@@ -245,12 +287,23 @@ def test_the_web_ui_in_a_browser(browser, cluster, tmp_path) -> None:
     rps_4, tok_4 = rates()
     assert tok_4 == pytest.approx(MAX_TOKENS_FROM_FORM * rps_4, rel=0.02)
     assert rps_4 > 10, rps_4
-    wait_for(lambda: d.find_elements(By.CSS_SELECTOR, "#llm-charts svg polyline"), 15, "the live charts")
-    charts = {e.get_attribute("data-chart") for e in d.find_elements(By.CSS_SELECTOR, "#llm-charts svg")}
-    assert {"ttft", "itl", "tokens", "goodput", "gpu"} <= charts, charts
+    # the charts are ECharts instances (the vendored build Locust's own charts' library) with data
+    charts = wait_for(lambda: (c := echarts_data(d)) and all(len(c.get(k, [[]])[0]) >= 5 for k in
+                                                             ("ttft", "itl", "tokens", "goodput", "gpu")) and c,
+                      20, "the live charts")
+    assert set(charts) == {"tokens", "ttft", "itl", "goodput", "gpu"}, set(charts)  # closed loop: no in-flight chart
+    for series in charts.values():  # no gaps: a second without a sample is skipped, not null
+        assert all(v is not None for line in series for _, v in line)
+    slo_line = d.execute_script("""return echarts.getInstanceByDom(document.querySelector('[data-chart=ttft]'))
+        .getOption().series[0].markLine.data.map(m => m.yAxis).filter(y => y !== undefined)""")
+    assert slo_line == [300], slo_line  # the form's TTFT SLO, drawn on the TTFT chart
+    ttft_p50 = [v for _, v in charts["ttft"][0]]
+    assert 39 <= sorted(ttft_p50)[len(ttft_p50) // 2] <= 80, ttft_p50
+    tokens = [v for _, v in charts["tokens"][0][1:-1]]
+    assert max(tokens) <= MAX_TOKENS_FROM_FORM * 4 * 20, tokens  # 4 users, each < 20 req/s
     gpu = [p["gpuUtil"] for p in fetch_json(ui + "/llm/live.json")["series"] if "gpuUtil" in p]
     assert gpu and set(gpu) == {sum(GPU_UTIL) / len(GPU_UTIL)}, gpu
-    screenshot(d, tmp_path / "2-llm-tab-4-users.png")
+    screenshot(d, tmp_path / "2-llm-tab-4-users.png", docs_name="live-tab.png")
 
     # Locust's Edit form: 12 users mid-run; the current rates follow (the simulator is not the limit)
     button(d, "Edit").click()  # while running, the only user-count field is the edit form's
@@ -308,3 +361,11 @@ def test_the_web_ui_in_a_browser(browser, cluster, tmp_path) -> None:
                              f"{(tmp_path / 'master.log').read_text()[-1500:]}") from None
     assert num(rows["Aggregated"]["Requests"]) < stopped, (rows["Aggregated"], stopped)
     screenshot(d, tmp_path / "6-new-test.png")
+
+    # the first test's report.html (written at its stop), opened as a file: its first screen
+    report = tmp_path / "report" / "report.html"
+    assert report.exists(), sorted(p.name for p in report.parent.iterdir())
+    d.get(report.as_uri())
+    wait_for(lambda: d.execute_script("return document.readyState") == "complete", 10, "the report")
+    assert len(d.find_element(By.TAG_NAME, "body").text) > 200, "an empty report page"
+    screenshot(d, tmp_path / "7-report.png", docs_name="report-first-screen.png")

@@ -128,7 +128,7 @@ def test_add_arguments_keeps_the_group_the_env_vars_and_the_web_ui_fields() -> N
     group = next(g for g in p._action_groups if g.title == "locust-llm studies")
     names = [a.option_strings[0] for a in group._group_actions]
     assert names == ["--" + o.replace("_", "-") for o in OPTIONS]
-    web = [a.option_strings[0] for a in group._group_actions if getattr(a, "include_in_web_ui", False)]
+    web = [a.option_strings[0] for a in group._group_actions if getattr(a, "llm_per_test", False)]
     assert web == ["--llm-rate", "--llm-arrival", "--llm-seed", "--llm-max-inflight"]
     assert {a.env_var for a in group._group_actions} >= {"LOCUST_LLM_RATE", "LOCUST_LLM_TRACE_SPEEDUP"}
 

@@ -73,6 +73,26 @@ def test_gpu_utilization_reads_only_utilization_columns() -> None:
     assert gpu_utilization({"gpu_a_utilization_ratio": 0.25, "server_queue": 3}) == 25.0
 
 
+def test_in_flight_is_the_mean_over_each_second_and_arrivals_count_by_start() -> None:
+    """An open loop at 4 req/s of 1.5 s each keeps 6 requests in flight (Little's law): each
+    second's point says 6 once its requests have ended, and 4 arrivals/s."""
+    live = LiveView(lag_s=1)
+    live.reset(1000.0)
+    for i in range(4 * 20):  # 20 s of arrivals every 0.25 s
+        feed(live, rec(1001 + i * 0.25, 1500))
+    points = {p["time"]: p for p in live.series(1030.0)}
+    for t in range(1003, 1020):  # full seconds (the ramp-up and the tail aside)
+        assert points[t]["inflight"] == pytest.approx(6.0, abs=1e-6), (t, points[t])
+        assert points[t]["arrivalS"] == 4
+    assert points[1001]["inflight"] == pytest.approx(0.25 + 0.5 + 0.75 + 1.0)  # 4 requests, partly in it
+    # a request that started before a reset is in flight after it, but did not arrive after it
+    live.reset(1100.5)
+    feed(live, rec(1100.0, 2000))
+    p = {q["time"]: q for q in live.series(1110.0)}
+    assert p[1100]["inflight"] == pytest.approx(0.5) and p[1100]["arrivalS"] == 0
+    assert p[1101]["inflight"] == pytest.approx(1.0)
+
+
 MS = 1_000_000
 
 

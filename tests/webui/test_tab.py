@@ -30,9 +30,10 @@ def test_bad_fields_get_one_line_reasons() -> None:
     assert reason is not None and "--llm-client" in reason and "\n" not in reason
 
 
-def test_per_request_settings_are_start_form_fields_and_process_ones_are_not() -> None:
-    """Locust's start form lists the actions marked include_in_web_ui (its own add_argument marks
-    them; our argument group's does not, so options.add_arguments must)."""
+def test_per_request_settings_are_read_per_test_and_none_is_under_custom_parameters() -> None:
+    """Locust's start form lists the actions marked include_in_web_ui under "Custom parameters";
+    ours are in their own LLM group (webui/form.py), so none is marked. The per-request
+    settings are read again as each test starts (``llm_per_test``), process-level ones are not."""
     from locust.argument_parser import get_empty_argument_parser, setup_parser_arguments
 
     from llm_users import options
@@ -40,7 +41,8 @@ def test_per_request_settings_are_start_form_fields_and_process_ones_are_not() -
     parser = get_empty_argument_parser()
     setup_parser_arguments(parser)
     options.add_arguments(parser)
-    web = set(parser.args_included_in_web_ui)
+    assert not {a for a in parser.args_included_in_web_ui if a.startswith("llm_")}
+    web = {a.dest for a in parser._actions if getattr(a, "llm_per_test", False)}
     assert {"llm_model", "llm_max_tokens", "llm_endpoint", "llm_temperature", "llm_client",
             "llm_spawn_spread", "llm_think_jitter"} <= web
     assert not {"llm_report", "llm_prometheus_port", "llm_slo", "llm_sim_args", "llm_gpu_sidecar"} & web
@@ -74,3 +76,49 @@ def test_the_web_form_and_the_command_line_give_the_same_line(field: str, value:
     cli = _command_line_error("--" + field.replace("_", "-"), value)
     assert cli.startswith("--" + field.replace("_", "-"))
     assert check_form({field: value}, opts(), [VLLMUser]) == cli
+
+
+def test_the_llm_group_lists_the_documented_options_with_the_runs_values() -> None:
+    from llm_users.webui.form import form_groups
+
+    groups = form_groups({"llm_slo": "ttft=500ms", "llm_prompts": "sharegpt", "llm_steps": "1:4:1:10s"}, started=False)
+    fields = {f["flag"]: f for g in groups for f in g["fields"]}
+    assert {"--llm-slo", "--llm-input-tokens", "--llm-output-tokens", "--llm-turns", "--llm-dataset", "--llm-rate",
+            "--llm-steps", "--llm-price", "--llm-model", "--llm-max-tokens"} <= set(fields)
+    assert "--llm-prompts" not in fields  # the old name's value shows under --llm-dataset
+    assert fields["--llm-dataset"]["value"] == "sharegpt" and fields["--llm-dataset"]["name"] == "llm_dataset"
+    assert fields["--llm-slo"]["value"] == "ttft=500ms" and not fields["--llm-slo"]["readonly"]
+    assert fields["--llm-steps"]["readonly"] and fields["--llm-price"]["readonly"]
+    assert not fields["--llm-input-tokens"]["readonly"]
+    started = {f["flag"]: f for g in form_groups({}, started=True) for f in g["fields"]}
+    assert started["--llm-slo"]["readonly"]
+
+
+def test_a_field_read_at_start_is_refused_when_changed_and_slos_only_before_the_first_test() -> None:
+    run = opts(llm_steps="1:4:1:10s", llm_slo="ttft=500ms")
+    assert check_form({"llm_steps": "1:4:1:10s", "llm_input_tokens": "300"}, run, [VLLMUser]) is None
+    assert check_form({"llm_steps": "2:8:2:10s"}, run, [VLLMUser]) == (
+        "--llm-steps is read when locust starts: give it on the command line (this run: 1:4:1:10s)")
+    assert check_form({"llm_price": "in=1,out=2"}, run, [VLLMUser]).startswith("--llm-price is read when locust starts")
+    assert check_form({"llm_slo": "ttft=100ms"}, run, [VLLMUser]) is None  # no test yet: it takes effect
+    assert check_form({"llm_slo": "ttft=1"}, run, [VLLMUser]).startswith("--llm-slo")  # the parser's own line
+    reason = check_form({"llm_slo": "ttft=100ms"}, run, [VLLMUser], started=True)
+    assert reason == "--llm-slo can change only before the run's first test: the report holds one set (this run: ttft=500ms)"
+    assert check_form({"llm_slo": "ttft=500ms"}, run, [VLLMUser], started=True) is None
+
+
+def test_stage_markers_since_the_reset() -> None:
+    from types import SimpleNamespace
+
+    from llm_users.load.stages import StageBook
+    from llm_users.webui.tab import stage_marks
+
+    book = StageBook()
+    book.begin("users", 2, 1000.0, 1.0)
+    book.begin("users", 4, 1010.0, 1.0)
+    book.begin("rate", 8.5, 1020.0, 1.0)
+    run = SimpleNamespace(study=SimpleNamespace(runs={"stages": SimpleNamespace(book=book)}))
+    assert stage_marks(run, 999.0) == [{"time": 1000.0, "label": "2 users"}, {"time": 1010.0, "label": "4 users"},
+                                       {"time": 1020.0, "label": "8.5 req/s"}]
+    assert stage_marks(run, 1015.0) == [{"time": 1015.0, "label": "4 users"}, {"time": 1020.0, "label": "8.5 req/s"}]
+    assert stage_marks(SimpleNamespace(), 0.0) == []
