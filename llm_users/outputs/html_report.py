@@ -12,7 +12,7 @@ from typing import Any
 
 from llm_users.load.registry import report_sections
 from llm_users.metrics import LATENCY_METRICS, PERCENTILES, Distribution
-from llm_users.outputs.html_base import CSS, plt, svg, time_chart
+from llm_users.outputs.html_base import CSS, plt, self_check_html, svg, time_chart
 from llm_users.outputs.html_base import fmt as _fmt
 from llm_users.outputs.html_header import complete_rows, header
 from llm_users.outputs.html_workload import sections as workload_sections
@@ -68,12 +68,7 @@ def render(summary: dict[str, Any], rows: list[dict[str, Any]], stats: Any = Non
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>locust-llm report</title>"
              f"<style>{CSS}</style></head><body><h1>locust-llm report</h1>"]
     parts.append(header(summary, rows))
-    check = summary.get("self_check") or {}
-    cls = "bad" if check.get("saturated") else "ok"
-    parts.append(f"<p class='{cls}'><b>Client self-check:</b> {html.escape(check.get('message', 'n/a'))}</p>")
-    for n in check.get("nodes", []):
-        for r in n.get("reasons", []) + n.get("warnings", []):
-            parts.append(f"<p class='bad'>{html.escape(n['node'])}: {html.escape(r)}</p>")
+    parts.append(self_check_html(summary.get("self_check") or {}))  # one sentence, one colour (health/verdict.py)
     ov = summary["overall"]
     for reason, r in (ov.get("estimated_token_reasons") or {}).items():  # the console says the same
         cls = "bad" if reason == "usage_implausible" else "note"

@@ -1,0 +1,168 @@
+"""The self-check's one verdict: a level and one sentence, from named thresholds (issue 28).
+
+:func:`verdict` reads every node's :class:`~llm_users.health.selfcheck.NodeHealth` (its lag and
+CPU inside the measured window: start-up and the stop are kept apart) and the run's overall
+statistics, and gives ``level`` (one of :data:`LEVELS`) and ``message``, the one sentence the
+console and the report print. The levels, first that applies wins:
+
+- ``failed``: half or more of the measured requests failed (:func:`failure_verdict`); the
+  latencies describe failures, so nothing is said about the client.
+- ``unmeasured``: no request, no first token (no TTFT to compare the client's delay with), or
+  no probe of the client's loop inside the measured window: no verdict.
+- ``saturated``: a node's loop lag p99 is above :data:`LAG_SHARE` of the TTFT p50, its CPU stays
+  above :data:`CPU_LIMIT`, or its pauses can add as much as the whole TTFT p99
+  (:data:`STALL_SATURATED_SHARE`): the latencies are upper bounds.
+- ``caution``: other processes held a node's core (:data:`CONTENTION_SHARE` of its probes), or
+  its pauses can add :data:`STALL_CAUTION_SHARE` of the TTFT p99 or more, but less than all of it.
+- ``healthy``: none of that, with the figure that says so.
+
+Thresholds and their reasons: docs/decisions/self-check.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llm_users.health.selfcheck import BURST_LAG_NS, BURST_SHARE, CPU_LIMIT, STALL_MS, NodeHealth
+
+LEVELS = ("healthy", "caution", "saturated", "failed", "unmeasured")
+LAG_SHARE = 0.05  # loop lag p99 above 5% of TTFT p50: every latency may be off by more than 5%
+CPU_SUSTAINED_SHARE = 0.5  # "stays above" CPU_LIMIT: more than half of the sampled seconds
+# The client's pauses against the TTFT tail (stall_reason): the bound is what a pause at the
+# loop's p99 adds to the reads queued behind it. A fifth of the p99 or more is worth a caution
+# (a p99 moves by 10-20% run to run at a few hundred samples: less is lost in that noise); the
+# whole p99 or more means the tail may be the client's own: saturated.
+STALL_CAUTION_SHARE = 0.2
+STALL_SATURATED_SHARE = 1.0
+CONTENTION_SHARE = 0.01  # other processes held the core for >= STALL_MS in 1% of the probes
+MOST_FAILED_SHARE = 0.5  # "most requests failed" from this share of the measured requests on
+
+
+def stall_bound(s: dict[str, Any]) -> float | None:
+    """What the client's pauses can add to a read: a pause of p ms at the loop's p99 delays the
+    reads queued behind it by about p / (1 - CPU share) (the backlog drains at the idle share of
+    the core). None when the pauses are below STALL_MS."""
+    pause = s["loop_lag_ms"]["p99"]
+    if pause is None or pause < STALL_MS:
+        return None
+    return pause / (1.0 - min(s.get("cpu_share_p50") or 0.0, 0.9))
+
+
+def stall_reason(s: dict[str, Any], ttft_p99_ms: float | None) -> str | None:
+    """The client's own pauses, when they can add STALL_CAUTION_SHARE of the TTFT p99 or more:
+    the figure and the main cause. None when they are small against it."""
+    bound = stall_bound(s)
+    if bound is None or not ttft_p99_ms or bound < STALL_CAUTION_SHARE * ttft_p99_ms:
+        return None
+    stalls = s.get("stalls") or {}
+    why = ""
+    if stalls:
+        cause, t = next(iter(stalls.items()))  # the largest total first
+        total = sum(v["count"] for v in stalls.values())
+        why = f" (mostly {cause}: {t['count']} of {total} pauses >= {STALL_MS:g} ms, up to {t['max_ms']:.0f} ms)"
+    return (f"client pauses up to {s['loop_lag_ms']['p99']:.1f} ms at p99{why} can add up to {bound:.0f} ms "
+            f"to the TTFT tail (p99 {ttft_p99_ms:.1f} ms)")
+
+
+def contention_warning(s: dict[str, Any]) -> list[str]:
+    """Other processes held the client's core: its stamps waited, though not for the client's
+    own work (a shared or oversubscribed machine). A caution, not a saturation reason."""
+    c, probes = s.get("contention"), s["loop_lag_ms"]["count"] or 0
+    if not c or not probes or c["count"] < CONTENTION_SHARE * probes:
+        return []
+    return [f"other processes held this client's core: {c['count']} of {probes} probes waited "
+            f">= {STALL_MS:g} ms for it, up to {c['max_ms']:.0f} ms; stamps taken then are late by as much "
+            "(give the load generator its own cores)"]
+
+
+def failure_verdict(overall: dict[str, Any]) -> dict[str, Any] | None:
+    """When all or most requests failed, say so and why (the top failure category): the latencies
+    then describe failures, not the server. None when most requests succeeded."""
+    requests, failures = overall.get("requests") or 0, overall.get("failures") or 0
+    by_cat = overall.get("failures_by_category") or {}
+    if not requests or failures < MOST_FAILED_SHARE * requests:
+        return None
+    top, n = max(by_cat.items(), key=lambda kv: kv[1]) if by_cat else ("unknown", failures)
+    how = "all" if failures == requests else "most"
+    message = (f"{how} requests failed ({failures} of {requests}; top category {top}: {n}): "
+               f"the figures describe failures, not the server's speed")
+    return {"share": failures / requests, "top": top, "message": message}
+
+
+def _node(n: NodeHealth, ttft_p50_ms: float | None, ttft_p99_ms: float | None,
+          spawn_spread: bool) -> dict[str, Any]:
+    """One node's summary with its saturation ``reasons`` and its cautions (``warnings``)."""
+    s = n.summary()
+    reasons, cautions = [], contention_warning(s)
+    lag99 = s["loop_lag_ms"]["p99"]
+    if lag99 is not None and ttft_p50_ms and lag99 > LAG_SHARE * ttft_p50_ms:
+        reasons.append(f"loop lag p99 {lag99:.2f} ms > {LAG_SHARE:.0%} of TTFT p50 {ttft_p50_ms:.1f} ms")
+    if s["cpu_seconds_sampled"] and s["cpu_busy_seconds"] > CPU_SUSTAINED_SHARE * s["cpu_seconds_sampled"]:
+        reasons.append(f"CPU above {CPU_LIMIT:.0%} for {s['cpu_busy_seconds']} of {s['cpu_seconds_sampled']} s")
+    stall = stall_reason(s, ttft_p99_ms)
+    if stall:
+        bound = stall_bound(s) or 0.0
+        (reasons if ttft_p99_ms and bound >= STALL_SATURATED_SHARE * ttft_p99_ms else cautions).append(stall)
+    share = n.burst_share()
+    if reasons and share is not None and share >= BURST_SHARE:
+        advice = "" if spawn_spread else "; start them with --llm-spawn-spread on"  # only what would change it
+        reasons.append(f"users in phase: lag comes in 1-second bursts ({share:.0%} of the lag above "
+                       f"{BURST_LAG_NS / 1e6:.0f} ms falls in the same 150 ms of each second){advice}")
+    s["saturated"] = bool(reasons)
+    s["reasons"] = reasons
+    s["warnings"] = cautions
+    return s
+
+
+def _unmeasured(overall: dict[str, Any], ttft_p50_ms: float | None, nodes: list[dict[str, Any]]) -> str | None:
+    if not overall.get("requests"):
+        return "no verdict: nothing measured (no request in the measured window)"
+    if not ttft_p50_ms:
+        return "no verdict: nothing measured (no request returned a first token)"
+    if not any(s["loop_lag_ms"]["count"] for s in nodes):
+        return "no verdict: the client's own delay was not sampled inside the measured window (a run too short)"
+    return None
+
+
+def decide(nodes: list[dict[str, Any]], overall: dict[str, Any] | None, ttft_p50_ms: float | None) -> tuple[str, str]:
+    """The level and the one sentence, from the judged nodes (:func:`_node`) and the overall
+    statistics (None: not known, as in the unit tests of the nodes alone)."""
+    failing = failure_verdict(overall) if overall is not None else None
+    if failing is not None:
+        return "failed", failing["message"]
+    gap = _unmeasured(overall, ttft_p50_ms, nodes) if overall is not None else None
+    if gap is None and not ttft_p50_ms:
+        gap = "no verdict: nothing measured (no TTFT)"
+    if gap is not None:
+        return "unmeasured", gap
+    flagged = [s for s in nodes if s["reasons"]]
+    if flagged:
+        more = sum(len(s["reasons"]) for s in flagged) - 1
+        return "saturated", ("client saturated on " + ", ".join(s["node"] for s in flagged) + ": "
+                             + flagged[0]["reasons"][0] + (f" (+{more} more in the details)" if more else "")
+                             + "; its own delay is in the measurements: treat latencies as upper bounds")
+    cautions = [f"{s['node']}: {w}" for s in nodes for w in s["warnings"]]
+    if cautions:
+        return "caution", "caution: " + "; ".join(cautions)
+    lag = max(s["loop_lag_ms"]["p99"] or 0.0 for s in nodes)
+    return "healthy", (f"client healthy: loop lag p99 {lag:.2f} ms, under {LAG_SHARE:.0%} of TTFT p50 "
+                       f"{ttft_p50_ms:.1f} ms; CPU and pauses within limits")
+
+
+def verdict(nodes: list[NodeHealth], ttft_p50_ms: float | None, ttft_p99_ms: float | None = None, *,
+            overall: dict[str, Any] | None = None, window: tuple[float | None, float | None] | None = None,
+            spawn_spread: bool = True) -> dict[str, Any]:
+    """The self-check section of summary.json: ``level``, the one ``message``, and per node its
+    figures, ``reasons`` (saturation) and ``warnings`` (cautions). ``window`` (measured start,
+    end) settles the probes still waiting for it (:meth:`NodeHealth.close_window`)."""
+    if window is not None:
+        for n in nodes:
+            n.close_window(*window)
+    judged = [_node(n, ttft_p50_ms, ttft_p99_ms, spawn_spread) for n in nodes]
+    level, message = decide(judged, overall, ttft_p50_ms)
+    out: dict[str, Any] = {"level": level, "saturated": level == "saturated", "nodes": judged, "message": message,
+                           "lag_share_limit": LAG_SHARE, "cpu_limit": CPU_LIMIT}
+    failing = failure_verdict(overall) if overall is not None else None
+    if failing is not None:
+        out.update(failing=True, failure_share=failing["share"], top_failure=failing["top"])
+    return out
