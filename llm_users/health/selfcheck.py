@@ -182,6 +182,7 @@ class NodeHealth:
         self.phase_seconds: set[tuple[int, int]] = set()
         self.cpu: list[tuple[float, float]] = []
         self.trace: dict[str, dict[str, list[int]]] = {"stalls": {}, "gc": {}, "spans": {}, "contention": {}}
+        self.live = Distribution()  # every piece's lag as it arrives, start-up too: the live views (Prometheus)
         self.pending: list[dict[str, Any]] = []  # pieces not yet known to be inside the window
         self._outside: NodeHealth | None = None
 
@@ -196,6 +197,7 @@ class NodeHealth:
         """Add a piece from :meth:`SelfMonitor.to_wire`. With ``window`` (the measured start and
         end as known now, either None when not yet) a stamped piece waits until it is known
         to be inside (:meth:`settle`); without, it counts at once."""
+        self._add_live(w["lag"])
         if window is None or "t0" not in w:
             self._add(w)
             return
@@ -203,6 +205,12 @@ class NodeHealth:
         self.settle(*window)
         while len(self.pending) > MAX_PENDING:
             self.outside._add(self.pending.pop(0))
+
+    def _add_live(self, lag: Any) -> None:
+        if isinstance(lag, Distribution):
+            self.live.merge(lag)
+        else:
+            self.live.merge_wire(lag)
 
     @staticmethod
     def inside(w: dict[str, Any], start: float | None, end: float | None) -> bool:

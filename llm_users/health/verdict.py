@@ -12,7 +12,8 @@ console and the report print. The levels, first that applies wins:
 - ``saturated``: a node's loop lag p99 is above :data:`LAG_SHARE` of the TTFT p50, its CPU stays
   above :data:`CPU_LIMIT`, or its pauses can add as much as the whole TTFT p99
   (:data:`STALL_SATURATED_SHARE`): the latencies are upper bounds.
-- ``caution``: other processes held a node's core (:data:`CONTENTION_SHARE` of its probes), or
+- ``caution``: other processes held a node's core (:data:`CONTENTION_SHARE` of its probes, for
+  :data:`LAG_SHARE` of the TTFT p50 on average), or
   its pauses can add :data:`STALL_CAUTION_SHARE` of the TTFT p99 or more, but less than all of it.
 - ``healthy``: none of that, with the figure that says so.
 
@@ -64,15 +65,21 @@ def stall_reason(s: dict[str, Any], ttft_p99_ms: float | None) -> str | None:
             f"to the TTFT tail (p99 {ttft_p99_ms:.1f} ms)")
 
 
-def contention_warning(s: dict[str, Any]) -> list[str]:
+def contention_warning(s: dict[str, Any], ttft_p50_ms: float | None = None) -> list[str]:
     """Other processes held the client's core: its stamps waited, though not for the client's
-    own work (a shared or oversubscribed machine). A caution, not a saturation reason."""
+    own work (a shared or oversubscribed machine). A caution, not a saturation reason, when at
+    least CONTENTION_SHARE of the probes waited >= STALL_MS and those waits were on average
+    LAG_SHARE of the TTFT p50 or more (the same tolerance as the client's own lag): a few
+    1 ms waits against a 100 ms TTFT move nothing."""
     c, probes = s.get("contention"), s["loop_lag_ms"]["count"] or 0
     if not c or not probes or c["count"] < CONTENTION_SHARE * probes:
         return []
+    mean = c["total_ms"] / c["count"]
+    if ttft_p50_ms and mean < LAG_SHARE * ttft_p50_ms:
+        return []
     return [f"other processes held this client's core: {c['count']} of {probes} probes waited "
-            f">= {STALL_MS:g} ms for it, up to {c['max_ms']:.0f} ms; stamps taken then are late by as much "
-            "(give the load generator its own cores)"]
+            f">= {STALL_MS:g} ms for it ({mean:.1f} ms on average, up to {c['max_ms']:.0f} ms); stamps taken then "
+            "are late by as much (give the load generator its own cores)"]
 
 
 def failure_verdict(overall: dict[str, Any]) -> dict[str, Any] | None:
@@ -93,7 +100,7 @@ def _node(n: NodeHealth, ttft_p50_ms: float | None, ttft_p99_ms: float | None,
           spawn_spread: bool) -> dict[str, Any]:
     """One node's summary with its saturation ``reasons`` and its cautions (``warnings``)."""
     s = n.summary()
-    reasons, cautions = [], contention_warning(s)
+    reasons, cautions = [], contention_warning(s, ttft_p50_ms)
     lag99 = s["loop_lag_ms"]["p99"]
     if lag99 is not None and ttft_p50_ms and lag99 > LAG_SHARE * ttft_p50_ms:
         reasons.append(f"loop lag p99 {lag99:.2f} ms > {LAG_SHARE:.0%} of TTFT p50 {ttft_p50_ms:.1f} ms")

@@ -68,6 +68,8 @@ CASES = [
      "saturated", "client saturated on local: CPU above 90% for 30 of 30 s"),
     ("other processes on the core", [node("local", {"lag_ms": 0.2, "contention": 5})], OK, 50.0, 80.0,
      "caution", "caution: local: other processes held this client's core: 150 of 1500 probes"),
+    ("other processes, waits small against TTFT", [node("local", {"lag_ms": 0.2, "contention": 5})], OK,
+     200.0, 260.0, "healthy", "client healthy: loop lag p99 0.20 ms, under 5% of TTFT p50 200.0 ms"),
     ("pauses a fifth of the tail", [node("local", {"lag_ms": 1.9, "cpu": 0.8})], OK, 40.0, 45.0,
      "caution", "caution: local: client pauses up to 1.9 ms at p99 can add up to"),
     ("pauses small against the tail (issue 28's 3 ms of 50 ms)", [node("local", {"lag_ms": 1.5, "cpu": 0.5})],

@@ -1,0 +1,46 @@
+"""Issue 28: a real headless run prints exactly one self-check line, and the report shows the
+same sentence in the colour of its level (all requests failing; a calm run)."""
+
+from __future__ import annotations
+
+from tests.helpers import read_summary, run_locust
+
+CLIENT_WORDS = ("self-check", "client healthy", "client saturated", "other processes", "client pauses")
+
+
+def verdict_lines(stdout: str) -> list[str]:
+    """Every line of the console about the client's own health."""
+    return [line for line in stdout.splitlines() if any(w in line for w in CLIENT_WORDS)]
+
+
+def test_all_failed_run_says_so_in_one_line(sim_factory, tmp_path) -> None:
+    sim = sim_factory("--fault-rate", "1", "--fault-kinds", "http_500", "--output-tokens", "5", "--seed", "3")
+    report = tmp_path / "r"
+    proc = run_locust("vllm.py", "--host", sim.url, "-u", "2", "-r", "2", "-t", "3s", "--llm-model", "m",
+                      report=report, timeout=90)
+    check = read_summary(report)["self_check"]
+    assert check["level"] == "failed" and check["failing"] and check["top_failure"] == "http_500", check
+    lines = verdict_lines(proc.stdout)
+    assert len(lines) == 1, proc.stdout[-3000:]
+    assert lines[0].startswith("self-check: all requests failed (") and "top category http_500" in lines[0]
+    assert lines[0] == f"self-check: {check['message']}" and "healthy" not in lines[0]
+    html = (report / "report.html").read_text()
+    assert "<p class='bad' data-level='failed'><b>Client self-check:</b> all requests failed (" in html
+    assert "client healthy" not in html
+
+
+def test_calm_run_says_healthy_in_one_line(sim_factory, tmp_path) -> None:
+    sim = sim_factory("--ttft-ms", "100", "--itl-ms", "20", "--output-tokens", "20", "--seed", "1")
+    report = tmp_path / "r"
+    proc = run_locust("vllm.py", "--host", sim.url, "-u", "4", "-r", "4", "-t", "4s", "--stop-timeout", "10",
+                      report=report, timeout=90)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    check = read_summary(report)["self_check"]
+    node = check["nodes"][0]
+    assert check["level"] == "healthy", check["message"]
+    assert node["loop_lag_ms"]["count"] >= 50  # at 50 probes/s, >= 1 s of the measured window
+    assert node["outside_window"]["loop_lag_ms"]["count"] >= 5  # start-up (the warm-up) and stop kept apart
+    assert verdict_lines(proc.stdout) == [f"self-check: {check['message']}"], proc.stdout[-3000:]
+    assert check["message"].startswith("client healthy: loop lag p99 ")
+    html = (report / "report.html").read_text()
+    assert "<p class='ok' data-level='healthy'><b>Client self-check:</b> client healthy" in html
