@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from llm_users.health.selfcheck import BURST_LAG_NS, BURST_SHARE, CPU_LIMIT, STALL_MS, NodeHealth
+from llm_users.metrics import Distribution
 
 LEVELS = ("healthy", "caution", "saturated", "failed", "unmeasured")
 LAG_SHARE = 0.05  # loop lag p99 above 5% of TTFT p50: every latency may be off by more than 5%
@@ -37,13 +38,37 @@ STALL_CAUTION_SHARE = 0.2
 STALL_SATURATED_SHARE = 1.0
 CONTENTION_SHARE = 0.01  # other processes held the core for >= STALL_MS in 1% of the probes
 MOST_FAILED_SHARE = 0.5  # "most requests failed" from this share of the measured requests on
+# The lag figure the verdict compares is the p99, but never a value fewer than LAG_MIN_LATE probes
+# reached: in a short window (101 probes in 2 s) the p99 is the second-latest probe, and
+# one or two blips are not the client's rhythm. Then the LAG_MIN_LATE-th latest probe is used.
+LAG_MIN_LATE = 3
+
+
+def lag_figure(lag: Distribution) -> float | None:
+    """The loop lag p99, or with fewer than 100 * LAG_MIN_LATE probes the LAG_MIN_LATE-th
+    latest one (the value at least LAG_MIN_LATE probes reached). None without probes."""
+    n = lag.count
+    if not n:
+        return None
+    return lag.percentile_ms(max(min(99.0, 100.0 * (n - LAG_MIN_LATE + 1) / n), 0.0))
+
+
+def _lag(s: dict[str, Any]) -> float | None:
+    """The node's lag figure for the verdict (set by :func:`_node`; a bare summary: its p99)."""
+    return s.get("lag_figure_ms", s["loop_lag_ms"]["p99"])
+
+
+def _lag_label(s: dict[str, Any]) -> str:
+    n = s["loop_lag_ms"]["count"] or 0
+    return "loop lag p99" if n >= 100 * (LAG_MIN_LATE - 1) or "lag_figure_ms" not in s else \
+        f"loop lag (the {LAG_MIN_LATE}rd latest of {n} probes)"
 
 
 def stall_bound(s: dict[str, Any]) -> float | None:
     """What the client's pauses can add to a read: a pause of p ms at the loop's p99 delays the
     reads queued behind it by about p / (1 - CPU share) (the backlog drains at the idle share of
     the core). None when the pauses are below STALL_MS."""
-    pause = s["loop_lag_ms"]["p99"]
+    pause = _lag(s)
     if pause is None or pause < STALL_MS:
         return None
     return pause / (1.0 - min(s.get("cpu_share_p50") or 0.0, 0.9))
@@ -61,25 +86,33 @@ def stall_reason(s: dict[str, Any], ttft_p99_ms: float | None) -> str | None:
         cause, t = next(iter(stalls.items()))  # the largest total first
         total = sum(v["count"] for v in stalls.values())
         why = f" (mostly {cause}: {t['count']} of {total} pauses >= {STALL_MS:g} ms, up to {t['max_ms']:.0f} ms)"
-    return (f"client pauses up to {s['loop_lag_ms']['p99']:.1f} ms at p99{why} can add up to {bound:.0f} ms "
+    return (f"client pauses up to {_lag(s):.1f} ms at p99{why} can add up to {bound:.0f} ms "
             f"to the TTFT tail (p99 {ttft_p99_ms:.1f} ms)")
+
+
+def contention_detail(s: dict[str, Any], ttft_p50_ms: float | None = None) -> str | None:
+    """How much other processes held the client's core (a shared or oversubscribed machine),
+    when it matters: at least CONTENTION_SHARE of the probes waited >= STALL_MS for the core
+    and those waits were on average LAG_SHARE of the TTFT p50 or more (the tolerance of the
+    client's own lag; a few 1 ms waits against a 100 ms TTFT move nothing). None otherwise."""
+    c, probes = s.get("contention"), s["loop_lag_ms"]["count"] or 0
+    if not c or not probes or c["count"] < CONTENTION_SHARE * probes:
+        return None
+    mean = c["total_ms"] / c["count"]
+    if ttft_p50_ms and mean < LAG_SHARE * ttft_p50_ms:
+        return None
+    return (f"{c['count']} of {probes} probes waited >= {STALL_MS:g} ms for it, {mean:.1f} ms on average, "
+            f"up to {c['max_ms']:.0f} ms")
+
+
+CONTENTION_ADVICE = "stamps taken then are late by as much (give the load generator its own cores)"
 
 
 def contention_warning(s: dict[str, Any], ttft_p50_ms: float | None = None) -> list[str]:
     """Other processes held the client's core: its stamps waited, though not for the client's
-    own work (a shared or oversubscribed machine). A caution, not a saturation reason, when at
-    least CONTENTION_SHARE of the probes waited >= STALL_MS and those waits were on average
-    LAG_SHARE of the TTFT p50 or more (the same tolerance as the client's own lag): a few
-    1 ms waits against a 100 ms TTFT move nothing."""
-    c, probes = s.get("contention"), s["loop_lag_ms"]["count"] or 0
-    if not c or not probes or c["count"] < CONTENTION_SHARE * probes:
-        return []
-    mean = c["total_ms"] / c["count"]
-    if ttft_p50_ms and mean < LAG_SHARE * ttft_p50_ms:
-        return []
-    return [f"other processes held this client's core: {c['count']} of {probes} probes waited "
-            f">= {STALL_MS:g} ms for it ({mean:.1f} ms on average, up to {c['max_ms']:.0f} ms); stamps taken then "
-            "are late by as much (give the load generator its own cores)"]
+    own work. A caution, not a saturation reason (:func:`contention_detail`)."""
+    detail = contention_detail(s, ttft_p50_ms)
+    return [f"other processes held this client's core: {detail}; {CONTENTION_ADVICE}"] if detail else []
 
 
 def failure_verdict(overall: dict[str, Any]) -> dict[str, Any] | None:
@@ -100,10 +133,13 @@ def _node(n: NodeHealth, ttft_p50_ms: float | None, ttft_p99_ms: float | None,
           spawn_spread: bool) -> dict[str, Any]:
     """One node's summary with its saturation ``reasons`` and its cautions (``warnings``)."""
     s = n.summary()
+    if n.lag.count:
+        s["lag_figure_ms"] = lag_figure(n.lag)
     reasons, cautions = [], contention_warning(s, ttft_p50_ms)
-    lag99 = s["loop_lag_ms"]["p99"]
+    s["contention_detail"] = contention_detail(s, ttft_p50_ms)
+    lag99 = _lag(s)
     if lag99 is not None and ttft_p50_ms and lag99 > LAG_SHARE * ttft_p50_ms:
-        reasons.append(f"loop lag p99 {lag99:.2f} ms > {LAG_SHARE:.0%} of TTFT p50 {ttft_p50_ms:.1f} ms")
+        reasons.append(f"{_lag_label(s)} {lag99:.2f} ms > {LAG_SHARE:.0%} of TTFT p50 {ttft_p50_ms:.1f} ms")
     if s["cpu_seconds_sampled"] and s["cpu_busy_seconds"] > CPU_SUSTAINED_SHARE * s["cpu_seconds_sampled"]:
         reasons.append(f"CPU above {CPU_LIMIT:.0%} for {s['cpu_busy_seconds']} of {s['cpu_seconds_sampled']} s")
     stall = stall_reason(s, ttft_p99_ms)
@@ -148,11 +184,13 @@ def decide(nodes: list[dict[str, Any]], overall: dict[str, Any] | None, ttft_p50
         return "saturated", ("client saturated on " + ", ".join(s["node"] for s in flagged) + ": "
                              + flagged[0]["reasons"][0] + (f" (+{more} more in the details)" if more else "")
                              + "; its own delay is in the measurements: treat latencies as upper bounds")
-    cautions = [f"{s['node']}: {w}" for s in nodes for w in s["warnings"]]
+    held = [f"{s['node']} ({s['contention_detail']})" for s in nodes if s.get("contention_detail")]
+    cautions = [f"other processes held the client's core on {', '.join(held)}: {CONTENTION_ADVICE}"] if held else []
+    cautions += [f"{s['node']}: {w}" for s in nodes for w in s["warnings"] if not w.startswith("other processes")]
     if cautions:
         return "caution", "caution: " + "; ".join(cautions)
-    lag = max(s["loop_lag_ms"]["p99"] or 0.0 for s in nodes)
-    return "healthy", (f"client healthy: loop lag p99 {lag:.2f} ms, under {LAG_SHARE:.0%} of TTFT p50 "
+    top = max(nodes, key=lambda s: _lag(s) or 0.0)
+    return "healthy", (f"client healthy: {_lag_label(top)} {_lag(top) or 0.0:.2f} ms, under {LAG_SHARE:.0%} of TTFT p50 "
                        f"{ttft_p50_ms:.1f} ms; CPU and pauses within limits")
 
 

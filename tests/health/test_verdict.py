@@ -46,6 +46,14 @@ def node(name: str, measured: dict[str, Any], startup: dict[str, Any] | None = N
     return h
 
 
+def short_window(lags: dict[float, int]) -> NodeHealth:
+    """A node with 2 s of probes inside the window (a short run's worker): {lag ms: probes}."""
+    h = NodeHealth("local")
+    for lag_ms, n in lags.items():
+        h.merge_wire(piece(START, lag_ms, probes=n), (START, END))
+    return h
+
+
 OK = {"requests": 600, "failures": 0, "failures_by_category": {}}
 CALM = {"lag_ms": 0.2}
 
@@ -67,7 +75,8 @@ CASES = [
     ("CPU saturated", [node("local", {"lag_ms": 0.2, "cpu": 0.97})], OK, 50.0, 80.0,
      "saturated", "client saturated on local: CPU above 90% for 30 of 30 s"),
     ("other processes on the core", [node("local", {"lag_ms": 0.2, "contention": 5})], OK, 50.0, 80.0,
-     "caution", "caution: local: other processes held this client's core: 150 of 1500 probes"),
+     "caution", "caution: other processes held the client's core on local (150 of 1500 probes waited >= 1 ms for it, "
+     "4.0 ms on average, up to 9 ms): stamps taken then are late by as much"),
     ("other processes, waits small against TTFT", [node("local", {"lag_ms": 0.2, "contention": 5})], OK,
      200.0, 260.0, "healthy", "client healthy: loop lag p99 0.20 ms, under 5% of TTFT p50 200.0 ms"),
     ("pauses a fifth of the tail", [node("local", {"lag_ms": 1.9, "cpu": 0.8})], OK, 40.0, 45.0,
@@ -77,8 +86,16 @@ CASES = [
     ("distributed start-up", [node(f"worker-{i}", CALM, startup={"lag_ms": 3000.0}, stop={"lag_ms": 900.0})
                               for i in (1, 2)], OK, 50.0, 80.0,
      "healthy", "client healthy: loop lag p99 0.20 ms"),
+    ("distributed, two workers on a shared machine",
+     [node(f"worker-{i}", {"lag_ms": 0.2, "contention": 5}, startup={"lag_ms": 3000.0}) for i in (1, 2)], OK,
+     50.0, 80.0, "caution", "caution: other processes held the client's core on worker-1 (150 of 1500 probes "
+     "waited >= 1 ms for it, 4.0 ms on average, up to 9 ms), worker-2 (150 of 1500"),
     ("distributed, one worker busy", [node("worker-1", CALM), node("worker-2", {"lag_ms": 8.0, "contention": 5})],
      OK, 50.0, 80.0, "saturated", "client saturated on worker-2: loop lag p99 8.00 ms"),
+    ("two blips in a short window", [short_window({0.2: 99, 19.0: 2})], OK, 40.0, 60.0,
+     "healthy", "client healthy: loop lag (the 3rd latest of 101 probes) 0.20 ms"),
+    ("three late probes in a short window", [short_window({0.2: 98, 6.0: 3})], OK, 40.0, 60.0,
+     "saturated", "client saturated on local: loop lag (the 3rd latest of 101 probes) 6.00 ms > 5% of TTFT p50"),
     ("healthy", [node("local", CALM)], OK, 50.0, 80.0, "healthy", "client healthy: loop lag p99 0.20 ms"),
 ]
 
