@@ -30,17 +30,23 @@ def test_all_failed_run_says_so_in_one_line(sim_factory, tmp_path) -> None:
 
 
 def test_calm_run_says_healthy_in_one_line(sim_factory, tmp_path) -> None:
-    sim = sim_factory("--ttft-ms", "100", "--itl-ms", "20", "--output-tokens", "20", "--seed", "1")
+    # a 250 ms TTFT: the client's tolerance is 12.5 ms, well above a calm client's lag
+    sim = sim_factory("--ttft-ms", "250", "--itl-ms", "20", "--output-tokens", "10", "--seed", "1")
     report = tmp_path / "r"
     proc = run_locust("vllm.py", "--host", sim.url, "-u", "4", "-r", "4", "-t", "4s", "--stop-timeout", "10",
                       report=report, timeout=90)
     assert proc.returncode == 0, proc.stderr[-2000:]
     check = read_summary(report)["self_check"]
     node = check["nodes"][0]
-    assert check["level"] == "healthy", check["message"]
     assert node["loop_lag_ms"]["count"] >= 50  # at 50 probes/s, >= 1 s of the measured window
     assert node["outside_window"]["loop_lag_ms"]["count"] >= 5  # start-up (the warm-up) and stop kept apart
     assert verdict_lines(proc.stdout) == [f"self-check: {check['message']}"], proc.stdout[-3000:]
-    assert check["message"].startswith("client healthy: loop lag ")
     html = (report / "report.html").read_text()
+    if node["contention_detail"]:  # a machine so busy that other processes' waits matter (shared CI):
+        assert check["level"] == "caution", check["message"]  # then that, and only that, is said
+        assert check["message"].startswith("caution: other processes held the client's core on local (")
+        assert check["message"].endswith("stamps taken then are late by as much (give the load generator its own cores)")
+        return
+    assert check["level"] == "healthy", check["message"]
+    assert check["message"].startswith("client healthy: loop lag ")
     assert "<p class='ok' data-level='healthy'><b>Client self-check:</b> client healthy" in html
