@@ -306,9 +306,11 @@ class MergingRun(LLMRun):
             "warmup": {"requests_per_user": self._warmup_requests(), "seconds": self.config.warmup_s},
             "cooldown_s": self.config.cooldown_s,
         }
-        spread = all(getattr(u, "spawn_spread", True) for u in self.current_config.user_settings.values())
-        s["self_check"] = verdict(list(c.health.values()), ttft50, ttft99, overall=s["overall"], spawn_spread=spread,
-                                  window=(c.stats.total.first_start, c.stats.total.last_end))
+        users = self.current_config.user_settings.values()  # the advice names only options not already on
+        s["self_check"] = verdict(list(c.health.values()), ttft50, ttft99, overall=s["overall"],
+                                  window=(c.stats.total.first_start, c.stats.total.last_end),
+                                  spawn_spread=all(u.spawn_spread for u in users),
+                                  think_jitter=all(u.think_jitter_s > 0 for u in users))
         s["workers"] = {
             "reported": c.reported(),
             "lost": c.lost_workers(self.test_stop),

@@ -130,7 +130,7 @@ def failure_verdict(overall: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _node(n: NodeHealth, ttft_p50_ms: float | None, ttft_p99_ms: float | None,
-          spawn_spread: bool) -> dict[str, Any]:
+          spawn_spread: bool, think_jitter: bool) -> dict[str, Any]:
     """One node's summary with its saturation ``reasons`` and its cautions (``warnings``)."""
     s = n.summary()
     if n.lag.count:
@@ -148,7 +148,8 @@ def _node(n: NodeHealth, ttft_p50_ms: float | None, ttft_p99_ms: float | None,
         (reasons if ttft_p99_ms and bound >= STALL_SATURATED_SHARE * ttft_p99_ms else cautions).append(stall)
     share = n.burst_share()
     if reasons and share is not None and share >= BURST_SHARE:
-        advice = "" if spawn_spread else "; start them with --llm-spawn-spread on"  # only what would change it
+        advice = ("; start them with --llm-spawn-spread on" if not spawn_spread else  # only what would change it
+                  "" if think_jitter else "; --llm-think-jitter 200ms keeps them out of step")
         reasons.append(f"users in phase: lag comes in 1-second bursts ({share:.0%} of the lag above "
                        f"{BURST_LAG_NS / 1e6:.0f} ms falls in the same 150 ms of each second){advice}")
     s["saturated"] = bool(reasons)
@@ -196,14 +197,16 @@ def decide(nodes: list[dict[str, Any]], overall: dict[str, Any] | None, ttft_p50
 
 def verdict(nodes: list[NodeHealth], ttft_p50_ms: float | None, ttft_p99_ms: float | None = None, *,
             overall: dict[str, Any] | None = None, window: tuple[float | None, float | None] | None = None,
-            spawn_spread: bool = True) -> dict[str, Any]:
+            spawn_spread: bool = True, think_jitter: bool = False) -> dict[str, Any]:
     """The self-check section of summary.json: ``level``, the one ``message``, and per node its
     figures, ``reasons`` (saturation) and ``warnings`` (cautions). ``window`` (measured start,
-    end) settles the probes still waiting for it (:meth:`NodeHealth.close_window`)."""
+    end) settles the probes still waiting for it (:meth:`NodeHealth.close_window`);
+    ``spawn_spread`` and ``think_jitter`` (the run's settings) decide which option the advice
+    for users in phase names: only one that is not already on."""
     if window is not None:
         for n in nodes:
             n.close_window(*window)
-    judged = [_node(n, ttft_p50_ms, ttft_p99_ms, spawn_spread) for n in nodes]
+    judged = [_node(n, ttft_p50_ms, ttft_p99_ms, spawn_spread, think_jitter) for n in nodes]
     level, message = decide(judged, overall, ttft_p50_ms)
     out: dict[str, Any] = {"level": level, "saturated": level == "saturated", "nodes": judged, "message": message,
                            "lag_share_limit": LAG_SHARE, "cpu_limit": CPU_LIMIT}
