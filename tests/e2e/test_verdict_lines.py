@@ -50,3 +50,48 @@ def test_calm_run_says_healthy_in_one_line(sim_factory, tmp_path) -> None:
     assert check["level"] == "healthy", check["message"]
     assert check["message"].startswith("client healthy: loop lag ")
     assert "<p class='ok' data-level='healthy'><b>Client self-check:</b> client healthy" in html
+
+
+SLOW_START = '''
+import time
+
+from locust import events
+
+from llm_users import plugin
+from llm_users.users import VLLMUser
+
+plugin.register(events)
+
+
+class SlowStart(VLLMUser):
+    def on_start(self) -> None:
+        end = time.thread_time() + 0.3  # 300 ms of CPU: the loop is blocked, as a heavy start-up blocks it
+        while time.thread_time() < end:
+            pass
+        super().on_start()
+'''
+
+
+def test_distributed_start_up_stays_out_of_the_verdict(sim_factory, tmp_path) -> None:
+    """Two workers whose users each block the loop 300 ms as they start: the blocks are seen,
+    kept apart as start-up (before the first measured request), and the verdict is not
+    "saturated" from them, in one line."""
+    from tests.real.servers import free_port
+
+    sim = sim_factory("--ttft-ms", "250", "--itl-ms", "20", "--output-tokens", "10", "--seed", "1")
+    (tmp_path / "slow_start.py").write_text(SLOW_START)
+    report = tmp_path / "r"
+    port = str(free_port())
+    proc = run_locust(str(tmp_path / "slow_start.py"), "--processes", "2", "--master-bind-port", port,
+                      "--master-port", port, "--host", sim.url, "-u", "4", "-r", "4", "-t", "6s",
+                      "--stop-timeout", "10", "--llm-model", "m", "--llm-spawn-spread", "off", report=report,
+                      timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    check = read_summary(report)["self_check"]
+    assert len(check["nodes"]) == 2, check
+    for node in check["nodes"]:
+        assert node["outside_window"]["loop_lag_ms"]["max"] >= 250, node  # the start-up block, seen
+        assert node["loop_lag_ms"]["count"] >= 50 and node["loop_lag_ms"]["max"] < 250, node  # and kept apart
+        assert node["lag_figure_ms"] < 12.5, node  # under 5% of the 250 ms TTFT
+    assert check["level"] in ("healthy", "caution"), check["message"]  # caution: a busy machine's other processes
+    assert verdict_lines(proc.stdout) == [f"self-check: {check['message']}"], proc.stdout[-3000:]
