@@ -158,8 +158,9 @@ def _node(n: NodeHealth, ttft_p50_ms: float | None, ttft_p99_ms: float | None,
     return s
 
 
-def _unmeasured(overall: dict[str, Any], ttft_p50_ms: float | None, nodes: list[dict[str, Any]]) -> str | None:
-    if not overall.get("requests"):
+def _unmeasured(overall: dict[str, Any] | None, ttft_p50_ms: float | None, nodes: list[dict[str, Any]]) -> str | None:
+    """Why there is no verdict, or None (``overall`` None: the requests are not known)."""
+    if overall is not None and not overall.get("requests"):
         return "no verdict: nothing measured (no request in the measured window)"
     if not ttft_p50_ms:
         return "no verdict: nothing measured (no request returned a first token)"
@@ -174,9 +175,7 @@ def decide(nodes: list[dict[str, Any]], overall: dict[str, Any] | None, ttft_p50
     failing = failure_verdict(overall) if overall is not None else None
     if failing is not None:
         return "failed", failing["message"]
-    gap = _unmeasured(overall, ttft_p50_ms, nodes) if overall is not None else None
-    if gap is None and not ttft_p50_ms:
-        gap = "no verdict: nothing measured (no TTFT)"
+    gap = _unmeasured(overall, ttft_p50_ms, nodes)
     if gap is not None:
         return "unmeasured", gap
     flagged = [s for s in nodes if s["reasons"]]

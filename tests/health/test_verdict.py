@@ -161,3 +161,9 @@ def _summary(check: dict[str, Any]) -> dict[str, Any]:
     """The smallest summary the console table prints."""
     stats = {"requests": 0, "successes": 0, "failures": 0, "output_tokens": 0, "input_tokens": 0}
     return {"overall": stats, "by_name": {}, "window": {"measured_s": 0}, "self_check": check}
+
+
+def test_no_node_or_no_overall_is_no_verdict_not_healthy() -> None:
+    assert verdict([], 50.0, 80.0, overall=OK, window=(START, END))["level"] == "unmeasured"
+    assert verdict([], 50.0, 80.0)["level"] == "unmeasured"
+    assert verdict([node("local", CALM)], None, None, window=(START, END))["level"] == "unmeasured"
