@@ -1,11 +1,13 @@
 """What every HTML page of ours shares (report.html, its sections, llm-compare's page): the
 page's CSS, matplotlib set up for SVG (the ``report`` extra), a figure as inline SVG, the
-number format of the tables, and the chart over time. Pages and sections import this; it
+number format of the tables, the chart over time, and the self-check's one sentence in its
+level's colour. Pages and sections import this; it
 imports none of them.
 """
 
 from __future__ import annotations
 
+import html
 import io
 import re
 from typing import Any
@@ -35,8 +37,6 @@ LEVEL_CLASS = {"healthy": "ok", "caution": "caution", "saturated": "bad", "faile
 def self_check_html(check: dict[str, Any]) -> str:
     """The self-check's one sentence, coloured by its level (a summary without a level: red
     when saturated, else green)."""
-    import html
-
     cls = LEVEL_CLASS.get(check.get("level") or "", "bad" if check.get("saturated") else "ok")
     return (f"<p class='{cls}' data-level='{html.escape(str(check.get('level', '')))}'><b>Client self-check:</b> "
             f"{html.escape(check.get('message', 'n/a'))}</p>")
