@@ -1,8 +1,7 @@
 """What every HTML page of ours shares (report.html, its sections, llm-compare's page): the
 page's CSS, matplotlib set up for SVG (the ``report`` extra), a figure as inline SVG, the
 number format of the tables, the chart over time, and the self-check's one sentence in its
-level's colour. Pages and sections import this; it
-imports none of them.
+level's colour. Pages and sections import this; it imports none of them.
 """
 
 from __future__ import annotations
