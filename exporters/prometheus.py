@@ -170,7 +170,7 @@ class LLMCollector(Collector):
         lag = Metric("llm_client_loop_lag_seconds", "Load generator's own event-loop lag (callback "
                      "queueing delay) per node, over the run so far, seconds.", "summary")
         for node, health in sorted(self.merged.health.items()):
-            _add_summary(lag, {"node": node}, Cumulative(health.lag), LAG_QUANTILES)
+            _add_summary(lag, {"node": node}, Cumulative(health.live), LAG_QUANTILES)  # live: the whole run
         yield lag
         if self.scrape_errors is not None:
             errors = CounterMetricFamily("llm_scrape_errors", "Failed pulls of a GPU sidecar's or the "

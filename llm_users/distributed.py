@@ -175,7 +175,8 @@ class Collector:
         h = self.health.get(node)
         if h is None:
             h = self.health[node] = NodeHealth(node)
-        h.merge_wire(wire)
+        total = self._stats.total  # the measured window as known now (selfcheck.NodeHealth.settle)
+        h.merge_wire(wire, (total.first_start, total.last_end))
 
     # distributed path -------------------------------------------------------------------------
     def receive(self, payload: dict[str, Any], now: float | None = None) -> None:

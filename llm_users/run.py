@@ -35,7 +35,8 @@ from llm_users.health.gctune import GcTuner
 from llm_users.health.heap import fix_mmap_threshold
 from llm_users.health.idle import serve_ready_io
 from llm_users.health.lagtrace import span
-from llm_users.health.selfcheck import SelfMonitor, failure_verdict, verdict
+from llm_users.health.selfcheck import SelfMonitor
+from llm_users.health.verdict import verdict
 from llm_users.metrics import RequestRecord
 from llm_users.options import RunConfig, current_options
 from llm_users.outputs import SCHEMA, FinalData, RecordWriter
@@ -88,6 +89,9 @@ class LLMRun:
             ev.llm_response.add_listener(self.on_record)
         ev.test_start.add_listener(self.on_test_start)
         ev.test_stop.add_listener(self.on_test_stop)
+        if self.monitor is not None:  # the stop's lag stays out of the self-check's figures
+            monitor = self.monitor
+            ev.test_stopping.add_listener(lambda **_: monitor.mark_stopping())
         ev.quitting.add_listener(self.on_quitting)
 
     def on_quitting(self, **_: Any) -> None:
@@ -308,7 +312,11 @@ class MergingRun(LLMRun):
             "warmup": {"requests_per_user": self._warmup_requests(), "seconds": self.config.warmup_s},
             "cooldown_s": self.config.cooldown_s,
         }
-        s["self_check"] = verdict(list(c.health.values()), ttft50, ttft99)
+        users = self.current_config.user_settings.values()  # the advice names only options not already on
+        s["self_check"] = verdict(list(c.health.values()), ttft50, ttft99, overall=s["overall"],
+                                  window=(c.stats.total.first_start, c.stats.total.last_end),
+                                  spawn_spread=all(u.spawn_spread for u in users),
+                                  think_jitter=all(u.think_jitter_s > 0 for u in users))
         s["workers"] = {
             "reported": c.reported(),
             "lost": c.lost_workers(self.test_stop),
@@ -316,10 +324,6 @@ class MergingRun(LLMRun):
         }
         s["records"] = c.records
         s["backoff"] = {"enabled": self.config.backoff, "waits": c.backoff_waits, "wait_s": round(c.backoff_s, 3)}
-        failing = failure_verdict(s["overall"])
-        if failing is not None:
-            s["self_check"].update(failing=True, failure_share=failing["share"], top_failure=failing["top"],
-                                   message=f"{failing['message']}; {s['self_check']['message']}")
         for hook in self.summary_hooks:
             hook(s)
         s["config"] = self.redactor.config(self.current_options)

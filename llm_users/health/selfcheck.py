@@ -1,12 +1,14 @@
 """The load generator watches itself: gevent hub loop lag and the process's CPU share.
 
 When the generator is saturated, every latency it measures includes its own delay: the
-numbers become upper bounds. :class:`SelfMonitor` samples continuously on each node; the
-verdict compares its lag p99 with the measured TTFT p50 (and flags sustained CPU > 90%), and
-names the cause when the lag comes in 1-second bursts: users started in phase (issue 15). The
-probes feed a :class:`~llm_users.health.lagtrace.LagTrace`, which attributes late ones to gc passes
-and our own periodic work; when the client's own pauses could make up the TTFT tail the
-verdict says so with the figure (:func:`stall_reason`, issue 14).
+numbers become upper bounds. :class:`SelfMonitor` samples continuously on each node and hands
+its samples on in pieces stamped with their time span (``t0``, ``t1``) and whether the test
+was stopping; :class:`NodeHealth` merges, on the master or the local runner, only the pieces
+inside the measured window (start-up, the warm-up and the stop are kept apart, issue 28). The
+verdict (:mod:`llm_users.health.verdict`) compares the lag with the measured TTFT, flags
+sustained CPU > 90%, and names the cause when the lag comes in 1-second bursts: users started
+in phase (issue 15). The probes feed a :class:`~llm_users.health.lagtrace.LagTrace`, which
+attributes late ones to gc passes and our own periodic work (issue 14).
 """
 
 from __future__ import annotations
@@ -21,9 +23,7 @@ from gevent import monkey
 from llm_users.health import lagtrace, schedstat
 from llm_users.metrics import Distribution
 
-LAG_SHARE = 0.05  # lag p99 above 5% of TTFT p50 means the numbers are upper bounds
-CPU_LIMIT = 0.90
-CPU_SUSTAINED_SHARE = 0.5  # "stays above": more than half of the sampled seconds
+CPU_LIMIT = 0.90  # a CPU-second above this share of one core is busy (the verdict: health/verdict.py)
 # Lag in 1-second bursts (users started in phase, issue 15): where in the wall-clock second the
 # lag samples above BURST_LAG_NS fall, in PHASE_BINS bins; bursts when the busiest
 # BURST_WINDOW_BINS adjacent bins hold BURST_SHARE of them (an even spread would hold 15%) and
@@ -36,6 +36,9 @@ BURST_SHARE = 0.6
 BURST_MIN_SAMPLES = 20
 STALL_MS = 1.0  # loop lag p99 from which the client's own pauses are named in the verdict
 BURST_MIN_SECONDS = 3
+# Probes delivered before the measured window is known wait on the node (a run with no measured
+# request yet); past this many delivered pieces, the oldest count as outside the window.
+MAX_PENDING = 600
 
 
 class SelfMonitor:
@@ -70,11 +73,20 @@ class SelfMonitor:
                                        greenlets=os.environ.get(lagtrace.ENV_GREENLETS) == "1")
         self._greenlet: Any = None
         self._running = False
+        self._stopping = False  # the test is stopping: pieces from here on are outside the window
+        self._since = time.time()  # start of the piece the next to_wire hands on
+
+    def mark_stopping(self) -> None:
+        """The test began to stop (Locust's ``test_stopping``): the piece in hand and the ones
+        after it carry ``stopping`` and stay out of the verdict's figures."""
+        self._stopping = True
 
     def start(self) -> None:
         if self._running:
             return
         self._running = True
+        self._stopping = False
+        self._since = time.time()
         lagtrace.install(self.trace)
         self.trace.open_run_delay()
         try:  # the loop thread's CPU clock, readable from the probe thread (not on every OS)
@@ -147,8 +159,11 @@ class SelfMonitor:
         ``encode=False`` keeps the lag as a :class:`Distribution` for a merge in this process
         (the local run, once a second): encoding and decoding the histogram cost about 0.5 ms
         with the hub blocked, the run's longest periodic task (issue 14)."""
+        now = time.time()
         w = {"node": self.node, "lag": self.lag.to_wire() if encode else self.lag, "cpu": self.cpu,
-             "phase": self.phase, "trace": self.trace.take(), "phase_seconds": sorted(self.phase_seconds)}
+             "phase": self.phase, "trace": self.trace.take(), "phase_seconds": sorted(self.phase_seconds),
+             "t0": self._since, "t1": now, "stopping": self._stopping}
+        self._since = now
         self.lag = Distribution()
         self.phase = [0] * PHASE_BINS
         self.phase_seconds = set()
@@ -157,7 +172,8 @@ class SelfMonitor:
 
 
 class NodeHealth:
-    """Merged self-check data of one node, on the master (or the local runner)."""
+    """Merged self-check data of one node, on the master (or the local runner): the figures
+    inside the measured window here, those outside it (start-up, stop) in ``outside``."""
 
     def __init__(self, node: str) -> None:
         self.node = node
@@ -166,8 +182,63 @@ class NodeHealth:
         self.phase_seconds: set[tuple[int, int]] = set()
         self.cpu: list[tuple[float, float]] = []
         self.trace: dict[str, dict[str, list[int]]] = {"stalls": {}, "gc": {}, "spans": {}, "contention": {}}
+        self.live = Distribution()  # every piece's lag as it arrives, start-up too: the live views (Prometheus)
+        self.pending: list[dict[str, Any]] = []  # pieces not yet known to be inside the window
+        self._outside: NodeHealth | None = None
 
-    def merge_wire(self, w: dict[str, Any]) -> None:
+    @property
+    def outside(self) -> NodeHealth:
+        """The pieces outside the measured window (start-up, warm-up, stop)."""
+        if self._outside is None:
+            self._outside = NodeHealth(self.node)
+        return self._outside
+
+    def merge_wire(self, w: dict[str, Any], window: tuple[float | None, float | None] | None = None) -> None:
+        """Add a piece from :meth:`SelfMonitor.to_wire`. With ``window`` (the measured start and
+        end as known now, either None when not yet) a stamped piece waits until it is known
+        to be inside (:meth:`settle`); without, it counts at once."""
+        self._add_live(w["lag"])
+        if window is None or "t0" not in w:
+            self._add(w)
+            return
+        self.pending.append(w)
+        self.settle(*window)
+        while len(self.pending) > MAX_PENDING:
+            self.outside._add(self.pending.pop(0))
+
+    def _add_live(self, lag: Any) -> None:
+        if isinstance(lag, Distribution):
+            self.live.merge(lag)
+        else:
+            self.live.merge_wire(lag)
+
+    @staticmethod
+    def inside(w: dict[str, Any], start: float | None, end: float | None) -> bool:
+        """A piece is inside the measured window when it began at or after its start, before
+        its end, and not while the test was stopping."""
+        return (start is not None and end is not None and not w.get("stopping")
+                and w["t0"] >= start and w["t0"] < end)
+
+    def settle(self, start: float | None, end: float | None) -> None:
+        """Count the pending pieces that are inside the window as known now: the start only moves
+        earlier and the end later as records arrive, so a piece inside now stays inside."""
+        if start is None or end is None:
+            return
+        keep = []
+        for w in self.pending:
+            if self.inside(w, start, end) and w["t1"] <= end:
+                self._add(w)
+            else:
+                keep.append(w)
+        self.pending = keep
+
+    def close_window(self, start: float | None, end: float | None) -> None:
+        """The run's final window: every pending piece counts, inside or ``outside``."""
+        for w in self.pending:
+            (self if self.inside(w, start, end) else self.outside)._add(w)
+        self.pending = []
+
+    def _add(self, w: dict[str, Any]) -> None:
         lag = w["lag"]
         if isinstance(lag, Distribution):  # SelfMonitor.to_wire(encode=False), same process
             self.lag.merge(lag)
@@ -210,91 +281,11 @@ class NodeHealth:
             "cpu_busy_seconds": busy,
             "cpu_seconds_sampled": len(shares),
             "lag_bursts": {"samples_over_2ms": sum(self.phase), "share_in_150ms_of_each_second": self.burst_share()},
+            # start-up, warm-up and stop: kept out of the figures above and of the verdict
+            "outside_window": self._outside_summary(),
         }
 
-
-def stall_reason(s: dict[str, Any], ttft_p99_ms: float | None) -> str | None:
-    """The client's own pauses, when they could make up the TTFT tail: a pause of p ms at the
-    loop's p99 delays the reads queued behind it by about p / (1 - CPU share) (the backlog
-    drains at the idle share of the core), so a TTFT p99 within 1/LAG_SHARE of that bound may
-    be mostly ours. Names the figure and the main cause; None when the pauses are small."""
-    pause = s["loop_lag_ms"]["p99"]
-    if pause is None or pause < STALL_MS or not ttft_p99_ms:
-        return None
-    load = min(s["cpu_share_p50"] or 0.0, 0.9)
-    bound = pause / (1.0 - load)
-    if bound < LAG_SHARE * ttft_p99_ms:
-        return None
-    stalls = s.get("stalls") or {}
-    why = ""
-    if stalls:
-        cause, t = next(iter(stalls.items()))  # the largest total first
-        total = sum(v["count"] for v in stalls.values())
-        why = f" (mostly {cause}: {t['count']} of {total} pauses >= {STALL_MS:g} ms, up to {t['max_ms']:.0f} ms)"
-    return (f"client pauses up to {pause:.1f} ms at p99{why}: TTFT p99 not trustworthy below "
-            f"{bound:.0f} ms (measured {ttft_p99_ms:.1f} ms)")
-
-
-def contention_warning(s: dict[str, Any]) -> list[str]:
-    """Other processes held the client's core: its stamps waited, though not for the client's
-    own work (a shared or oversubscribed machine). A warning, not a saturation reason."""
-    c, probes = s.get("contention"), s["loop_lag_ms"]["count"] or 0
-    if not c or not probes or c["count"] < 0.01 * probes:
-        return []
-    return [f"other processes held this client's core: {c['count']} of {probes} probes waited "
-            f">= {STALL_MS:g} ms for it, up to {c['max_ms']:.0f} ms; stamps taken then are late by as much "
-            "(give the load generator its own cores)"]
-
-
-def verdict(nodes: list[NodeHealth], ttft_p50_ms: float | None,
-            ttft_p99_ms: float | None = None) -> dict[str, Any]:
-    """Decide whether each node's own delay could distort the figures."""
-    flagged = []
-    out_nodes = []
-    for n in nodes:
-        s = n.summary()
-        reasons = []
-        lag99 = s["loop_lag_ms"]["p99"]
-        if lag99 is not None and ttft_p50_ms and lag99 > LAG_SHARE * ttft_p50_ms:
-            reasons.append(f"loop lag p99 {lag99:.2f} ms > {LAG_SHARE:.0%} of TTFT p50 {ttft_p50_ms:.1f} ms")
-        if s["cpu_seconds_sampled"] and s["cpu_busy_seconds"] > CPU_SUSTAINED_SHARE * s["cpu_seconds_sampled"]:
-            reasons.append(f"CPU above {CPU_LIMIT:.0%} for {s['cpu_busy_seconds']} of "
-                           f"{s['cpu_seconds_sampled']} s")
-        stall = stall_reason(s, ttft_p99_ms)
-        if stall:
-            reasons.append(stall)
-        share = n.burst_share()
-        if reasons and share is not None and share >= BURST_SHARE:
-            reasons.append(f"users in phase: lag comes in 1-second bursts ({share:.0%} of the lag above "
-                           f"{BURST_LAG_NS / 1e6:.0f} ms falls in the same 150 ms of each second); start them "
-                           "with --llm-spawn-spread on or a lower -r")
-        s["saturated"] = bool(reasons)
-        s["reasons"] = reasons
-        s["warnings"] = contention_warning(s)
-        out_nodes.append(s)
-        if reasons:
-            flagged.append(n.node)
-    if flagged:
-        message = ("client saturated on " + ", ".join(flagged) +
-                   ": its own delay is in the measurements; treat latencies as upper bounds")
-    else:
-        message = "client healthy: its own delay stayed small against the measured TTFT"
-    return {"saturated": bool(flagged), "nodes": out_nodes, "message": message,
-            "lag_share_limit": LAG_SHARE, "cpu_limit": CPU_LIMIT}
-
-
-MOST_FAILED_SHARE = 0.5  # "most requests failed" from this share of the measured requests on
-
-
-def failure_verdict(overall: dict[str, Any]) -> dict[str, Any] | None:
-    """When all or most requests failed, say so and why (the top failure category): the latencies
-    then describe failures, not the server. None when most requests succeeded."""
-    requests, failures = overall.get("requests") or 0, overall.get("failures") or 0
-    by_cat = overall.get("failures_by_category") or {}
-    if not requests or failures < MOST_FAILED_SHARE * requests or not by_cat:
-        return None
-    top, n = max(by_cat.items(), key=lambda kv: kv[1])
-    how = "all" if failures == requests else "most"
-    message = (f"{how} requests failed ({failures} of {requests}; top category {top}: {n}): "
-               f"the figures describe failures, not the server's speed")
-    return {"share": failures / requests, "top": top, "message": message}
+    def _outside_summary(self) -> dict[str, Any]:
+        o = self._outside
+        lag = o.lag.summary_ms() if o is not None else {"p99": None, "max": None, "count": 0}
+        return {"loop_lag_ms": {k: lag[k] for k in ("p99", "max", "count")}}

@@ -151,13 +151,8 @@ def summary_table(summary: dict[str, Any]) -> str:
         lines.append(f"backoff: users waited {backoff['waits']} times ({backoff['wait_s']:.1f} s in all) after repeated "
                      "connect errors or identical 4xx answers, so as not to flood (--llm-backoff off disables it)")
     check = summary.get("self_check")
-    if check:
-        lines.append(("WARNING: " if check["saturated"] or check.get("failing") else "") + check["message"])
-        for n in check["nodes"]:
-            for r in n["reasons"]:
-                lines.append(f"  {n['node']}: {r}")
-            for w in n.get("warnings") or ():
-                lines.append(f"WARNING: {n['node']}: {w}")
+    if check:  # one line: the verdict's one sentence (health/verdict.py); the details are in summary.json
+        lines.append(f"self-check: {check['message']}")
     return "\n".join(lines)
 
 

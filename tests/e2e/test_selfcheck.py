@@ -33,6 +33,6 @@ def test_overloaded_client_is_flagged(sim_factory, tmp_path) -> None:
     check = read_summary(report)["self_check"]
     assert check["saturated"] is True, check
     assert check["nodes"][0]["reasons"]
-    assert "WARNING: client saturated on local" in proc.stdout
+    assert "self-check: client saturated on local" in proc.stdout
     html = (report / "report.html").read_text()
     assert "client saturated on local" in html

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import gevent
 
-from llm_users.health.selfcheck import NodeHealth, SelfMonitor, verdict
+from llm_users.health.selfcheck import NodeHealth, SelfMonitor
+from llm_users.health.verdict import verdict
 
 
 def health(node: str, lag_ms: float, cpu: list[float]) -> NodeHealth:
@@ -93,7 +94,13 @@ def test_lag_in_one_second_bursts_is_named() -> None:
     bursty.phase_seconds = {(t, b) for t in range(100, 110) for b in (7, 8)} | {(104, 15)}
     v = verdict([bursty], ttft_p50_ms=50.0)
     reasons = v["nodes"][0]["reasons"]
-    assert v["saturated"] and any(r.startswith("users in phase") and "--llm-spawn-spread" in r for r in reasons)
+    assert v["saturated"] and any(r.startswith("users in phase") for r in reasons)
+    assert not any("--llm-spawn-spread" in r for r in reasons)  # already on (the default): not named
+    assert any(r.endswith("; --llm-think-jitter 200ms keeps them out of step") for r in reasons)
+    jitter = verdict([bursty], ttft_p50_ms=50.0, think_jitter=True)["nodes"][0]["reasons"]
+    assert any(r.startswith("users in phase") and r.endswith("each second)") for r in jitter)  # both on: no option
+    off = verdict([bursty], ttft_p50_ms=50.0, spawn_spread=False)["nodes"][0]["reasons"]
+    assert any(r.startswith("users in phase") and r.endswith("start them with --llm-spawn-spread on") for r in off)
     assert v["nodes"][0]["lag_bursts"]["share_in_150ms_of_each_second"] == 65 / 70
 
     spread = health("w", 12.0, [0.5] * 10)
