@@ -1,12 +1,11 @@
 """What every HTML page of ours shares (report.html, its sections, llm-compare's page): the
 page's CSS, matplotlib set up for SVG (the ``report`` extra), a figure as inline SVG, the
-number format of the tables, the chart over time, and the self-check's one sentence in its
-level's colour. Pages and sections import this; it imports none of them.
+number format of the tables and the chart over time (the self-check's sentence in its level's
+colour is the first screen's: ``html_headline.verdict``). Pages and sections import this; it imports none of them.
 """
 
 from __future__ import annotations
 
-import html
 import io
 import re
 from typing import Any
@@ -16,7 +15,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-__all__ = ["CSS", "fmt", "plt", "self_check_html", "svg", "time_chart"]
+__all__ = ["CSS", "fmt", "plt", "svg", "time_chart"]
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}
@@ -24,21 +23,8 @@ h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #
 table{border-collapse:collapse;font-size:.85em}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
 .bad{background:#fde2e2;padding:.6em;border:1px solid #e99}.ok{background:#e3f6e3;padding:.6em;border:1px solid #9c9}.note{background:#eef3fb;padding:.6em;border:1px solid #9ab}
-.caution{background:#fff3d6;padding:.6em;border:1px solid #e0b050}.unmeasured{background:#eee;padding:.6em;border:1px solid #bbb;color:#555}
 .charts{display:flex;flex-wrap:wrap;gap:1em}table.first th{text-align:left}.chart svg{width:560px;height:auto}
 """
-
-
-#: The self-check's level (health/verdict.py) to its colour: green, amber, red, grey.
-LEVEL_CLASS = {"healthy": "ok", "caution": "caution", "saturated": "bad", "failed": "bad", "unmeasured": "unmeasured"}
-
-
-def self_check_html(check: dict[str, Any]) -> str:
-    """The self-check's one sentence, coloured by its level (a summary without a level: red
-    when saturated, else green)."""
-    cls = LEVEL_CLASS.get(check.get("level") or "", "bad" if check.get("saturated") else "ok")
-    return (f"<p class='{cls}' data-level='{html.escape(str(check.get('level', '')))}'><b>Client self-check:</b> "
-            f"{html.escape(check.get('message', 'n/a'))}</p>")
 
 
 def svg(fig: Any) -> str:

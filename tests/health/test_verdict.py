@@ -15,7 +15,7 @@ from llm_users.health.selfcheck import NodeHealth
 from llm_users.health.verdict import LEVELS, verdict
 from llm_users.metrics import Distribution
 from llm_users.outputs.console import summary_table
-from llm_users.outputs.html_base import self_check_html
+from llm_users.outputs.html_headline import verdict as verdict_html
 
 START, END = 100.0, 130.0  # the measured window of every case
 
@@ -151,10 +151,10 @@ def test_pending_is_bounded(monkeypatch) -> None:
 
 
 def test_report_colours_the_sentence_by_level() -> None:
-    for level, cls in (("healthy", "ok"), ("caution", "caution"), ("saturated", "bad"), ("failed", "bad"),
-                       ("unmeasured", "unmeasured")):
-        html = self_check_html({"level": level, "message": "m <x>"})
-        assert html.startswith(f"<p class='{cls}'") and "m &lt;x&gt;" in html
+    for level, cls in (("healthy", "lv-ok"), ("caution", "lv-warn"), ("saturated", "lv-bad"), ("failed", "lv-bad"),
+                       ("unmeasured", "lv-none")):
+        html = verdict_html({"self_check": {"level": level, "message": "m <x>"}})
+        assert html.startswith(f"<p class='verdict {cls}'") and "m &lt;x&gt;" in html
 
 
 def _summary(check: dict[str, Any]) -> dict[str, Any]:
