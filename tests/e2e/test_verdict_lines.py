@@ -25,7 +25,7 @@ def test_all_failed_run_says_so_in_one_line(sim_factory, tmp_path) -> None:
     assert lines[0].startswith("self-check: all requests failed (") and "top category http_500" in lines[0]
     assert lines[0] == f"self-check: {check['message']}" and "healthy" not in lines[0]
     html = (report / "report.html").read_text()
-    assert "<p class='bad' data-level='failed'><b>Client self-check:</b> all requests failed (" in html
+    assert "<p class='verdict lv-bad' data-level='failed'><b>Client self-check:</b> all requests failed (" in html
     assert "client healthy" not in html
 
 
@@ -49,7 +49,7 @@ def test_calm_run_says_healthy_in_one_line(sim_factory, tmp_path) -> None:
         return
     assert check["level"] == "healthy", check["message"]
     assert check["message"].startswith("client healthy: loop lag ")
-    assert "<p class='ok' data-level='healthy'><b>Client self-check:</b> client healthy" in html
+    assert "<p class='verdict lv-ok' data-level='healthy'><b>Client self-check:</b> client healthy" in html
 
 
 SLOW_START = '''
