@@ -20,7 +20,8 @@ from llm_users.load.profiles.sweep import SweepConfig
 from llm_users.load.profiles.trace import TraceConfig
 
 OPTIONS = ("llm_rate", "llm_arrival", "llm_seed", "llm_max_inflight", "llm_stages", "llm_steps", "llm_settle",
-           "llm_sweep", "llm_sweep_start", "llm_sweep_target", "llm_sweep_points", "llm_trace", "llm_trace_speedup")
+           "llm_sweep", "llm_sweep_start", "llm_sweep_target", "llm_sweep_points", "llm_trace", "llm_trace_format",
+           "llm_trace_window", "llm_trace_speedup")
 
 
 def opts(**given_: object) -> Namespace:
@@ -101,6 +102,9 @@ def test_parse_options_is_frozen_and_says_open_loop() -> None:
     (dict(llm_sweep_target="2"), "--llm-sweep-target must be a number in [0, 1], got '2'"),
     (dict(llm_sweep_points="1"), "--llm-sweep-points must be a number in [2, 1000]"),
     (dict(llm_trace_speedup="0"), "--llm-trace-speedup must be a number in"),
+    (dict(llm_trace="t.csv", llm_trace_format="sharegpt"), "--llm-trace-format must be one of jsonl, mooncake"),
+    (dict(llm_trace="t.csv", llm_trace_window="9:3"), "--llm-trace-window needs 0 <= START < END"),
+    (dict(llm_trace="t.csv", llm_trace_window="60"), "--llm-trace-window must be START:END"),
     (dict(llm_settle="5"), "--llm-settle"),
 ])
 def test_options_that_exclude_each_other_keep_their_messages(given_: dict, says: str) -> None:
