@@ -61,7 +61,10 @@ def test_sample_replays_on_time_with_exact_lengths(sim, tmp_path, name, args, fm
         assert rec["output_tokens"] == rec["target_output_tokens"] == row.output_tokens
     lags.sort()
     assert lags[0] >= -1e-4 and lags[len(lags) // 2] < 0.005, lags  # sent at the trace's time (5 ms)
-    a = read_summary(report)["arrivals"]
+    summary = read_summary(report)
+    err = summary["workload"]["input_tokens_error"]  # the same check as for synthetic prompts
+    assert err["exact_share"] == 1.0 and err["abs_tokens"]["p99"] == 0 and err["requests"] == len(rows)
+    a = summary["arrivals"]
     assert a["trace_format"] == fmt and a["trace_requests"] == len(rows) == a["sent"]
     assert a["trace_skipped"] == skipped and a["trace_prompts"]["method"] == "tokenizer"
     assert a["trace_prompts"]["overhead_tokens"] == TEMPLATE
