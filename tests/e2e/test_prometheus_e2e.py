@@ -160,9 +160,11 @@ def test_prometheus_scrapes_the_master_exporter_of_a_distributed_run(sim_factory
         workers = [start_locust(["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
                                 tmp_path / f"w{i}.log") for i in range(2)]
         # While the master lingers after writing its report: promtool on a live scrape of it.
-        # (Rendering report.html blocks the master for a while, so wait for its last line.)
+        # (Rendering report.html blocks the master for a while; the linger starts once the files are
+        # written. The "report written" line is held until Locust's own table has printed, at quit,
+        # after the linger: outputs/console.hold_until_quit.)
         log, deadline = tmp_path / "master.log", time.monotonic() + 90
-        while "report written to" not in log.read_text() and master.poll() is None and time.monotonic() < deadline:
+        while "exporter stays up" not in log.read_text() and master.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
         assert (report / "summary.json").exists(), log.read_text()[-3000:]
         written = (report / "summary.json").stat().st_mtime
