@@ -50,3 +50,55 @@ def test_open_loop_rate_steps_each_within_5_percent_of_the_asked_rate(sim_factor
     for st in stages:
         assert st["requests_per_s"] == pytest.approx(st["rate"], rel=0.05), [(s["rate"], s["requests_per_s"])
                                                                            for s in stages]
+
+
+# Issue 29, item 4: --llm-repeat K. The knee simulator of tests/e2e/test_studies.py: TTFT 20 ms,
+# chunk gap 10 ms + 1 ms per running stream, 10 tokens, SLO TPOT <= 30.5 ms -> N* = 21 users.
+KNEE_SIM = ("--ttft-ms", "20", "--itl-ms", "10", "--itl-slope-ms", "1", "--output-tokens", "10", "--seed", "1")
+CLOSED_KNEE = 21
+
+
+def test_repeat_3_sweep_knee_interval_contains_the_analytic_knee(sim_factory, tmp_path) -> None:
+    sim = sim_factory(*KNEE_SIM)
+    report = tmp_path / "r"
+    proc = run_locust("vllm.py", "--host", sim.url, "-t", "50s", "--llm-sweep", "concurrency",
+                      "--llm-sweep-start", "16", "--llm-sweep-points", "6", "--llm-repeat", "3",
+                      "--llm-slo", "tpot=30.5ms", "--llm-prometheus-port", "0", report=report, timeout=150)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    s = read_summary(report)
+    sw = s["sweep"]
+    table = [(p["concurrency"], p["reason"], p["ci"]["repeats"]) for p in sw["points"]]
+    ki = sw["knee_interval"]
+    assert sw["repeat"] == 3 and ki["low"] is not None and ki["high"] is not None, (ki, table)
+    assert ki["low"] <= CLOSED_KNEE < ki["high"], (ki, table)
+    assert sw["knee"]["concurrency"] == pytest.approx(CLOSED_KNEE, abs=1), table
+    for p in sw["points"]:
+        ci = p["ci"]
+        assert len(p["repeats"]) == ci["repeats"] and ci["repeats"] in (1, 2, 3)
+        assert ci["throughput_rps"]["mean"] == pytest.approx(
+            sum(r["throughput_rps"] for r in p["repeats"]) / len(p["repeats"]))
+        if ci["repeats"] > 1 and p["passed"] is not None and "over-saturated" not in p["reason"]:
+            lo, hi = ci["throughput_rps"]["low"], ci["throughput_rps"]["high"]
+            assert lo <= ci["throughput_rps"]["mean"] <= hi
+            analytic = p["concurrency"] / service_s(p["concurrency"], 20, 10, 1, 10)
+            assert ci["throughput_rps"]["mean"] == pytest.approx(analytic, rel=0.10), (p["concurrency"], ci)
+        # the keys of a point stay: pooled over its repeats
+        assert p["requests"] == sum(r["requests"] for r in p["repeats"])
+    assert len(s["stages"]) == len(sw["points"]) and all("ci" in st for st in s["stages"])
+    assert "knee interval" in proc.stdout
+
+
+def test_repeat_3_plain_run_becomes_three_measurements_of_its_load(sim_factory, tmp_path) -> None:
+    sim = sim_factory(*SIM)
+    report = tmp_path / "r"
+    proc = run_locust("vllm.py", "--host", sim.url, "-u", "4", "-r", "4", "-t", "14s", "--llm-repeat", "3",
+                      "--llm-prometheus-port", "0", report=report, timeout=90)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    stages = read_summary(report)["stages"]
+    assert len(stages) == 1 and stages[0]["users"] == 4
+    ci = stages[0]["ci"]
+    assert ci["repeats"] == 3 and len(stages[0]["repeats"]) == 3
+    tp = ci["throughput_rps"]
+    assert tp["low"] <= tp["mean"] <= tp["high"]
+    assert tp["mean"] == pytest.approx(4 / service_s(4), rel=0.08), ci
+    assert stages[0]["measured_s"] == pytest.approx(sum(r["measured_s"] for r in stages[0]["repeats"]))
