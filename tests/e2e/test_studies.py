@@ -39,7 +39,8 @@ def _exact_per_stage(stages: list[dict], records: list[dict]) -> None:
     """Each stage's merged percentiles equal those of its own records (steady-state ones)."""
     for st in stages:
         mine = [r for r in records if r["stage"] == st["index"] and not r["warmup"]
-                and st["start"] + st["settle_s"] <= r["start_time"]]
+                and st["start"] + st["settle_s"] <= r["start_time"]
+                < st["start"] + st["settle_s"] + st["measured_s"]]  # (the last stage's tail: excluded)
         ok = [r for r in mine if r["status"] == "ok"]
         ttft, tpot, itl = Distribution(), Distribution(), Distribution()
         for r in ok:

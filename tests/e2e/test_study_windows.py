@@ -32,6 +32,7 @@ def test_every_step_within_5_percent_of_analytic_the_last_included(sim_factory, 
     stages = read_summary(report)["stages"]
     assert [st["users"] for st in stages] == [2, 4, 6, 8]
     got = {st["users"]: (st["requests_per_s"], st["users"] / service_s(st["users"])) for st in stages}
+    print("per stage (measured, analytic) req/s:", got)
     for n, (measured, analytic) in got.items():
         assert measured == pytest.approx(analytic, rel=0.05), (n, got)
     last = stages[-1]
