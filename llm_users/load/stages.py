@@ -60,6 +60,7 @@ class StageRecord:
     note: str | None = None
     sched: dict[str, Any] = field(default_factory=dict)
     e2e_max_ns: int = 0  # the slowest request of the stage (settle window too): how long a tail waits
+    returned: int = 0  # records of the stage come back so far (a tail waits for the first one)
 
     @property
     def measured_start(self) -> float:
@@ -80,6 +81,7 @@ class StageBook:
         self.slos = slos or {}
         self.stages: list[StageRecord] = []
         self._starts: list[float] = []
+        self.e2e_max_ns = 0  # the slowest request of any stage
 
     def begin(self, kind: str, load: float, now: float, settle_s: float, measure_s: float | None = None) -> StageRecord:
         if self.stages and self.stages[-1].end is None:
@@ -101,8 +103,10 @@ class StageBook:
         i = max(bisect.bisect_right(self._starts, rec.start_time) - 1, 0)
         st = self.stages[i]
         rec.stage = i
+        st.returned += 1
         if rec.ok and rec.e2e_ns:
             st.e2e_max_ns = max(st.e2e_max_ns, rec.e2e_ns)
+            self.e2e_max_ns = max(self.e2e_max_ns, rec.e2e_ns)
         if rec.start_time < st.measured_start:
             st.excluded_settle += 1
             return
@@ -136,11 +140,14 @@ def pooled_summary(group: list[StageRecord], now: float | None = None) -> dict[s
     return stage_summary(pool, now, measured=sum(st.measured_s(now) for st in group))
 
 
-def tail_s(st: StageRecord, ship_delay_s: float) -> float:
+def tail_s(st: StageRecord, ship_delay_s: float, floor_ns: int = 0) -> float:
     """How long the load stays on after a stage's window so that its measured requests come
-    back: the shipping delay plus 1.5x the slowest E2E seen in the stage (at least 0.5 s), at
-    most :data:`TAIL_MAX_S`."""
-    return min(ship_delay_s + max(1.5 * st.e2e_max_ns / 1e9, 0.5), TAIL_MAX_S)
+    back: the shipping delay plus 1.5x the slowest E2E seen in the stage (or ``floor_ns``, the
+    slowest of any stage, when larger; at least 0.5 s), at most :data:`TAIL_MAX_S`; the most
+    while none of the stage's requests has come back yet (how long they take is not known)."""
+    if st.returned == 0:
+        return TAIL_MAX_S
+    return min(ship_delay_s + max(1.5 * max(st.e2e_max_ns, floor_ns) / 1e9, 0.5), TAIL_MAX_S)
 
 
 def stage_summary(st: StageRecord, now: float | None = None, measured: float | None = None) -> dict[str, Any]:

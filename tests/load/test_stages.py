@@ -120,9 +120,11 @@ def test_tail_is_the_shipping_delay_plus_one_and_a_half_slowest_e2e() -> None:
     book = StageBook()
     st = book.begin("users", 8, 0.0, 1.0, measure_s=4.0)
     assert st.measure_end == 5.0
+    assert tail_s(st, 0.2) == TAIL_MAX_S  # nothing came back yet: how long requests take is not known
     book.add(_rec(0.5, 400))  # E2E 800 ms (settle window: still tells how long to wait)
     book.add(_rec(2.0, 100))
     assert tail_s(st, 0.2) == pytest.approx(0.2 + 1.2)
+    assert tail_s(st, 0.2, floor_ns=int(2e9)) == pytest.approx(0.2 + 3.0)  # slower requests in other stages
     st.e2e_max_ns = int(1e12)
     assert tail_s(st, 0.2) == TAIL_MAX_S
 

@@ -165,7 +165,7 @@ class StagesRun(ProfileRun):
         st = self.book.stages[-1] if self.book.stages else None
         if st is None or st.measure_end is None:
             return False
-        return time.time() < st.measure_end + tail_s(st, self.ship_delay_s)
+        return time.time() < st.measure_end + tail_s(st, self.ship_delay_s, self.book.e2e_max_ns)
 
     def on_stop(self) -> None:
         now = time.time()
