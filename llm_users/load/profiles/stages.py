@@ -81,6 +81,11 @@ class Stages(LoadProfile):
         users = given(opts, "num_users")
         return StagesConfig(tuple(plan) if plan else None, settle_s, repeat, int(users) if users else None)
 
+    def check(self, study: StudyConfig) -> None:
+        cfg = study.part(self.name)
+        if cfg is not None and cfg.repeat > 1 and study.part("trace") is not None:
+            raise ConfigError("--llm-repeat does not apply to --llm-trace (a trace is one schedule): drop one")
+
     def attach(self, study: Study, config: StagesConfig | None) -> ProfileRun | None:
         if config is None or study.on_worker:  # the master's shape drives the workers
             return None
