@@ -15,6 +15,8 @@ passes on the mean of its repeats' share meeting every SLO; the interval runs fr
 the highest load whose share's CI lower bound is at or above the target (surely passes; None
 when none does) to ``high`` = the lowest load above ``low`` whose share's CI upper bound is below
 the target (surely fails; None when none does). Between them the data cannot tell pass from fail.
+A point with no interval (measured once: the budget ran out) is sure of nothing, except an
+over-saturated one, which surely fails.
 """
 
 from __future__ import annotations
@@ -95,14 +97,14 @@ def passes_on_mean(repeats: list[dict[str, Any]], target: float, min_requests: i
 
 def knee_interval(points: list[dict[str, Any]], key: str, target: float) -> dict[str, Any]:
     """``{"low", "high", "rule"}`` from the points' ``ci.share_meeting_all`` (see the module's
-    docstring). A point without an interval (one repeat) counts by its mean."""
+    docstring)."""
     def bounds(p: dict[str, Any]) -> tuple[float, float] | None:
+        if str(p.get("reason") or "").startswith("over-saturated"):
+            return -math.inf, -math.inf  # the guard ended it: it surely fails
         share = ((p.get("ci") or {}).get("share_meeting_all")) or None
-        if share is None:
-            return None
-        lo = share["low"] if share["low"] is not None else share["mean"]
-        hi = share["high"] if share["high"] is not None else share["mean"]
-        return lo, hi
+        if share is None or share["low"] is None or share["high"] is None:
+            return None  # one measurement: no interval, sure of nothing
+        return share["low"], share["high"]
 
     judged = sorted(((p[key], b) for p in points if (b := bounds(p)) is not None), key=lambda x: x[0])
     sure_pass = [load for load, (lo, _) in judged if lo >= target]

@@ -163,8 +163,9 @@ class SweepShape(LoadTestShape):
         nxt = self._next()
         if nxt is None:
             return
-        if self._budget_left(now) < 0.8 * self.point_s or len(self.results) >= self.max_points:
-            self.stopped = "budget used" if self._budget_left(now) < 0.8 * self.point_s else "point limit reached"
+        need = 0.8 * self.point_s * self.repeat  # a new point's K measurements
+        if self._budget_left(now) < need or len(self.results) >= self.max_points:
+            self.stopped = "budget used" if self._budget_left(now) < need else "point limit reached"
             return
         self._begin(nxt, now)
 

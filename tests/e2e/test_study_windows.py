@@ -62,7 +62,7 @@ CLOSED_KNEE = 21
 def test_repeat_3_sweep_knee_interval_contains_the_analytic_knee(sim_factory, tmp_path) -> None:
     sim = sim_factory(*KNEE_SIM)
     report = tmp_path / "r"
-    proc = run_locust("vllm.py", "--host", sim.url, "-t", "50s", "--llm-sweep", "concurrency",
+    proc = run_locust("vllm.py", "--host", sim.url, "-t", "70s", "--llm-sweep", "concurrency",
                       "--llm-sweep-start", "16", "--llm-sweep-points", "6", "--llm-repeat", "3",
                       "--llm-slo", "tpot=30.5ms", "--llm-prometheus-port", "0", report=report, timeout=150)
     assert proc.returncode == 0, proc.stderr[-3000:]

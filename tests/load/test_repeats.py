@@ -71,6 +71,11 @@ def test_knee_interval_from_the_sure_pass_to_the_sure_fail() -> None:
     assert (ki["low"], ki["high"]) == (16, 22) and "lower bound" in ki["rule"]
     assert knee_interval([_point(4, [0, 0, 0])], "concurrency", 0.95) == {**ki, "low": None, "high": 4}
     assert knee_interval([_point(4, [1, 1, 1])], "concurrency", 0.95)["high"] is None
+    # measured once (the budget ran out): sure of nothing; over-saturated: surely fails
+    once = [_point(16, [1, 1, 1]), _point(21, [0.9]), _point(22, [0, 0, 0])]
+    assert (lambda k: (k["low"], k["high"]))(knee_interval(once, "concurrency", 0.95)) == (16, 22)
+    guard = [_point(16, [1, 1, 1]), dict(_point(32, [1.0]), reason="over-saturated")]
+    assert knee_interval(guard, "concurrency", 0.95)["high"] == 32
 
 
 def test_repeat_option_and_plans() -> None:
