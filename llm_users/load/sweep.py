@@ -12,7 +12,11 @@ Search: geometric probe from ``--llm-sweep-start`` (x2 per point) until a point 
 bisection between the highest passing and lowest failing load, until the bracket is within one
 user (concurrency) or :data:`RATE_RESOLUTION` (rate). ``-t`` is the whole budget: it is split
 into ``--llm-sweep-points`` equal points; the sweep stops early when the budget cannot hold
-another point, and says so. Over-saturation guard: a point ends early, failed, when the TTFT
+another point, and says so. With ``--llm-repeat K`` each point is measured K times in a row
+(each repeat a stage of the book, ``-t`` split into points x K measurements), judged on the
+mean over its repeats of the share meeting every SLO (:func:`~.repeats.passes_on_mean`; an
+over-saturated repeat fails the point at once), and reported pooled with its ``ci``, its
+``repeats`` and the knee's interval (:func:`~.repeats.knee_interval`). Over-saturation guard: a point ends early, failed, when the TTFT
 (from the schedule, in open loop) of the second half of its measured requests is more than
 :data:`GUARD_GROWTH` times that of the first half (a queue growing without bound).
 """
@@ -36,7 +40,7 @@ class SweepShape(LoadTestShape):
     abstract = False
 
     def __init__(self, *, kind: str, book: StageBook, on_point: Any, budget_s: float, start: float, target: float,
-                 points: int, ship_delay_s: float, settle_s: float | None = None) -> None:
+                 points: int, ship_delay_s: float, settle_s: float | None = None, repeat: int = 1) -> None:
         super().__init__()
         self.kind = kind  # "users" | "rate"
         self.book = book
@@ -46,7 +50,9 @@ class SweepShape(LoadTestShape):
         self.target = target
         self.max_points = points
         self.ship_delay_s = ship_delay_s
-        self.point_s = budget_s / points
+        self.repeat = repeat  # --llm-repeat: measurements per point
+        self._reps: list[int] = []  # the current point's earlier repeats (book indices)
+        self.point_s = budget_s / (points * repeat)
         self.settle_s = settle_s if settle_s is not None else 0.2 * self.point_s
         self.tail_est_s = ship_delay_s + 2.0  # the shipping delay, the slowest E2E, the 1 s tick
         self.measure_s = max(self.point_s - self.settle_s - self.tail_est_s, 0.5 * self.point_s)
@@ -136,12 +142,19 @@ class SweepShape(LoadTestShape):
     def _judge(self, now: float, saturated: bool = False) -> None:
         cur = self._cur
         assert cur is not None
+        if self._another_repeat(now, saturated):
+            return
         s = stage_summary(cur, now)
         share = (s.get("slo") or {}).get("share_meeting_all")
         passed = not saturated and s["requests"] >= MIN_REQUESTS and share is not None and share >= self.target
         reason = ("over-saturated" if saturated else f"only {s['requests']} requests measured"
                   if s["requests"] < MIN_REQUESTS else f"{share:.1%} met the SLOs" if share is not None else "no data")
-        self.results.append({"index": cur.index, "load": cur.load, "passed": passed, "reason": reason})
+        reps = self._reps + [cur.index]
+        if len(reps) > 1 and not saturated:
+            passed, reason = self._judge_repeats(reps, now)
+        self._reps = []
+        self.results.append({"index": cur.index, "load": cur.load, "passed": passed, "reason": reason,
+                             "repeats": reps})
         load = cur.load
         if passed:
             self.lo = load if self.lo is None else max(self.lo, load)
@@ -150,10 +163,51 @@ class SweepShape(LoadTestShape):
         nxt = self._next()
         if nxt is None:
             return
-        if self._budget_left(now) < 0.8 * self.point_s or len(self.results) >= self.max_points:
-            self.stopped = "budget used" if self._budget_left(now) < 0.8 * self.point_s else "point limit reached"
+        need = 0.8 * self.point_s * self.repeat  # a new point's K measurements
+        if self._budget_left(now) < need or len(self.results) >= self.max_points:
+            self.stopped = "budget used" if self._budget_left(now) < need else "point limit reached"
             return
         self._begin(nxt, now)
+
+    def _another_repeat(self, now: float, saturated: bool) -> bool:
+        """--llm-repeat: measure the current point again (same load) while it has fewer than K
+        repeats, none over-saturated and the budget holds one more measurement."""
+        cur = self._cur
+        assert cur is not None
+        if saturated or len(self._reps) + 1 >= self.repeat or self._budget_left(now) < 0.8 * self.point_s:
+            return False
+        self._reps.append(cur.index)
+        self._begin(cur.load, now)
+        return True
+
+    def _judge_repeats(self, reps: list[int], now: float) -> tuple[bool, str]:
+        from llm_users.load.repeats import passes_on_mean
+
+        summaries = [stage_summary(self.book.stages[i], now) for i in reps]
+        passed, mean = passes_on_mean(summaries, self.target, MIN_REQUESTS)
+        total = sum(x["requests"] for x in summaries)
+        if total < MIN_REQUESTS:
+            return False, f"only {total} requests measured"
+        return passed, ("no data" if mean is None else f"{mean:.1%} met the SLOs (mean of {len(reps)} repeats)")
+
+    def _measured(self, now: float | None) -> list[tuple[StageRecord, dict[str, Any]]]:
+        """Each point's last stage and its summary: with repeats, its repeats pooled with ``ci``
+        and ``repeats`` (load/repeats.py), ``index`` the point's number."""
+        if self.repeat == 1:
+            return [(st, stage_summary(st, now)) for st in self.book.stages]
+        from llm_users.load.repeats import fold
+        from llm_users.load.stages import pooled_summary
+
+        groups = [r["repeats"] for r in self.results]
+        judged = {i for g in groups for i in g}
+        groups += [[st.index] for st in self.book.stages if st.index not in judged]  # cut by the stop
+        out = []
+        for n, g in enumerate(groups):
+            sts = [self.book.stages[i] for i in g]
+            entry = fold(pooled_summary(sts, now), [stage_summary(st, now) for st in sts])
+            entry["index"] = n
+            out.append((sts[-1], entry))
+        return out
 
     def _next(self) -> float | None:
         lo, hi = self.lo, self.hi
@@ -179,8 +233,7 @@ class SweepShape(LoadTestShape):
         key = "concurrency" if self.kind == "users" else "rate"
         points = []
         by_index = {r["index"]: r for r in self.results}
-        for st in self.book.stages:
-            s = stage_summary(st, now)
+        for st, s in self._measured(now):
             r = by_index.get(st.index, {"passed": None, "reason": "not judged (run stopped)"})
             s[key] = st.load
             s["passed"], s["reason"] = r["passed"], r["reason"]
@@ -194,7 +247,13 @@ class SweepShape(LoadTestShape):
                     "requests_per_s": best.get("requests_per_s"), "share_meeting_all": slo.get("share_meeting_all"),
                     "output_tokens_per_s": best.get("output_tokens_per_s")}
         fr = frontiers(points)
-        return {"mode": "concurrency" if self.kind == "users" else "rate", "target": self.target,
-                "budget_s": self.budget_s, "point_s": self.point_s, "settle_s": self.settle_s,
-                "knee": knee, "bracket": [self.lo, self.hi], "stopped": self.stopped or "run ended",
-                "points": points, "frontier": {f: [points[i]["index"] for i in idx] for f, idx in fr.items()}}
+        out = {"mode": "concurrency" if self.kind == "users" else "rate", "target": self.target,
+               "budget_s": self.budget_s, "point_s": self.point_s, "settle_s": self.settle_s,
+               "knee": knee, "bracket": [self.lo, self.hi], "stopped": self.stopped or "run ended",
+               "points": points, "frontier": {f: [points[i]["index"] for i in idx] for f, idx in fr.items()}}
+        if self.repeat > 1:
+            from llm_users.load.repeats import knee_interval
+
+            out["repeat"] = self.repeat
+            out["knee_interval"] = knee_interval(points, key, self.target)
+        return out
