@@ -8,13 +8,16 @@ until the measured requests have all come in: the shipping interval (distributed
 the slowest E2E seen at the point. The point passes when at least :data:`MIN_REQUESTS`
 requests were measured and the share meeting every SLO is >= the target.
 
-Search: geometric probe from ``--llm-sweep-start`` (x2 per point) until a point fails, then
-bisection between the highest passing and lowest failing load, until the bracket is within one
-user (concurrency) or :data:`RATE_RESOLUTION` (rate). ``-t`` is the whole budget: it is split
+Search (the bisection search of issue 29; the rules are pure, in :mod:`.search`): geometric
+probe from ``--llm-sweep-start`` (x2 per point) until a point fails, then bisection between the
+highest passing and lowest failing load, until the bracket is within ``--llm-sweep-tolerance``
+(default one user for concurrency, 5% for rate). ``-t`` is the whole budget: it is split
 into ``--llm-sweep-points`` equal points; the sweep stops early when the budget cannot hold
-another point, and says so. Over-saturation guard: a point ends early, failed, when the TTFT
-(from the schedule, in open loop) of the second half of its measured requests is more than
-:data:`GUARD_GROWTH` times that of the first half (a queue growing without bound).
+another point, and says so. Each point is judged by :func:`~.search.point_passes`.
+Over-saturation guard (:func:`~.search.guard_check`): a point ends early, failed, when its
+latency (TTFT in closed loop; E2E from the schedule in open loop) climbs without bound and, in
+open loop, the requests in flight grow too (arrivals due outpace completions); every point
+carries the guard's figures (``guard``).
 """
 
 from __future__ import annotations
@@ -24,11 +27,22 @@ from typing import Any
 
 from locust import LoadTestShape
 
+from llm_users.load.search import (  # noqa: F401 - MIN_REQUESTS, RATE_RESOLUTION, GUARD_GROWTH: their home is search.py
+    GUARD_GROWTH,
+    MIN_REQUESTS,
+    RATE_RESOLUTION,
+    Tolerance,
+    default_tolerance,
+    guard_check,
+    guard_note,
+    inflight_growth,
+    latency_growth,
+    max_load_text,
+    next_load,
+    point_passes,
+)
 from llm_users.load.stages import StageBook, StageRecord, stage_summary
 
-MIN_REQUESTS = 5
-RATE_RESOLUTION = 0.05
-GUARD_GROWTH = 2.0
 DEFAULT_POINTS = 12
 
 
@@ -36,7 +50,8 @@ class SweepShape(LoadTestShape):
     abstract = False
 
     def __init__(self, *, kind: str, book: StageBook, on_point: Any, budget_s: float, start: float, target: float,
-                 points: int, ship_delay_s: float, settle_s: float | None = None) -> None:
+                 points: int, ship_delay_s: float, settle_s: float | None = None,
+                 tolerance: Tolerance | None = None) -> None:
         super().__init__()
         self.kind = kind  # "users" | "rate"
         self.book = book
@@ -45,6 +60,7 @@ class SweepShape(LoadTestShape):
         self.start_load = start
         self.target = target
         self.max_points = points
+        self.tolerance = tolerance or default_tolerance(kind)
         self.ship_delay_s = ship_delay_s
         self.point_s = budget_s / points
         self.settle_s = settle_s if settle_s is not None else 0.2 * self.point_s
@@ -57,13 +73,19 @@ class SweepShape(LoadTestShape):
         self._cur: StageRecord | None = None
         self._load: float = start
         self._growth: list[tuple[float, float]] = []
+        self._ends: list[float] = []  # open loop: when each request ended (completions, for in-flight)
+        self._guard: dict[str, Any] = {}
         self._e2e_max_ns = 0
         self._started_at: float | None = None
 
     # records of the current point (from the collector's record hook) --------------------------
     def see(self, rec: Any) -> None:
         cur = self._cur
-        if cur is None or rec.stage != cur.index or not rec.ok:
+        if cur is None:
+            return
+        if self.kind == "rate":  # every completion counts against the arrivals due (in flight)
+            self._ends.append(rec.start_time + (rec.e2e_ns or 0) / 1e9)
+        if rec.stage != cur.index or not rec.ok:
             return
         if rec.e2e_ns:  # every request of the point (settle window too) tells how long to wait
             self._e2e_max_ns = max(self._e2e_max_ns, rec.e2e_ns)
@@ -87,8 +109,7 @@ class SweepShape(LoadTestShape):
         assert cur is not None and cur.measure_end is not None
         if now < cur.measure_end and self._saturated(now):
             cur.measure_end = now
-            cur.note = ("over-saturated: latency from the schedule grew without bound; point ended early"
-                        if self.kind == "rate" else "over-saturated: TTFT grew without bound; point ended early")
+            cur.note = guard_note(self.kind, self._guard)
             self._judge(now, saturated=True)
         elif now >= cur.measure_end:
             tail = self.ship_delay_s + max(1.5 * self._e2e_max_ns / 1e9, 0.5)
@@ -111,37 +132,31 @@ class SweepShape(LoadTestShape):
     def _begin(self, load: float, now: float) -> None:
         self._load = load
         self._growth = []
+        self._ends = []
+        self._guard = {}
         self._e2e_max_ns = 0
         self._cur = self.book.begin(self.kind, load, now, self.settle_s, self.measure_s)
         self.on_point(self.kind, load)
 
     def _saturated(self, now: float) -> bool:
-        """The latency of the measured requests so far climbs: the second half's median is
-        1.5x the first half's, and at that slope it would grow by more than GUARD_GROWTH x the
-        first half's median over the point's measurement window."""
+        """The guard (:func:`~.search.guard_check`) on the measured requests so far: latency
+        climbing without bound and, in open loop, the requests in flight growing too."""
         cur = self._cur
         assert cur is not None
         t0 = cur.measured_start
-        mid = t0 + (now - t0) / 2
-        a = [(t, v) for t, v in self._growth if t < mid]
-        b = [(t, v) for t, v in self._growth if t >= mid]
-        if len(a) < 5 or len(b) < 5 or now - t0 < 1.0:
-            return False
-        ma, mb = sorted(v for _, v in a)[len(a) // 2], sorted(v for _, v in b)[len(b) // 2]
-        dt = sum(t for t, _ in b) / len(b) - sum(t for t, _ in a) / len(a)
-        if ma <= 0 or dt <= 0 or mb < 1.5 * ma:
-            return False
-        return (mb - ma) / dt * self.measure_s > GUARD_GROWTH * ma
+        lat = latency_growth(self._growth, t0, now, self.measure_s)
+        inf = (inflight_growth(self._load, self._ends, t0, now - self.ship_delay_s)
+               if self.kind == "rate" else (False, None))
+        self._guard = guard_check(self.kind, lat, inf)
+        return bool(self._guard["ended_early"])
 
     def _judge(self, now: float, saturated: bool = False) -> None:
         cur = self._cur
         assert cur is not None
-        s = stage_summary(cur, now)
-        share = (s.get("slo") or {}).get("share_meeting_all")
-        passed = not saturated and s["requests"] >= MIN_REQUESTS and share is not None and share >= self.target
-        reason = ("over-saturated" if saturated else f"only {s['requests']} requests measured"
-                  if s["requests"] < MIN_REQUESTS else f"{share:.1%} met the SLOs" if share is not None else "no data")
-        self.results.append({"index": cur.index, "load": cur.load, "passed": passed, "reason": reason})
+        passed, reason = point_passes(stage_summary(cur, now), self.target, saturated)
+        guard = self._guard or guard_check(self.kind, (False, None), (False, None))
+        self.results.append({"index": cur.index, "load": cur.load, "passed": passed, "reason": reason,
+                             "guard": guard})
         load = cur.load
         if passed:
             self.lo = load if self.lo is None else max(self.lo, load)
@@ -156,21 +171,10 @@ class SweepShape(LoadTestShape):
         self._begin(nxt, now)
 
     def _next(self) -> float | None:
-        lo, hi = self.lo, self.hi
-        whole = self.kind == "users"
-        if hi is None:
-            assert lo is not None
-            return float(int(lo * 2)) if whole else lo * 2
-        if lo is None:
-            nxt = int(hi / 2) if whole else hi / 2
-            if nxt < (1 if whole else 1e-3):
-                self.stopped = "even the lowest load misses the SLOs"
-                return None
-            return float(nxt)
-        if (whole and hi - lo <= 1) or (not whole and hi / lo <= 1 + RATE_RESOLUTION):
-            self.stopped = "converged"
-            return None
-        return float(int((lo + hi) / 2)) if whole else (lo + hi) / 2
+        nxt, why = next_load(self.lo, self.hi, self.kind, self.tolerance)
+        if why:
+            self.stopped = why
+        return nxt
 
     # the result ---------------------------------------------------------------------------------
     def summary(self, now: float | None = None) -> dict[str, Any]:
@@ -184,6 +188,7 @@ class SweepShape(LoadTestShape):
             r = by_index.get(st.index, {"passed": None, "reason": "not judged (run stopped)"})
             s[key] = st.load
             s["passed"], s["reason"] = r["passed"], r["reason"]
+            s["guard"] = r.get("guard")
             points.append(s)
         knee = None
         good = [p for p in points if p["passed"]]
@@ -194,7 +199,12 @@ class SweepShape(LoadTestShape):
                     "requests_per_s": best.get("requests_per_s"), "share_meeting_all": slo.get("share_meeting_all"),
                     "output_tokens_per_s": best.get("output_tokens_per_s")}
         fr = frontiers(points)
-        return {"mode": "concurrency" if self.kind == "users" else "rate", "target": self.target,
-                "budget_s": self.budget_s, "point_s": self.point_s, "settle_s": self.settle_s,
-                "knee": knee, "bracket": [self.lo, self.hi], "stopped": self.stopped or "run ended",
-                "points": points, "frontier": {f: [points[i]["index"] for i in idx] for f, idx in fr.items()}}
+        tol = self.tolerance
+        out = {"mode": "concurrency" if self.kind == "users" else "rate", "target": self.target,
+               "budget_s": self.budget_s, "point_s": self.point_s, "settle_s": self.settle_s,
+               "knee": knee, "bracket": [self.lo, self.hi], "stopped": self.stopped or "run ended",
+               "tolerance": {"value": tol.value, "relative": tol.relative, "text": tol.text(self.kind)},
+               "converged": self.stopped == "converged",
+               "points": points, "frontier": {f: [points[i]["index"] for i in idx] for f, idx in fr.items()}}
+        out["max_load"] = max_load_text(out)
+        return out

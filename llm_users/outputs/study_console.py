@@ -95,6 +95,8 @@ def sweep_lines(summary: dict[str, Any]) -> list[str]:
                          f"met the SLOs); {len(sw['points'])} points; stopped: {sw['stopped']}")
         else:
             lines.append(f"SLO sweep ({sw['mode']}): no load met the SLOs; stopped: {sw['stopped']}")
+        if sw.get("max_load"):
+            lines.append(str(sw["max_load"]))
         pooled = pooled_goodput_text(summary)
         if pooled:
             lines.append(f"goodput {pooled}")

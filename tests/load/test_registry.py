@@ -20,7 +20,8 @@ from llm_users.load.profiles.sweep import SweepConfig
 from llm_users.load.profiles.trace import TraceConfig
 
 OPTIONS = ("llm_rate", "llm_arrival", "llm_seed", "llm_max_inflight", "llm_stages", "llm_steps", "llm_settle",
-           "llm_sweep", "llm_sweep_start", "llm_sweep_target", "llm_sweep_points", "llm_trace", "llm_trace_speedup")
+           "llm_sweep", "llm_sweep_start", "llm_sweep_target", "llm_sweep_points",
+           "llm_sweep_tolerance", "llm_trace", "llm_trace_speedup")
 
 
 def opts(**given_: object) -> Namespace:
