@@ -11,13 +11,17 @@ load, and the true limit lies in ``[lo, hi)``: within ``hi - lo <= tolerance`` a
 Every point is judged by one function, :func:`point_passes`, from its summary (a single
 measurement or, with repeats, their mean), so the search does not care how the figures came.
 
-The guard (:func:`guard_check`) ends a point early when the load cannot be held: its latency
-climbs without bound (the second half's median >= 1.5x the first half's and, at that slope,
-more than :data:`GUARD_GROWTH` x the first half's median over the point) *and*, in open loop,
-the requests in flight grow (arrivals due on the schedule outpace completions by more than
-:data:`GUARD_INFLIGHT_SHARE` of the arrivals and at least :data:`GUARD_INFLIGHT_MIN`
-requests). In closed loop the users hold the in-flight count at the user count, so it cannot
-grow; the server's queue shows in TTFT alone.
+The guard (:func:`guard_check`) ends a point early when the load cannot be held:
+
+- open loop: the requests in flight grow (arrivals due on the schedule outpace completions by
+  more than :data:`GUARD_INFLIGHT_SHARE` of the arrivals and at least :data:`GUARD_INFLIGHT_MIN`
+  requests) *and* the latency from the schedule rises with them (the later half of the measured
+  requests' median >= :data:`GUARD_RISE` x the earlier half's, or most of the measured requests
+  due have not come back at all): a queue that only grows;
+- closed loop: the users hold the in-flight count at the user count, so it cannot grow; the
+  server's queue shows in TTFT alone, so its rule is stricter: the later half's median >= 1.5x
+  the earlier half's and, at that slope, more than :data:`GUARD_GROWTH` x the earlier half's
+  median over the point.
 
 No Locust, no gevent, no I/O.
 """
@@ -35,6 +39,7 @@ GUARD_GROWTH = 2.0
 GUARD_HALF_RATIO = 1.5
 GUARD_INFLIGHT_SHARE = 0.10
 GUARD_INFLIGHT_MIN = 5
+GUARD_RISE = 1.2  # open loop: the latency rises with the in-flight count
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,10 +138,11 @@ def point_passes(point: dict[str, Any], target: float, saturated: bool = False) 
 def latency_growth(samples: list[tuple[float, float]], t0: float, now: float,
                    measure_s: float) -> tuple[bool, float | None]:
     """Whether the latency samples ``(start time, latency)`` since ``t0`` climb without bound,
-    and the ratio of the second half's median to the first half's (None: too few samples)."""
-    mid = t0 + (now - t0) / 2
-    a = [(t, v) for t, v in samples if t < mid]
-    b = [(t, v) for t, v in samples if t >= mid]
+    and the ratio of the later half's median to the earlier half's (None: too few samples).
+    The halves are of the samples (by start time), not of the clock: when the latency climbs,
+    the latest requests are still running, and a half of the clock would hold none of them."""
+    ordered = sorted(samples)
+    a, b = ordered[:len(ordered) // 2], ordered[len(ordered) // 2:]
     if len(a) < 5 or len(b) < 5 or now - t0 < 1.0:
         return False, None
     ma, mb = sorted(v for _, v in a)[len(a) // 2], sorted(v for _, v in b)[len(b) // 2]
@@ -162,22 +168,34 @@ def inflight_growth(rate: float, ends: list[float], since: float, until: float) 
     return grew > max(GUARD_INFLIGHT_SHARE * due, GUARD_INFLIGHT_MIN), grew / span
 
 
-def guard_check(kind: str, latency: tuple[bool, float | None],
-                inflight: tuple[bool, float | None]) -> dict[str, Any]:
-    """The guard's verdict and its figures (summary.json ``sweep.points[i].guard``):
-    ``ended_early`` when the latency climbs and, in open loop, the in-flight count grows too."""
+def not_returning(samples: int, due: float) -> bool:
+    """Open loop: most of the measured requests due so far have not come back (fewer than 10
+    of at least 20): their latency already exceeds the window, too long to take halves of."""
+    return due >= 20 and samples < 10
+
+
+def guard_check(kind: str, latency: tuple[bool, float | None], inflight: tuple[bool, float | None],
+                stalled: bool = False) -> dict[str, Any]:
+    """The guard's verdict and its figures (summary.json ``sweep.points[i].guard``). Open loop:
+    ``ended_early`` when the in-flight count grows and the latency rises with it (the later
+    half's median >= :data:`GUARD_RISE` x the earlier's, or the measured requests are not
+    coming back: ``stalled``, see :func:`not_returning`); closed loop: when TTFT climbs."""
     lat_up, ratio = latency
     inf_up, per_s = inflight
-    fired = lat_up and (inf_up if kind == "rate" else True)
-    return {"ended_early": bool(fired), "signal": "e2e_from_schedule+in_flight" if kind == "rate" else "ttft",
-            "latency_ratio": None if ratio is None else round(ratio, 3),
-            "in_flight_growth_per_s": None if per_s is None else round(per_s, 2)}
+    rising = stalled or (ratio is not None and ratio >= GUARD_RISE)
+    fired = (inf_up and rising) if kind == "rate" else lat_up
+    out = {"ended_early": bool(fired), "signal": "e2e_from_schedule+in_flight" if kind == "rate" else "ttft",
+           "latency_ratio": None if ratio is None else round(ratio, 3),
+           "in_flight_growth_per_s": None if per_s is None else round(per_s, 2)}
+    if kind == "rate" and stalled:
+        out["not_returning"] = True
+    return out
 
 
 def guard_note(kind: str, guard: dict[str, Any]) -> str:
     """The per-point words when the guard ended the point."""
     ratio = guard.get("latency_ratio")
-    r = f" ({ratio:.1f}x)" if ratio else ""
+    r = " (its requests are not coming back)" if guard.get("not_returning") else f" ({ratio:.1f}x)" if ratio else ""
     if kind == "rate":
         g = guard.get("in_flight_growth_per_s")
         inflight = f" and the requests in flight grew by {g:.1f}/s" if g is not None else ""

@@ -39,11 +39,13 @@ from llm_users.load.search import (  # noqa: F401 - MIN_REQUESTS, RATE_RESOLUTIO
     latency_growth,
     max_load_text,
     next_load,
+    not_returning,
     point_passes,
 )
 from llm_users.load.stages import StageBook, StageRecord, stage_summary
 
 DEFAULT_POINTS = 12
+DRAIN_MAX_S = 30.0
 
 
 class SweepShape(LoadTestShape):
@@ -75,6 +77,9 @@ class SweepShape(LoadTestShape):
         self._growth: list[tuple[float, float]] = []
         self._ends: list[float] = []  # open loop: when each request ended (completions, for in-flight)
         self._guard: dict[str, Any] = {}
+        self._point_done = 0  # records of the current point, every status (drain)
+        self._last_seen = 0.0  # when the last of them came in
+        self._drain: tuple[float, float, float] | None = None  # (next load, arrivals due, since)
         self._e2e_max_ns = 0
         self._started_at: float | None = None
 
@@ -85,6 +90,9 @@ class SweepShape(LoadTestShape):
             return
         if self.kind == "rate":  # every completion counts against the arrivals due (in flight)
             self._ends.append(rec.start_time + (rec.e2e_ns or 0) / 1e9)
+        if rec.stage == cur.index:
+            self._point_done += 1
+            self._last_seen = time.time()
         if rec.stage != cur.index or not rec.ok:
             return
         if rec.e2e_ns:  # every request of the point (settle window too) tells how long to wait
@@ -107,7 +115,9 @@ class SweepShape(LoadTestShape):
             return None
         cur = self._cur
         assert cur is not None and cur.measure_end is not None
-        if now < cur.measure_end and self._saturated(now):
+        if self._drain is not None:
+            self._drained(now)
+        elif now < cur.measure_end and self._saturated(now):
             cur.measure_end = now
             cur.note = guard_note(self.kind, self._guard)
             self._judge(now, saturated=True)
@@ -134,6 +144,7 @@ class SweepShape(LoadTestShape):
         self._growth = []
         self._ends = []
         self._guard = {}
+        self._point_done = 0
         self._e2e_max_ns = 0
         self._cur = self.book.begin(self.kind, load, now, self.settle_s, self.measure_s)
         self.on_point(self.kind, load)
@@ -145,9 +156,12 @@ class SweepShape(LoadTestShape):
         assert cur is not None
         t0 = cur.measured_start
         lat = latency_growth(self._growth, t0, now, self.measure_s)
-        inf = (inflight_growth(self._load, self._ends, t0, now - self.ship_delay_s)
-               if self.kind == "rate" else (False, None))
-        self._guard = guard_check(self.kind, lat, inf)
+        inf, stalled = (False, None), False
+        if self.kind == "rate":
+            until = now - self.ship_delay_s
+            inf = inflight_growth(self._load, self._ends, t0, until)
+            stalled = not_returning(len(self._growth), self._load * (until - t0))
+        self._guard = guard_check(self.kind, lat, inf, stalled)
         return bool(self._guard["ended_early"])
 
     def _judge(self, now: float, saturated: bool = False) -> None:
@@ -167,6 +181,34 @@ class SweepShape(LoadTestShape):
             return
         if self._budget_left(now) < 0.8 * self.point_s or len(self.results) >= self.max_points:
             self.stopped = "budget used" if self._budget_left(now) < 0.8 * self.point_s else "point limit reached"
+            return
+        if saturated and self.kind == "rate":  # its backlog must not spill into the next point
+            self._drain = (nxt, cur.load * (now - cur.start), now)
+            self.on_point(self.kind, 0.0)
+            return
+        self._begin(nxt, now)
+
+    def _drained(self, now: float) -> None:
+        """Open loop, after the guard ended a point: no arrivals (rate 0) until that point's
+        requests have come back (all but 5%, or 5, of those due; or, since a late client may
+        not have sent them all, none came in for a while once they had started to), at most
+        :data:`DRAIN_MAX_S` or what the budget allows; then the next point begins from an empty
+        queue."""
+        assert self._drain is not None
+        nxt, due, since = self._drain
+        waited = now - since
+        quiet = self.ship_delay_s + max(1.0, 0.5 * self._e2e_max_ns / 1e9)
+        back = waited >= self.ship_delay_s and (self._point_done >= due - max(0.05 * due, 5)
+                                                or since < self._last_seen < now - quiet)
+        if not (back or waited >= min(DRAIN_MAX_S, 2 * self.point_s)
+                or self._budget_left(now) < 0.8 * self.point_s):
+            return
+        self._drain = None
+        if self.results:
+            self.results[-1]["guard"] = {**self.results[-1]["guard"], "drain_s": round(waited, 2),
+                                         "drained": back}
+        if self._budget_left(now) < 0.8 * self.point_s:
+            self.stopped = "budget used"
             return
         self._begin(nxt, now)
 
