@@ -25,9 +25,23 @@ def _run(monkeypatch, kind: str, limit: float, start: float, budget: float = 400
     loads: list[float] = []
     shape = SweepShape(kind=kind, book=book, on_point=lambda k, load: loads.append(load), budget_s=budget,
                        start=start, target=0.95, points=points, ship_delay_s=0.0, tolerance=tolerance)
-    n = 0
+    n, drain_ticks = 0, 0
     while shape.tick() is not None:
         load = shape._load
+        if shape._drain is not None:  # rate 0: no arrivals; the ended point's backlog comes back in two ticks
+            cur = shape._cur
+            assert cur is not None
+            for k in range(20 if drain_ticks < 2 else 0):
+                n += 1
+                rec = RequestRecord(request_id=str(n), name="/x", backend="b", model="m",
+                                    start_time=cur.start + k / 20, t0_ns=1, ttft_ns=int(5e6), e2e_ns=int(1.5e9),
+                                    output_tokens=3, scheduled_ns=1)
+                book.add(rec)
+                shape.see(rec)
+            drain_ticks += 1
+            clock["t"] += 1.0
+            continue
+        drain_ticks = 0
         per_s = max(int(round(load)), 1) if keep_up else 10
         for k in range(per_s):  # ten requests a second at this point (or the rate's)
             t = clock["t"] + k / per_s
@@ -235,10 +249,26 @@ def test_open_loop_guard_fires_when_in_flight_and_latency_grow(monkeypatch) -> N
             assert p["reason"] == "over-saturated" and p["guard"]["ended_early"] is True
             assert p["guard"]["in_flight_growth_per_s"] > 0.5 * (p["rate"] - 10)
             assert "requests in flight grew by" in p["note"] and p["measured_s"] < shape.measure_s
+            # drained (rate 0) until its backlog came back and went quiet, then the next point
+            assert p["guard"]["drained"] is True and 2 <= p["guard"]["drain_s"] <= 5
+            nxt = s["points"][p["index"] + 1]
+            assert nxt["start"] - p["start"] >= p["settle_s"] + p["measured_s"] + p["guard"]["drain_s"] - 1e-6
         else:
             assert p["guard"]["ended_early"] is False and p["passed"] is True
     lo, hi = s["bracket"]
     assert lo <= 71.7 < hi
+    loads = shape.loads  # type: ignore[attr-defined]
+    assert [loads[i + 1] for i, x in enumerate(loads[:-1]) if x > 71.7] == [0.0] * sum(
+        1 for p in s["points"] if p["rate"] > 71.7)  # each over-saturated point: rate 0 next
+
+
+def test_not_returning_and_stalled_guard() -> None:
+    assert search.not_returning(3, 40.0) and not search.not_returning(12, 40.0)
+    assert not search.not_returning(0, 10.0)  # too few due to tell
+    g = search.guard_check("rate", (False, None), (True, 150.0), stalled=True)
+    assert g["ended_early"] is True and g["not_returning"] is True
+    assert "its requests are not coming back" in search.guard_note("rate", g)
+    assert search.guard_check("rate", (False, None), (False, 0.3), stalled=True)["ended_early"] is False
 
 
 def test_open_loop_guard_holds_while_completions_keep_up(monkeypatch) -> None:
