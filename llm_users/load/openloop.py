@@ -195,6 +195,8 @@ class Scheduler:
 
     def _replay(self) -> None:
         """Trace replay: this worker's share of the trace's rows, each at its own offset."""
+        if hasattr(self.source, "prepare_for"):
+            self.source.prepare_for(self._templates[0])  # prompts of the rows' exact input lengths
         while self.rate <= 0:  # wait for the first share (it says which rows are ours)
             self._wake.clear()
             self._wake.wait()

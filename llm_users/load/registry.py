@@ -17,12 +17,13 @@ from __future__ import annotations
 from typing import Any
 
 from llm_users.load.profile import LoadProfile, OptionAdder, StudyConfig
+from llm_users.load.profiles.cache_reset import CacheResetProfile
 from llm_users.load.profiles.open_loop import OpenLoop
 from llm_users.load.profiles.stages import Stages
 from llm_users.load.profiles.sweep import Sweep
 from llm_users.load.profiles.trace import Trace
 
-PROFILES: list[LoadProfile] = [OpenLoop(), Stages(), Sweep(), Trace()]
+PROFILES: list[LoadProfile] = [OpenLoop(), Stages(), Sweep(), Trace(), CacheResetProfile()]
 
 
 def register(profile: LoadProfile | type[LoadProfile], *, before: str | None = None) -> LoadProfile:

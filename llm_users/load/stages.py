@@ -69,6 +69,7 @@ class StageBook:
         self.slos = slos or {}
         self.stages: list[StageRecord] = []
         self._starts: list[float] = []
+        self.on_begin: list[Any] = []  # called with each new stage (the prefix-cache reset: cache_reset.py)
 
     def begin(self, kind: str, load: float, now: float, settle_s: float, measure_s: float | None = None) -> StageRecord:
         if self.stages and self.stages[-1].end is None:
@@ -78,6 +79,8 @@ class StageBook:
                          stats=Stats(self.slos), sched={m: self._dist() for m in SCHEDULE_METRICS})
         self.stages.append(st)
         self._starts.append(now)
+        for hook in self.on_begin:
+            hook(st)
         return st
 
     def finish(self, now: float) -> None:

@@ -67,16 +67,24 @@ def _percentile_table(summary: dict[str, Any]) -> str:
     return "".join(out)
 
 
+def self_check_details(check: dict[str, Any]) -> str:
+    """The nodes' own reasons and warnings behind the one verdict, folded away: the verdict in the
+    headline carries the colour, these are its evidence (a summary without a level: in red)."""
+    lines = [f"{n['node']}: {r}" for n in check.get("nodes", []) for r in n.get("reasons", []) + n.get("warnings", [])]
+    if not lines:
+        return ""
+    if not check.get("level"):
+        return "".join(f"<p class='bad'>{html.escape(x)}</p>" for x in lines)
+    items = "".join(f"<li>{html.escape(x)}</li>" for x in lines)
+    return f"<details class='note'><summary>Self-check details ({len(lines)})</summary><ul>{items}</ul></details>"
+
+
 def render(summary: dict[str, Any], rows: list[dict[str, Any]], stats: Any = None) -> str:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>locust-llm report</title>"
              f"<style>{CSS}{HEADLINE_CSS}</style></head><body><h1>locust-llm report</h1>"]
     parts.append(headline(summary))  # the few numbers first, then the self-check in one sentence
     parts.append(header(summary))  # what ran: backend, model, load plan, lengths, SLOs (each once)
-    check = summary.get("self_check") or {}
-    detail = "note" if check.get("level") else "bad"  # with a level the one verdict above carries the colour
-    for n in check.get("nodes", []):
-        for r in n.get("reasons", []) + n.get("warnings", []):
-            parts.append(f"<p class='{detail}'>{html.escape(n['node'])}: {html.escape(r)}</p>")
+    parts.append(self_check_details(summary.get("self_check") or {}))
     ov = summary["overall"]
     for reason, r in (ov.get("estimated_token_reasons") or {}).items():  # the console says the same
         cls = "bad" if reason == "usage_implausible" else "note"

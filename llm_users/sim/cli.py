@@ -125,6 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--prefix-cache-block", type=_nonneg(int), default=0, help="model automatic prefix "
                    "caching in blocks of N tokens: OpenAI-route usage reports prompt_tokens_details.cached_tokens "
                    "(default 0: off)")
+    g.add_argument("--cache-reset-routes", default="vllm,sglang", help="the prefix-cache reset routes served: "
+                   "vllm (POST /reset_prefix_cache), sglang (/flush_cache), comma-separated, or none "
+                   "(default vllm,sglang)")
 
     g = p.add_argument_group("capacity")
     g.add_argument("--max-batch", type=_positive_int, default=256, help="streams decoding at once; more wait in "

@@ -71,6 +71,7 @@ class SimConfig:
 
     template_tokens: int = 0
     prefix_cache_block: int = 0
+    cache_reset_routes: str = "vllm,sglang"  # which reset routes answer (the others 404): vllm, sglang, none
 
     uvloop: bool = True
     exit_with_parent: bool = False
@@ -101,6 +102,8 @@ class SimConfig:
             raise ValueError("fault_rate > 0 needs at least one fault kind")
         if self.usage_zero is not None and self.usage_zero not in USAGE_ZERO:
             raise ValueError(f"usage_zero must be one of {', '.join(USAGE_ZERO)}, got {self.usage_zero!r}")
+        if not set(self.cache_reset_routes.split(",")) <= {"vllm", "sglang", "none", ""}:
+            raise ValueError("cache_reset_routes must list vllm, sglang or none")
         if self.prefix_cache_block < 0:
             raise ValueError("prefix_cache_block must be >= 0")
         if self.template_tokens < 0:

@@ -39,3 +39,7 @@ class PrefixCache:
                 if len(self._keys) > self.capacity:
                     self._keys.popitem(last=False)
         return cached
+
+    def clear(self) -> None:
+        """Forget every block (the server's reset route)."""
+        self._keys.clear()

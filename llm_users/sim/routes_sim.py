@@ -7,6 +7,9 @@
 - ``GET /_sim/stats``: counters (see :meth:`~.stats.Stats.as_dict`).
 - ``GET /_sim/config``: the settings in force.
 - ``GET /health``: 200, like vLLM and TGI.
+- ``POST /reset_prefix_cache`` (vLLM) and ``POST``/``GET /flush_cache`` (SGLang): empty the
+  ``--prefix-cache-block`` model (if any), 200; the calls are counted by path in
+  ``/_sim/stats`` ``cache_resets``; ``--cache-reset-routes`` says which answer (the others 404).
 """
 
 from __future__ import annotations
@@ -59,7 +62,24 @@ async def health(request: web.Request) -> web.Response:
     return web.Response(status=200)
 
 
+async def reset_cache(request: web.Request) -> web.Response:
+    sim = request.app[SIM_KEY]
+    path = request.path
+    if ("vllm" if path == "/reset_prefix_cache" else "sglang") not in sim.cfg.cache_reset_routes.split(","):
+        return _json({"detail": "Not Found"}, status=404)  # --cache-reset-routes: this server has no such route
+    sim.stats.cache_resets[path] = sim.stats.cache_resets.get(path, 0) + 1
+    if sim.prefix_cache is not None:
+        sim.prefix_cache.clear()
+    if path == "/flush_cache":  # SGLang answers in text
+        return web.Response(text="Cache flushed.\nPlease check backend logs for more details. (When there are "
+                                 "running or waiting requests, the operation will not be performed.)\n")
+    return web.Response(status=200)
+
+
 def add_routes(app: web.Application) -> None:
+    app.router.add_post("/reset_prefix_cache", reset_cache)
+    app.router.add_post("/flush_cache", reset_cache)
+    app.router.add_get("/flush_cache", reset_cache)
     app.router.add_get("/_sim/trace", get_trace)
     app.router.add_delete("/_sim/trace", delete_trace)
     app.router.add_get("/_sim/stats", stats)

@@ -77,6 +77,7 @@ class Stats:
         self.faults: dict[str, int] = {}
         self.finished: dict[str, int] = {}
         self.by_route: dict[str, RouteStats] = {}
+        self.cache_resets: dict[str, int] = {}  # POST /reset_prefix_cache, /flush_cache: calls by path
         self.ttft = Hist(TTFT_BUCKETS)
         self.itl = Hist(ITL_BUCKETS)
         self.e2e = Hist(E2E_BUCKETS)
@@ -123,5 +124,6 @@ class Stats:
             "generation_tokens": self.generation_tokens,
             "faults": dict(self.faults),
             "by_route": {k: v.as_dict() for k, v in self.by_route.items()},
+            "cache_resets": dict(self.cache_resets),
             "uptime_s": round(time.monotonic() - self.started_at, 3),
         }

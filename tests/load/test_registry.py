@@ -21,8 +21,8 @@ from llm_users.load.profiles.trace import TraceConfig
 from llm_users.load.search import Tolerance
 
 OPTIONS = ("llm_rate", "llm_arrival", "llm_seed", "llm_max_inflight", "llm_stages", "llm_steps", "llm_settle",
-           "llm_sweep", "llm_sweep_start", "llm_sweep_target", "llm_sweep_points",
-           "llm_sweep_tolerance", "llm_trace", "llm_trace_speedup")
+           "llm_sweep", "llm_sweep_start", "llm_sweep_target", "llm_sweep_points", "llm_sweep_tolerance",
+           "llm_trace", "llm_trace_format", "llm_trace_window", "llm_trace_speedup", "llm_reset_cache")
 
 
 def opts(**given_: object) -> Namespace:
@@ -45,13 +45,13 @@ def restore_registry():
 
 
 def test_the_shipped_profiles_in_order_and_register(restore_registry) -> None:
-    assert [p.name for p in registry.profiles()] == ["open_loop", "stages", "sweep", "trace"]
+    assert [p.name for p in registry.profiles()] == ["open_loop", "stages", "sweep", "trace", "cache_reset"]
     toy = registry.register(Toy)
     assert registry.register(Toy()) is toy  # a second registration of the class is a no-op
     assert [p.name for p in registry.profiles()][-1] == "toy"
     registry.PROFILES.remove(toy)
     registry.register(Toy, before="stages")
-    assert [p.name for p in registry.profiles()] == ["open_loop", "toy", "stages", "sweep", "trace"]
+    assert [p.name for p in registry.profiles()] == ["open_loop", "toy", "stages", "sweep", "trace", "cache_reset"]
 
     class Other(LoadProfile):
         name = "toy"
@@ -107,6 +107,10 @@ def test_parse_options_is_frozen_and_says_open_loop() -> None:
     (dict(llm_sweep="concurrency", llm_sweep_tolerance="0.5"),
      "--llm-sweep-tolerance for a concurrency sweep is whole users (or a share such as 5%), got '0.5'"),
     (dict(llm_trace_speedup="0"), "--llm-trace-speedup must be a number in"),
+    (dict(llm_trace="t.csv", llm_trace_format="sharegpt"), "--llm-trace-format must be one of jsonl, mooncake"),
+    (dict(llm_trace="t.csv", llm_trace_window="9:3"), "--llm-trace-window needs 0 <= START < END"),
+    (dict(llm_trace="t.csv", llm_trace_window="60"), "--llm-trace-window must be START:END"),
+    (dict(llm_reset_cache="auto"), "--llm-reset-cache must be on or off, got 'auto'"),
     (dict(llm_settle="5"), "--llm-settle"),
 ])
 def test_options_that_exclude_each_other_keep_their_messages(given_: dict, says: str) -> None:

@@ -162,6 +162,9 @@ def test_node_warnings_do_not_contradict_the_verdict_colour() -> None:
     s = _summary(level="caution")
     s["self_check"]["nodes"] = [{"node": "local", "reasons": [], "warnings": ["other processes held the core"]}]
     page = render(s, _rows())
-    assert "<p class='note'>local: other processes held the core</p>" in page  # the verdict carries the colour
+    # the verdict carries the colour; the nodes' evidence is folded under it, uncoloured
+    assert ("<details class='note'><summary>Self-check details (1)</summary><ul>"
+            "<li>local: other processes held the core</li></ul></details>") in page
+    assert "<p class='bad'>" not in page
     s["self_check"].pop("level")  # an older self-check: its warnings stay red, as before
     assert "<p class='bad'>local: other processes held the core</p>" in render(s, _rows())

@@ -200,6 +200,8 @@ class OpenLoopRun(ProfileRun):
             if self.study.shape is not None:
                 target["rate"] = None  # each stage or point has its own (summary "stages")
             target.update(self.target_extra)
+            if hasattr(self.source, "describe"):  # trace replay: how its prompts were sized
+                target["trace_prompts"] = self.source.describe()
             s["arrivals"] = self.sched_book.summary(target)
         if self.series is not None and self.run.collector is not None:
             for t, values in self.series.rows().items():  # in timeseries.csv and the report's charts
