@@ -11,6 +11,14 @@ workers. The steady-state rule: the first ``settle`` seconds of each stage are e
 stage's ``excluded`` counts them, so over all stages ``requests + excluded`` is every request
 Locust counted. Per-stage rates divide by the measured part of the stage (its duration less the
 settle window), not by the span of the requests.
+
+The window's end is the same rule for every stage, the last one included (issue 29): a stage's
+measured requests are those that started in its window, and each is counted when it comes back,
+even after the next stage began. The last stage has no next stage to finish its requests in, so
+the :class:`StageShape` keeps its load on for a *tail* after the plan (``hold``, the same tail as
+a sweep point's: the shipping delay plus 1.5x the slowest E2E seen in the stage, at most
+:data:`TAIL_MAX_S`); requests started in the tail are excluded (``excluded_tail``) and the
+stage's window ends at its planned end.
 """
 
 from __future__ import annotations
@@ -34,6 +42,8 @@ from llm_users.load.plans import (  # noqa: F401 - the plans' home is plans.py (
 from llm_users.load.schedule_stats import SCHEDULE_METRICS, schedule_values
 from llm_users.metrics import Stats
 
+TAIL_MAX_S = 60.0  # the longest a stage's (or sweep point's) tail keeps the load on
+
 
 @dataclass(slots=True)
 class StageRecord:
@@ -49,6 +59,7 @@ class StageRecord:
     excluded_tail: int = 0
     note: str | None = None
     sched: dict[str, Any] = field(default_factory=dict)
+    e2e_max_ns: int = 0  # the slowest request of the stage (settle window too): how long a tail waits
 
     @property
     def measured_start(self) -> float:
@@ -93,6 +104,8 @@ class StageBook:
         i = max(bisect.bisect_right(self._starts, rec.start_time) - 1, 0)
         st = self.stages[i]
         rec.stage = i
+        if rec.ok and rec.e2e_ns:
+            st.e2e_max_ns = max(st.e2e_max_ns, rec.e2e_ns)
         if rec.start_time < st.measured_start:
             st.excluded_settle += 1
             return
@@ -110,8 +123,32 @@ class StageBook:
         return [stage_summary(st, now) for st in self.stages]
 
 
-def stage_summary(st: StageRecord, now: float | None = None) -> dict[str, Any]:
-    measured = st.measured_s(now)
+def pooled_summary(group: list[StageRecord], now: float | None = None) -> dict[str, Any]:
+    """The summary of a point measured as several stages (``--llm-repeat``): their measured
+    requests together (exact percentiles), rates over the sum of their measured seconds."""
+    first = group[0]
+    pool = StageRecord(first.index, first.kind, first.load, first.start, first.settle_s, end=group[-1].end,
+                       stats=Stats(first.stats.slos), sched={m: d.__class__() for m, d in first.sched.items()})
+    for st in group:
+        pool.stats.merge(st.stats)
+        for m, d in st.sched.items():
+            pool.sched[m].merge(d)
+        pool.excluded_settle += st.excluded_settle
+        pool.excluded_tail += st.excluded_tail
+        pool.note = pool.note or st.note
+    return stage_summary(pool, now, measured=sum(st.measured_s(now) for st in group))
+
+
+def tail_s(st: StageRecord, ship_delay_s: float) -> float:
+    """How long the load stays on after a stage's window so that its measured requests come
+    back: the shipping delay plus 1.5x the slowest E2E seen in the stage (at least 0.5 s), at
+    most :data:`TAIL_MAX_S`."""
+    return min(ship_delay_s + max(1.5 * st.e2e_max_ns / 1e9, 0.5), TAIL_MAX_S)
+
+
+def stage_summary(st: StageRecord, now: float | None = None, measured: float | None = None) -> dict[str, Any]:
+    """One stage's summary block; ``measured``: its measured seconds when not its own window (pooled)."""
+    measured = st.measured_s(now) if measured is None else measured
     s = st.stats.summary(duration_s=measured)
     out: dict[str, Any] = {"index": st.index, st.kind: st.load, "start": st.start, "end": st.end,
                            "settle_s": st.settle_s, "measured_s": measured}
@@ -159,12 +196,15 @@ class StageShape(LoadTestShape):
 
     abstract = False
 
-    def __init__(self, plan: list[StagePlan], kind: str, on_stage: Any, idle_users: int = 0) -> None:
+    def __init__(self, plan: list[StagePlan], kind: str, on_stage: Any, idle_users: int = 0,
+                 hold: Any = None) -> None:
         super().__init__()
         self.plan = plan
         self.kind = kind
         self.on_stage = on_stage
         self.idle_users = idle_users
+        self.hold = hold  # after the plan: keep the last stage's load while hold() (its tail)
+        self.done = False
         self.current = -1
         self._ends = []
         t = 0.0
@@ -176,6 +216,7 @@ class StageShape(LoadTestShape):
         """Locust resets the shape's clock when the test starts, just after the first tick has
         begun stage 0: keep that stage; a later reset (a new test from the web UI) starts over."""
         super().reset_time()
+        self.done = False
         if self.current > 0:
             self.current = -1
 
@@ -183,7 +224,11 @@ class StageShape(LoadTestShape):
         t = self.get_run_time()
         i = bisect.bisect_right(self._ends, t)
         if i >= len(self.plan):
-            return None
+            if self.current == len(self.plan) - 1 and self.hold is not None and self.hold():
+                i = self.current  # the last stage's tail: same load until its requests came back
+            else:
+                self.done = True
+                return None
         if i != self.current:
             self.current = i
             self.on_stage(i, self.plan[i])

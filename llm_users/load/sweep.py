@@ -13,7 +13,12 @@ probe from ``--llm-sweep-start`` (x2 per point) until a point fails, then bisect
 highest passing and lowest failing load, until the bracket is within ``--llm-sweep-tolerance``
 (default one user for concurrency, 5% for rate). ``-t`` is the whole budget: it is split
 into ``--llm-sweep-points`` equal points; the sweep stops early when the budget cannot hold
-another point, and says so. Each point is judged by :func:`~.search.point_passes`.
+another point, and says so. Each point is judged by :func:`~.search.point_passes`. With
+``--llm-repeat K`` each point is measured K times in a row (each repeat a stage of the book,
+``-t`` split into points x K measurements), judged on the mean over its repeats of the share
+meeting every SLO (:func:`~.repeats.passes_on_mean`, through the same ``point_passes``; an
+over-saturated repeat fails the point at once), and reported pooled with its ``ci``, its
+``repeats`` and the knee's interval (:func:`~.repeats.knee_interval`).
 Over-saturation guard (:func:`~.search.guard_check`): a point ends early, failed, when its
 latency (TTFT in closed loop; E2E from the schedule in open loop) climbs without bound and, in
 open loop, the requests in flight grow too (arrivals due outpace completions); every point
@@ -53,7 +58,7 @@ class SweepShape(LoadTestShape):
 
     def __init__(self, *, kind: str, book: StageBook, on_point: Any, budget_s: float, start: float, target: float,
                  points: int, ship_delay_s: float, settle_s: float | None = None,
-                 tolerance: Tolerance | None = None) -> None:
+                 tolerance: Tolerance | None = None, repeat: int = 1) -> None:
         super().__init__()
         self.kind = kind  # "users" | "rate"
         self.book = book
@@ -64,7 +69,9 @@ class SweepShape(LoadTestShape):
         self.max_points = points
         self.tolerance = tolerance or default_tolerance(kind)
         self.ship_delay_s = ship_delay_s
-        self.point_s = budget_s / points
+        self.repeat = repeat  # --llm-repeat: measurements per point
+        self._reps: list[int] = []  # the current point's earlier repeats (book indices)
+        self.point_s = budget_s / (points * repeat)
         self.settle_s = settle_s if settle_s is not None else 0.2 * self.point_s
         self.tail_est_s = ship_delay_s + 2.0  # the shipping delay, the slowest E2E, the 1 s tick
         self.measure_s = max(self.point_s - self.settle_s - self.tail_est_s, 0.5 * self.point_s)
@@ -167,10 +174,16 @@ class SweepShape(LoadTestShape):
     def _judge(self, now: float, saturated: bool = False) -> None:
         cur = self._cur
         assert cur is not None
+        if self._another_repeat(now, saturated):
+            return
         passed, reason = point_passes(stage_summary(cur, now), self.target, saturated)
+        reps = self._reps + [cur.index]
+        if len(reps) > 1 and not saturated:
+            passed, reason = self._judge_repeats(reps, now)
+        self._reps = []
         guard = self._guard or guard_check(self.kind, (False, None), (False, None))
         self.results.append({"index": cur.index, "load": cur.load, "passed": passed, "reason": reason,
-                             "guard": guard})
+                             "repeats": reps, "guard": guard})
         load = cur.load
         if passed:
             self.lo = load if self.lo is None else max(self.lo, load)
@@ -212,6 +225,48 @@ class SweepShape(LoadTestShape):
             return
         self._begin(nxt, now)
 
+    def _another_repeat(self, now: float, saturated: bool) -> bool:
+        """--llm-repeat: measure the current point again (same load) while it has fewer than K
+        repeats, none over-saturated and the budget holds one more measurement."""
+        cur = self._cur
+        assert cur is not None
+        if saturated or len(self._reps) + 1 >= self.repeat or self._budget_left(now) < 0.8 * self.point_s:
+            return False
+        self._reps.append(cur.index)
+        self._begin(cur.load, now)
+        return True
+
+    def _judge_repeats(self, reps: list[int], now: float) -> tuple[bool, str]:
+        """A repeated point: :func:`~.search.point_passes` on the mean over its repeats of the
+        share meeting every SLO (:func:`~.repeats.passes_on_mean`) and their requests together."""
+        from llm_users.load.repeats import passes_on_mean
+
+        summaries = [stage_summary(self.book.stages[i], now) for i in reps]
+        _, mean = passes_on_mean(summaries, self.target, MIN_REQUESTS)
+        total = sum(x["requests"] for x in summaries)
+        passed, reason = point_passes({"requests": total, "slo": {"share_meeting_all": mean}}, self.target)
+        return passed, (f"{reason} (mean of {len(reps)} repeats)" if passed or reason.endswith("met the SLOs")
+                        else reason)
+
+    def _measured(self, now: float | None) -> list[tuple[StageRecord, dict[str, Any]]]:
+        """Each point's last stage and its summary: with repeats, its repeats pooled with ``ci``
+        and ``repeats`` (load/repeats.py), ``index`` the point's number."""
+        if self.repeat == 1:
+            return [(st, stage_summary(st, now)) for st in self.book.stages]
+        from llm_users.load.repeats import fold
+        from llm_users.load.stages import pooled_summary
+
+        groups = [r["repeats"] for r in self.results]
+        judged = {i for g in groups for i in g}
+        groups += [[st.index] for st in self.book.stages if st.index not in judged]  # cut by the stop
+        out = []
+        for n, g in enumerate(groups):
+            sts = [self.book.stages[i] for i in g]
+            entry = fold(pooled_summary(sts, now), [stage_summary(st, now) for st in sts])
+            entry["index"] = n
+            out.append((sts[-1], entry))
+        return out
+
     def _next(self) -> float | None:
         nxt, why = next_load(self.lo, self.hi, self.kind, self.tolerance)
         if why:
@@ -225,8 +280,7 @@ class SweepShape(LoadTestShape):
         key = "concurrency" if self.kind == "users" else "rate"
         points = []
         by_index = {r["index"]: r for r in self.results}
-        for st in self.book.stages:
-            s = stage_summary(st, now)
+        for st, s in self._measured(now):
             r = by_index.get(st.index, {"passed": None, "reason": "not judged (run stopped)"})
             s[key] = st.load
             s["passed"], s["reason"] = r["passed"], r["reason"]
@@ -249,4 +303,9 @@ class SweepShape(LoadTestShape):
                "converged": self.stopped == "converged",
                "points": points, "frontier": {f: [points[i]["index"] for i in idx] for f, idx in fr.items()}}
         out["max_load"] = max_load_text(out)
+        if self.repeat > 1:
+            from llm_users.load.repeats import knee_interval
+
+            out["repeat"] = self.repeat
+            out["knee_interval"] = knee_interval(points, key, self.target)
         return out

@@ -3,7 +3,9 @@ and knee), printed under the LLM summary table: one function per profile, each r
 summary only; the profiles hand them to the console (``LoadProfile.console_lines``). With SLOs,
 each stage or sweep point has its goodput and its result (pass, or fail and which SLO failed:
 :mod:`.study_slo`), the knee is named, and the overall goodput is printed only labelled as
-pooled over different loads."""
+pooled over different loads. Repeated points (``--llm-repeat``) get a ``ci`` column (the
+Student-t 95% interval of req/s over the repeats) and a line saying how it was computed; a
+repeated sweep its knee's interval."""
 
 from __future__ import annotations
 
@@ -46,6 +48,9 @@ def points_table(summary: dict[str, Any], points: list[dict[str, Any]], title: s
     vs = verdicts(summary, points)
     head = (f"{title}: {word:<5} {kind:>11} {'reqs':>6} {'excl':>5} {'req/s':>8} {'TTFT p50':>9} {'p99':>8} "
             f"{'TPOT p50':>9} {'p99':>8} {'E2E p99':>9}")
+    repeated = any(s.get("ci") for s in points)
+    if repeated:
+        head += f" {'ci req/s':>13}"
     if vs:
         head += f" {'goodput':>8}  result"
     lines = [head]
@@ -55,12 +60,27 @@ def points_table(summary: dict[str, Any], points: list[dict[str, Any]], title: s
                f"{s['excluded']:>5} {'-' if rps is None else f'{rps:.2f}':>8} {_ms(s.get('ttft'), 'p50'):>9} "
                f"{_ms(s.get('ttft'), 'p99'):>8} {_ms(s.get('tpot'), 'p50'):>9} {_ms(s.get('tpot'), 'p99'):>8} "
                f"{_ms(s.get('e2e'), 'p99'):>9}")
+        if repeated:
+            row += f" {ci_text((s.get('ci') or {}).get('throughput_rps')):>13}"
         if vs:
             good = (s.get("slo") or {}).get("goodput_rps")
             v = vs[i]
             row += f" {'-' if good is None else f'{good:.2f}':>8}  {v.text}" + ("  <- knee" if v.knee else "")
         lines.append(row)
+    if repeated:
+        k = max((s.get("ci") or {}).get("repeats", 1) for s in points)
+        lines.append(f"  each {word} measured {k} times: its figures pool the repeats; ci = Student-t 95% "
+                     f"interval over the repeats' own figures (summary.json: ci, repeats)")
     return lines
+
+
+def ci_text(ci: dict[str, Any] | None) -> str:
+    """``4.41-4.62`` (the interval), the mean alone with one repeat, ``-`` without."""
+    if not ci:
+        return "-"
+    if ci.get("low") is None or ci.get("high") is None:
+        return f"{ci['mean']:.2f}"
+    return f"{ci['low']:.2f}-{ci['high']:.2f}"
 
 
 def stages_lines(summary: dict[str, Any]) -> list[str]:
@@ -95,6 +115,11 @@ def sweep_lines(summary: dict[str, Any]) -> list[str]:
                          f"met the SLOs); {len(sw['points'])} points; stopped: {sw['stopped']}")
         else:
             lines.append(f"SLO sweep ({sw['mode']}): no load met the SLOs; stopped: {sw['stopped']}")
+        ki = sw.get("knee_interval")
+        if ki:
+            ends = ["-" if v is None else f"{v:g}" for v in (ki.get("low"), ki.get("high"))]
+            lines.append(f"knee interval ({sw.get('repeat')} repeats per point, 95% CI of the share meeting every SLO): "
+                         f"{key} {ends[0]} (surely passes) to {ends[1]} (surely fails)")
         if sw.get("max_load"):
             lines.append(str(sw["max_load"]))
         pooled = pooled_goodput_text(summary)

@@ -52,6 +52,27 @@ def slo_lines(ax: Any, limits_ms: dict[str, float], metrics: tuple[str, ...]) ->
                        label=f"SLO {m.upper()} ≤ {limits_ms[m]:g} ms")
 
 
+def _err(ci: dict[str, Any] | None, metric: str, at: float | None) -> tuple[float, float]:
+    """(below, above) of ``at`` for an error bar: the point's Student-t 95% interval of ``metric``
+    over its repeats (``--llm-repeat``); (0, 0) without one."""
+    c = (ci or {}).get(metric) or {}
+    if at is None or c.get("low") is None or c.get("high") is None:
+        return 0.0, 0.0
+    return max(at - c["low"], 0.0), max(c["high"] - at, 0.0)
+
+
+def error_bars(ax: Any, xs: list[float], ys: list[float | None], errs: list[tuple[float, float]],
+               xerrs: list[tuple[float, float]] | None = None, color: str = "#333") -> None:
+    """Draw the repeats' intervals as error bars (nothing when no point has one)."""
+    pts = [(x, y, e, xe) for x, y, e, xe in zip(xs, ys, errs, xerrs or [(0.0, 0.0)] * len(xs), strict=True)
+           if y is not None and (any(e) or any(xe))]
+    if not pts:
+        return
+    ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[[p[2][0] for p in pts], [p[2][1] for p in pts]],
+                xerr=[[p[3][0] for p in pts], [p[3][1] for p in pts]], fmt="none", ecolor=color, elinewidth=1,
+                capsize=3, alpha=0.8)
+
+
 def stage_chart(stages: list[dict[str, Any]], title: str = "Per-stage latency and throughput",
                 limits_ms: dict[str, float] | None = None) -> str | None:
     """TTFT/TPOT/E2E p50 and p99 against the load, measured req/s on the right axis, each stage
@@ -66,8 +87,12 @@ def stage_chart(stages: list[dict[str, Any]], title: str = "Per-stage latency an
         for p in ("p50", "p99"):
             ys = [(stages[i].get(metric) or {}).get(p) for i in order]
             if any(y is not None for y in ys):
-                ax.plot([xs[i] for i in order], [float("nan") if y is None else y for y in ys], style, marker="o",
-                        markersize=3, label=f"{metric.upper()} {p}")
+                lines = ax.plot([xs[i] for i in order], [float("nan") if y is None else y for y in ys], style,
+                                marker="o", markersize=3, label=f"{metric.upper()} {p}")
+                if p == "p99":  # --llm-repeat: the 95% interval over the repeats
+                    error_bars(ax, [xs[i] for i in order], ys, [_err(stages[i].get("ci"), f"{metric}_p99_ms", y)
+                                                                for i, y in zip(order, ys, strict=True)],
+                               color=lines[0].get_color())
     slo_lines(ax, limits_ms or {}, ("ttft", "tpot", "e2e"))
     ax.set_yscale("log")
     ax.set_xlabel(_LOAD_AXIS[kind])
@@ -75,6 +100,8 @@ def stage_chart(stages: list[dict[str, Any]], title: str = "Per-stage latency an
     ax2 = ax.twinx()
     rps = [stages[i].get("requests_per_s") or 0 for i in order]
     ax2.plot([xs[i] for i in order], rps, color="grey", marker="s", markersize=3, label="req/s")
+    error_bars(ax2, [xs[i] for i in order], list(rps), [_err(stages[i].get("ci"), "throughput_rps", y)
+                                                         for i, y in zip(order, rps, strict=True)], color="grey")
     word = "point" if kind == "concurrency" or "passed" in stages[0] else "stage"
     for i, y in zip(order, rps, strict=True):
         ax2.annotate(f"{word} {stages[i].get('index', i)}\n{load_label(stages[i], kind)}", (xs[i], y),
@@ -104,6 +131,10 @@ def pareto_chart(points: list[dict[str, Any]], knee_index: int | None,
         drawn = True
         sign = -1 if which == "tokens" else 1
         ax.scatter([a[0] for _, a in pts], [sign * a[1] for _, a in pts], s=22, color="#888", label="measured point")
+        if which != "tokens":  # --llm-repeat: req/s and p99 intervals over the repeats
+            error_bars(ax, [a[0] for _, a in pts], [a[1] for _, a in pts],
+                       [_err(points[i].get("ci"), f"{which}_p99_ms", a[1]) for i, a in pts],
+                       [_err(points[i].get("ci"), "throughput_rps", a[0]) for i, a in pts], color="#888")
         for i, a in pts:
             ax.annotate(load_label(points[i], kind), (a[0], sign * a[1]), textcoords="offset points", xytext=(5, 4),
                         fontsize=8, color="#333")
@@ -198,7 +229,7 @@ def sweep_section(summary: dict[str, Any]) -> list[str]:
             if knee else "no measured load met the SLOs")
     parts = [f"<h2>SLO sweep ({html.escape(sw['mode'])})</h2><p class='{'ok' if knee else 'bad'}'>"
              f"<b>Knee:</b> {text}; target share {sw['target']:.0%}; {len(sw['points'])} points; "
-             f"stopped: {html.escape(sw['stopped'])}.</p>"
+             f"stopped: {html.escape(sw['stopped'])}.</p>" + _knee_interval(sw, key)
              + (f"<p><b>Search:</b> {html.escape(str(sw['max_load']))}.</p>" if sw.get("max_load") else "")
              + _stage_table(summary, sw["points"]) + _pooled(summary)]
     lim = slo_limits(summary)
@@ -206,6 +237,17 @@ def sweep_section(summary: dict[str, Any]) -> list[str]:
               pareto_chart(sw["points"], knee["point"] if knee else None, lim)]
     parts.append("".join(f"<div class='chart-wide'>{c}</div>" for c in charts if c))
     return parts
+
+
+def _knee_interval(sw: dict[str, Any], key: str) -> str:
+    """The knee's interval of a repeated sweep (load/repeats.py) and how the bars are drawn."""
+    ki = sw.get("knee_interval")
+    if not ki:
+        return ""
+    ends = ["-" if v is None else f"{v:g}" for v in (ki.get("low"), ki.get("high"))]
+    return (f"<p><b>Knee interval</b> ({sw.get('repeat')} repeats per point): {key} {ends[0]} (the 95% interval "
+            f"of the share meeting every SLO is above the target) to {ends[1]} (below it). Error bars: "
+            f"Student-t 95% intervals over each point's repeats.</p>")
 
 
 def stages_section(summary: dict[str, Any]) -> list[str]:
@@ -219,6 +261,10 @@ def stages_section(summary: dict[str, Any]) -> list[str]:
     if knee:
         found = any(v.knee for v in verdicts(summary, stages))
         parts.append(f"<p class='{'ok' if found else 'bad'}'><b>SLOs:</b> {html.escape(knee)}.</p>")
+    k = max(((st.get("ci") or {}).get("repeats", 1) for st in stages), default=1)
+    if k > 1:
+        parts.append(f"<p>Each stage measured {k} times (<code>--llm-repeat</code>): its figures pool the repeats; "
+                     f"error bars are Student-t 95% intervals over the repeats' own figures.</p>")
     parts.append(_stage_table(summary, stages) + _pooled(summary))
     lim = slo_limits(summary)
     knee_index = next((v.index for v in verdicts(summary, stages) if v.knee), None)

@@ -21,8 +21,9 @@ from llm_users.load.profiles.trace import TraceConfig
 from llm_users.load.search import Tolerance
 
 OPTIONS = ("llm_rate", "llm_arrival", "llm_seed", "llm_max_inflight", "llm_stages", "llm_steps", "llm_settle",
-           "llm_sweep", "llm_sweep_start", "llm_sweep_target", "llm_sweep_points", "llm_sweep_tolerance",
-           "llm_trace", "llm_trace_format", "llm_trace_window", "llm_trace_speedup", "llm_reset_cache")
+           "llm_repeat", "llm_sweep", "llm_sweep_start", "llm_sweep_target", "llm_sweep_points",
+           "llm_sweep_tolerance", "llm_trace", "llm_trace_format", "llm_trace_window", "llm_trace_speedup",
+           "llm_reset_cache")
 
 
 def opts(**given_: object) -> Namespace:

@@ -96,3 +96,50 @@ def test_shape_ticks_through_the_stages(monkeypatch) -> None:
     rate = StageShape([StagePlan(30, 2)], "rate", lambda i, p: None)
     monkeypatch.setattr(rate, "get_run_time", lambda: 0.0)
     assert rate.tick() == (0, 1.0)  # open loop: no Locust users, the scheduler sends
+
+
+def test_last_stage_holds_its_load_for_the_tail_then_ends(monkeypatch) -> None:
+    """Issue 29: after the plan the last stage's load stays on while ``hold()`` says so (its
+    measured requests still coming back), then the shape ends."""
+    held = {"on": True}
+    shape = StageShape([StagePlan(5, 2), StagePlan(8, 2)], "users", lambda i, p: None, hold=lambda: held["on"])
+    clock = {"t": 0.0}
+    monkeypatch.setattr(shape, "get_run_time", lambda: clock["t"])
+    shape.tick()
+    clock["t"] = 2.5
+    assert shape.tick() == (8, 8.0)
+    clock["t"] = 4.5  # past the plan: the tail
+    assert shape.tick() == (8, 8.0) and not shape.done
+    held["on"] = False
+    assert shape.tick() is None and shape.done
+
+
+def test_tail_is_the_shipping_delay_plus_one_and_a_half_slowest_e2e() -> None:
+    from llm_users.load.stages import TAIL_MAX_S, tail_s
+
+    book = StageBook()
+    st = book.begin("users", 8, 0.0, 1.0, measure_s=4.0)
+    assert st.measure_end == 5.0
+    book.add(_rec(0.5, 400))  # E2E 800 ms (settle window: still tells how long to wait)
+    book.add(_rec(2.0, 100))
+    assert tail_s(st, 0.2) == pytest.approx(0.2 + 1.2)
+    st.e2e_max_ns = int(1e12)
+    assert tail_s(st, 0.2) == TAIL_MAX_S
+
+
+def test_pooled_summary_of_repeats_adds_requests_and_measured_seconds() -> None:
+    from llm_users.load.stages import pooled_summary
+
+    book = StageBook({"ttft": 15e6})
+    a = book.begin("users", 4, 0.0, 1.0)
+    for t in (0.5, 2.0, 3.0):
+        book.add(_rec(t, 10))
+    b = book.begin("users", 4, 5.0, 1.0)
+    for t in (6.5, 7.0, 8.0, 9.0):
+        book.add(_rec(t, 20))
+    book.finish(10.0)
+    p = pooled_summary([a, b], now=10.0)
+    assert (p["requests"], p["excluded_settle"], p["measured_s"]) == (6, 1, 8.0)
+    assert p["requests_per_s"] == pytest.approx(6 / 8) and p["start"] == 0.0 and p["end"] == 10.0
+    assert p["slo"]["share_meeting_all"] == pytest.approx(2 / 6)
+    assert p["ttft"]["max"] == 20 and p["ttft"]["min"] == 10

@@ -186,3 +186,40 @@ def test_the_search_result_and_the_guard_note_in_console_and_report() -> None:
                "flight grew by 30.0/s; point ended early)" in ln for ln in lines), lines
     page = "".join(sweep_section(sw))
     assert f"<b>Search:</b> {text}." in page
+
+
+def _repeated(s: dict[str, Any]) -> dict[str, Any]:
+    """--llm-repeat 3: each point with its ci block (throughput and TTFT/TPOT p99 intervals)."""
+    from llm_users.load.repeats import ci_block
+
+    for p in s["stages"]:
+        reps = [dict(p, requests_per_s=p["requests_per_s"] * f, ttft=dict(p["ttft"], p99=p["ttft"]["p99"] * f))
+                for f in (0.9, 1.0, 1.1)]
+        p["ci"] = ci_block(reps)
+    return s
+
+
+def test_repeated_points_get_a_ci_column_a_method_line_and_error_bars() -> None:
+    s = _repeated(_stages_summary())
+    lines = stages_lines(s)
+    assert "ci req/s" in lines[0]
+    lo, hi = s["stages"][1]["ci"]["throughput_rps"]["low"], s["stages"][1]["ci"]["throughput_rps"]["high"]
+    assert f"{lo:.2f}-{hi:.2f}" in lines[2] and lines[2].rstrip().endswith("<- knee")
+    assert any("measured 3 times" in ln and "Student-t 95%" in ln for ln in lines)
+    sw = dict(s, sweep={"mode": "concurrency", "target": 0.95, "stopped": "converged", "repeat": 3,
+                        "knee": {"concurrency": 8, "point": 1, "goodput_rps": 40.0, "share_meeting_all": 0.97},
+                        "knee_interval": {"low": 8, "high": 16, "rule": "r"},
+                        "points": [dict(p, concurrency=p["users"], passed=i < 2, reason="r")
+                                   for i, p in enumerate(s["stages"])]})
+    assert any(ln.startswith("knee interval (3 repeats per point") and "concurrency 8 (surely passes) to 16" in ln
+               for ln in sweep_lines(sw))
+    page = "".join(sweep_section(sw))
+    assert "<b>Knee interval</b>" in page and "concurrency 8" in page
+    # error bars (matplotlib's LineCollection) only where the points have intervals
+    plain = _stages_summary()
+    bars = "LineCollection"
+    assert bars in (stage_chart(s["stages"], limits_ms=LIMITS) or "")
+    assert bars not in (stage_chart(plain["stages"], limits_ms=LIMITS) or "")
+    assert bars in (pareto_chart(s["stages"], 1, LIMITS) or "")
+    assert bars not in (pareto_chart(plain["stages"], 1, LIMITS) or "")
+    assert "measured 3 times" in "".join(stages_section(s))

@@ -125,7 +125,8 @@ class SweepRun(ProfileRun):
             kind="rate" if config.mode == "rate" else "users", book=self.book, on_point=self._on_point,
             budget_s=budget, start=config.start, target=config.target, points=config.points,
             ship_delay_s=2.5 if study.on_master else 0.2,  # how late records arrive
-            settle_s=stages.settle_s if stages is not None else None, tolerance=config.tolerance)
+            settle_s=stages.settle_s if stages is not None else None, tolerance=config.tolerance,
+            repeat=stages.repeat if stages is not None else 1)
         run.collector.observers.append(self.sweep.see)
         study.set_shape(self.sweep)
 
@@ -138,6 +139,7 @@ class SweepRun(ProfileRun):
 
     def summary(self, s: dict[str, Any]) -> None:
         now = time.time()
-        s["stages"] = self.book.summary(now)
         s["sweep"] = self.sweep.summary(now)
+        s["stages"] = self.book.summary(now) if self.sweep.repeat == 1 else [  # the points, pooled over repeats
+            {k: v for k, v in p.items() if k not in ("passed", "reason", "concurrency")} for p in s["sweep"]["points"]]
         flag_pooled_goodput(s)
