@@ -36,8 +36,9 @@ def _points(sw: dict, key: str) -> list[tuple]:
 
 
 def test_closed_loop_search_finds_the_knee_within_one_user(sim_factory, tmp_path) -> None:
-    sw, stdout = _search(sim_factory, tmp_path, "-t", "34s", "--llm-sweep", "concurrency", "--llm-sweep-start", "4",
-                         "--llm-sweep-points", "10", "--llm-sweep-tolerance", "1")
+    # 4, 8, 16, 32 then four halvings of [16, 32): 8 points; 9 for slack, each of ~4 s
+    sw, stdout = _search(sim_factory, tmp_path, "-t", "40s", "--llm-sweep", "concurrency", "--llm-sweep-start", "4",
+                         "--llm-sweep-points", "9", "--llm-sweep-tolerance", "1")
     assert sw["tolerance"] == {"value": 1.0, "relative": False, "text": "1 user"}
     assert sw["converged"] is True and sw["stopped"] == "converged", _points(sw, "concurrency")
     lo, hi = sw["bracket"]
