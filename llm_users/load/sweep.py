@@ -8,17 +8,21 @@ until the measured requests have all come in: the shipping interval (distributed
 the slowest E2E seen at the point. The point passes when at least :data:`MIN_REQUESTS`
 requests were measured and the share meeting every SLO is >= the target.
 
-Search: geometric probe from ``--llm-sweep-start`` (x2 per point) until a point fails, then
-bisection between the highest passing and lowest failing load, until the bracket is within one
-user (concurrency) or :data:`RATE_RESOLUTION` (rate). ``-t`` is the whole budget: it is split
+Search (the bisection search of issue 29; the rules are pure, in :mod:`.search`): geometric
+probe from ``--llm-sweep-start`` (x2 per point) until a point fails, then bisection between the
+highest passing and lowest failing load, until the bracket is within ``--llm-sweep-tolerance``
+(default one user for concurrency, 5% for rate). ``-t`` is the whole budget: it is split
 into ``--llm-sweep-points`` equal points; the sweep stops early when the budget cannot hold
-another point, and says so. With ``--llm-repeat K`` each point is measured K times in a row
-(each repeat a stage of the book, ``-t`` split into points x K measurements), judged on the
-mean over its repeats of the share meeting every SLO (:func:`~.repeats.passes_on_mean`; an
+another point, and says so. Each point is judged by :func:`~.search.point_passes`. With
+``--llm-repeat K`` each point is measured K times in a row (each repeat a stage of the book,
+``-t`` split into points x K measurements), judged on the mean over its repeats of the share
+meeting every SLO (:func:`~.repeats.passes_on_mean`, through the same ``point_passes``; an
 over-saturated repeat fails the point at once), and reported pooled with its ``ci``, its
-``repeats`` and the knee's interval (:func:`~.repeats.knee_interval`). Over-saturation guard: a point ends early, failed, when the TTFT
-(from the schedule, in open loop) of the second half of its measured requests is more than
-:data:`GUARD_GROWTH` times that of the first half (a queue growing without bound).
+``repeats`` and the knee's interval (:func:`~.repeats.knee_interval`).
+Over-saturation guard (:func:`~.search.guard_check`): a point ends early, failed, when its
+latency (TTFT in closed loop; E2E from the schedule in open loop) climbs without bound and, in
+open loop, the requests in flight grow too (arrivals due outpace completions); every point
+carries the guard's figures (``guard``).
 """
 
 from __future__ import annotations
@@ -28,19 +32,33 @@ from typing import Any
 
 from locust import LoadTestShape
 
+from llm_users.load.search import (  # noqa: F401 - MIN_REQUESTS, RATE_RESOLUTION, GUARD_GROWTH: their home is search.py
+    GUARD_GROWTH,
+    MIN_REQUESTS,
+    RATE_RESOLUTION,
+    Tolerance,
+    default_tolerance,
+    guard_check,
+    guard_note,
+    inflight_growth,
+    latency_growth,
+    max_load_text,
+    next_load,
+    not_returning,
+    point_passes,
+)
 from llm_users.load.stages import StageBook, StageRecord, stage_summary
 
-MIN_REQUESTS = 5
-RATE_RESOLUTION = 0.05
-GUARD_GROWTH = 2.0
 DEFAULT_POINTS = 12
+DRAIN_MAX_S = 30.0
 
 
 class SweepShape(LoadTestShape):
     abstract = False
 
     def __init__(self, *, kind: str, book: StageBook, on_point: Any, budget_s: float, start: float, target: float,
-                 points: int, ship_delay_s: float, settle_s: float | None = None, repeat: int = 1) -> None:
+                 points: int, ship_delay_s: float, settle_s: float | None = None,
+                 tolerance: Tolerance | None = None, repeat: int = 1) -> None:
         super().__init__()
         self.kind = kind  # "users" | "rate"
         self.book = book
@@ -49,6 +67,7 @@ class SweepShape(LoadTestShape):
         self.start_load = start
         self.target = target
         self.max_points = points
+        self.tolerance = tolerance or default_tolerance(kind)
         self.ship_delay_s = ship_delay_s
         self.repeat = repeat  # --llm-repeat: measurements per point
         self._reps: list[int] = []  # the current point's earlier repeats (book indices)
@@ -63,13 +82,25 @@ class SweepShape(LoadTestShape):
         self._cur: StageRecord | None = None
         self._load: float = start
         self._growth: list[tuple[float, float]] = []
+        self._ends: list[float] = []  # open loop: when each request ended (completions, for in-flight)
+        self._guard: dict[str, Any] = {}
+        self._point_done = 0  # records of the current point, every status (drain)
+        self._last_seen = 0.0  # when the last of them came in
+        self._drain: tuple[float, float, float] | None = None  # (next load, arrivals due, since)
         self._e2e_max_ns = 0
         self._started_at: float | None = None
 
     # records of the current point (from the collector's record hook) --------------------------
     def see(self, rec: Any) -> None:
         cur = self._cur
-        if cur is None or rec.stage != cur.index or not rec.ok:
+        if cur is None:
+            return
+        if self.kind == "rate":  # every completion counts against the arrivals due (in flight)
+            self._ends.append(rec.start_time + (rec.e2e_ns or 0) / 1e9)
+        if rec.stage == cur.index:
+            self._point_done += 1
+            self._last_seen = time.time()
+        if rec.stage != cur.index or not rec.ok:
             return
         if rec.e2e_ns:  # every request of the point (settle window too) tells how long to wait
             self._e2e_max_ns = max(self._e2e_max_ns, rec.e2e_ns)
@@ -91,10 +122,11 @@ class SweepShape(LoadTestShape):
             return None
         cur = self._cur
         assert cur is not None and cur.measure_end is not None
-        if now < cur.measure_end and self._saturated(now):
+        if self._drain is not None:
+            self._drained(now)
+        elif now < cur.measure_end and self._saturated(now):
             cur.measure_end = now
-            cur.note = ("over-saturated: latency from the schedule grew without bound; point ended early"
-                        if self.kind == "rate" else "over-saturated: TTFT grew without bound; point ended early")
+            cur.note = guard_note(self.kind, self._guard)
             self._judge(now, saturated=True)
         elif now >= cur.measure_end:
             tail = self.ship_delay_s + max(1.5 * self._e2e_max_ns / 1e9, 0.5)
@@ -117,44 +149,41 @@ class SweepShape(LoadTestShape):
     def _begin(self, load: float, now: float) -> None:
         self._load = load
         self._growth = []
+        self._ends = []
+        self._guard = {}
+        self._point_done = 0
         self._e2e_max_ns = 0
         self._cur = self.book.begin(self.kind, load, now, self.settle_s, self.measure_s)
         self.on_point(self.kind, load)
 
     def _saturated(self, now: float) -> bool:
-        """The latency of the measured requests so far climbs: the second half's median is
-        1.5x the first half's, and at that slope it would grow by more than GUARD_GROWTH x the
-        first half's median over the point's measurement window."""
+        """The guard (:func:`~.search.guard_check`) on the measured requests so far: latency
+        climbing without bound and, in open loop, the requests in flight growing too."""
         cur = self._cur
         assert cur is not None
         t0 = cur.measured_start
-        mid = t0 + (now - t0) / 2
-        a = [(t, v) for t, v in self._growth if t < mid]
-        b = [(t, v) for t, v in self._growth if t >= mid]
-        if len(a) < 5 or len(b) < 5 or now - t0 < 1.0:
-            return False
-        ma, mb = sorted(v for _, v in a)[len(a) // 2], sorted(v for _, v in b)[len(b) // 2]
-        dt = sum(t for t, _ in b) / len(b) - sum(t for t, _ in a) / len(a)
-        if ma <= 0 or dt <= 0 or mb < 1.5 * ma:
-            return False
-        return (mb - ma) / dt * self.measure_s > GUARD_GROWTH * ma
+        lat = latency_growth(self._growth, t0, now, self.measure_s)
+        inf, stalled = (False, None), False
+        if self.kind == "rate":
+            until = now - self.ship_delay_s
+            inf = inflight_growth(self._load, self._ends, t0, until)
+            stalled = not_returning(len(self._growth), self._load * (until - t0))
+        self._guard = guard_check(self.kind, lat, inf, stalled)
+        return bool(self._guard["ended_early"])
 
     def _judge(self, now: float, saturated: bool = False) -> None:
         cur = self._cur
         assert cur is not None
         if self._another_repeat(now, saturated):
             return
-        s = stage_summary(cur, now)
-        share = (s.get("slo") or {}).get("share_meeting_all")
-        passed = not saturated and s["requests"] >= MIN_REQUESTS and share is not None and share >= self.target
-        reason = ("over-saturated" if saturated else f"only {s['requests']} requests measured"
-                  if s["requests"] < MIN_REQUESTS else f"{share:.1%} met the SLOs" if share is not None else "no data")
+        passed, reason = point_passes(stage_summary(cur, now), self.target, saturated)
         reps = self._reps + [cur.index]
         if len(reps) > 1 and not saturated:
             passed, reason = self._judge_repeats(reps, now)
         self._reps = []
+        guard = self._guard or guard_check(self.kind, (False, None), (False, None))
         self.results.append({"index": cur.index, "load": cur.load, "passed": passed, "reason": reason,
-                             "repeats": reps})
+                             "repeats": reps, "guard": guard})
         load = cur.load
         if passed:
             self.lo = load if self.lo is None else max(self.lo, load)
@@ -166,6 +195,34 @@ class SweepShape(LoadTestShape):
         need = 0.8 * self.point_s * self.repeat  # a new point's K measurements
         if self._budget_left(now) < need or len(self.results) >= self.max_points:
             self.stopped = "budget used" if self._budget_left(now) < need else "point limit reached"
+            return
+        if saturated and self.kind == "rate":  # its backlog must not spill into the next point
+            self._drain = (nxt, cur.load * (now - cur.start), now)
+            self.on_point(self.kind, 0.0)
+            return
+        self._begin(nxt, now)
+
+    def _drained(self, now: float) -> None:
+        """Open loop, after the guard ended a point: no arrivals (rate 0) until that point's
+        requests have come back (all but 5%, or 5, of those due; or, since a late client may
+        not have sent them all, none came in for a while once they had started to), at most
+        :data:`DRAIN_MAX_S` or what the budget allows; then the next point begins from an empty
+        queue."""
+        assert self._drain is not None
+        nxt, due, since = self._drain
+        waited = now - since
+        quiet = self.ship_delay_s + max(1.0, 0.5 * self._e2e_max_ns / 1e9)
+        back = waited >= self.ship_delay_s and (self._point_done >= due - max(0.05 * due, 5)
+                                                or since < self._last_seen < now - quiet)
+        if not (back or waited >= min(DRAIN_MAX_S, 2 * self.point_s)
+                or self._budget_left(now) < 0.8 * self.point_s):
+            return
+        self._drain = None
+        if self.results:
+            self.results[-1]["guard"] = {**self.results[-1]["guard"], "drain_s": round(waited, 2),
+                                         "drained": back}
+        if self._budget_left(now) < 0.8 * self.point_s:
+            self.stopped = "budget used"
             return
         self._begin(nxt, now)
 
@@ -181,14 +238,16 @@ class SweepShape(LoadTestShape):
         return True
 
     def _judge_repeats(self, reps: list[int], now: float) -> tuple[bool, str]:
+        """A repeated point: :func:`~.search.point_passes` on the mean over its repeats of the
+        share meeting every SLO (:func:`~.repeats.passes_on_mean`) and their requests together."""
         from llm_users.load.repeats import passes_on_mean
 
         summaries = [stage_summary(self.book.stages[i], now) for i in reps]
-        passed, mean = passes_on_mean(summaries, self.target, MIN_REQUESTS)
+        _, mean = passes_on_mean(summaries, self.target, MIN_REQUESTS)
         total = sum(x["requests"] for x in summaries)
-        if total < MIN_REQUESTS:
-            return False, f"only {total} requests measured"
-        return passed, ("no data" if mean is None else f"{mean:.1%} met the SLOs (mean of {len(reps)} repeats)")
+        passed, reason = point_passes({"requests": total, "slo": {"share_meeting_all": mean}}, self.target)
+        return passed, (f"{reason} (mean of {len(reps)} repeats)" if passed or reason.endswith("met the SLOs")
+                        else reason)
 
     def _measured(self, now: float | None) -> list[tuple[StageRecord, dict[str, Any]]]:
         """Each point's last stage and its summary: with repeats, its repeats pooled with ``ci``
@@ -210,21 +269,10 @@ class SweepShape(LoadTestShape):
         return out
 
     def _next(self) -> float | None:
-        lo, hi = self.lo, self.hi
-        whole = self.kind == "users"
-        if hi is None:
-            assert lo is not None
-            return float(int(lo * 2)) if whole else lo * 2
-        if lo is None:
-            nxt = int(hi / 2) if whole else hi / 2
-            if nxt < (1 if whole else 1e-3):
-                self.stopped = "even the lowest load misses the SLOs"
-                return None
-            return float(nxt)
-        if (whole and hi - lo <= 1) or (not whole and hi / lo <= 1 + RATE_RESOLUTION):
-            self.stopped = "converged"
-            return None
-        return float(int((lo + hi) / 2)) if whole else (lo + hi) / 2
+        nxt, why = next_load(self.lo, self.hi, self.kind, self.tolerance)
+        if why:
+            self.stopped = why
+        return nxt
 
     # the result ---------------------------------------------------------------------------------
     def summary(self, now: float | None = None) -> dict[str, Any]:
@@ -237,6 +285,7 @@ class SweepShape(LoadTestShape):
             r = by_index.get(st.index, {"passed": None, "reason": "not judged (run stopped)"})
             s[key] = st.load
             s["passed"], s["reason"] = r["passed"], r["reason"]
+            s["guard"] = r.get("guard")
             points.append(s)
         knee = None
         good = [p for p in points if p["passed"]]
@@ -247,10 +296,14 @@ class SweepShape(LoadTestShape):
                     "requests_per_s": best.get("requests_per_s"), "share_meeting_all": slo.get("share_meeting_all"),
                     "output_tokens_per_s": best.get("output_tokens_per_s")}
         fr = frontiers(points)
+        tol = self.tolerance
         out = {"mode": "concurrency" if self.kind == "users" else "rate", "target": self.target,
                "budget_s": self.budget_s, "point_s": self.point_s, "settle_s": self.settle_s,
                "knee": knee, "bracket": [self.lo, self.hi], "stopped": self.stopped or "run ended",
+               "tolerance": {"value": tol.value, "relative": tol.relative, "text": tol.text(self.kind)},
+               "converged": self.stopped == "converged",
                "points": points, "frontier": {f: [points[i]["index"] for i in idx] for f, idx in fr.items()}}
+        out["max_load"] = max_load_text(out)
         if self.repeat > 1:
             from llm_users.load.repeats import knee_interval
 

@@ -120,6 +120,8 @@ def sweep_lines(summary: dict[str, Any]) -> list[str]:
             ends = ["-" if v is None else f"{v:g}" for v in (ki.get("low"), ki.get("high"))]
             lines.append(f"knee interval ({sw.get('repeat')} repeats per point, 95% CI of the share meeting every SLO): "
                          f"{key} {ends[0]} (surely passes) to {ends[1]} (surely fails)")
+        if sw.get("max_load"):
+            lines.append(str(sw["max_load"]))
         pooled = pooled_goodput_text(summary)
         if pooled:
             lines.append(f"goodput {pooled}")

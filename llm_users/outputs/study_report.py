@@ -230,6 +230,7 @@ def sweep_section(summary: dict[str, Any]) -> list[str]:
     parts = [f"<h2>SLO sweep ({html.escape(sw['mode'])})</h2><p class='{'ok' if knee else 'bad'}'>"
              f"<b>Knee:</b> {text}; target share {sw['target']:.0%}; {len(sw['points'])} points; "
              f"stopped: {html.escape(sw['stopped'])}.</p>" + _knee_interval(sw, key)
+             + (f"<p><b>Search:</b> {html.escape(str(sw['max_load']))}.</p>" if sw.get("max_load") else "")
              + _stage_table(summary, sw["points"]) + _pooled(summary)]
     lim = slo_limits(summary)
     charts = [stage_chart(sw["points"], "Per-point latency and throughput", lim),

@@ -123,7 +123,10 @@ def point_verdict(point: dict[str, Any], limits_ms: dict[str, float], target: fl
         return PointVerdict(index, load, True, f"pass: {share:.1%} met every SLO" if share is not None else "pass")
     misses = [] if reason.startswith("only ") else slo_misses(point, limits_ms, target)
     if reason.startswith("over-saturated"):
-        misses.insert(0, "over-saturated (latency grew without bound; ended early)")
+        note = str(point.get("note") or "")
+        detail = note.split(": ", 1)[1] if note.startswith("over-saturated: ") else \
+            "latency grew without bound; ended early"
+        misses.insert(0, f"over-saturated ({detail})")
     return PointVerdict(index, load, False, "fail: " + ("; ".join(misses) or reason or "SLOs missed"))
 
 

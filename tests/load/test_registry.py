@@ -18,10 +18,12 @@ from llm_users.load.profiles.open_loop import OpenLoopConfig
 from llm_users.load.profiles.stages import StagesConfig
 from llm_users.load.profiles.sweep import SweepConfig
 from llm_users.load.profiles.trace import TraceConfig
+from llm_users.load.search import Tolerance
 
 OPTIONS = ("llm_rate", "llm_arrival", "llm_seed", "llm_max_inflight", "llm_stages", "llm_steps", "llm_settle",
-           "llm_repeat", "llm_sweep", "llm_sweep_start", "llm_sweep_target", "llm_sweep_points", "llm_trace",
-           "llm_trace_format", "llm_trace_window", "llm_trace_speedup", "llm_reset_cache")
+           "llm_repeat", "llm_sweep", "llm_sweep_start", "llm_sweep_target", "llm_sweep_points",
+           "llm_sweep_tolerance", "llm_trace", "llm_trace_format", "llm_trace_window", "llm_trace_speedup",
+           "llm_reset_cache")
 
 
 def opts(**given_: object) -> Namespace:
@@ -78,6 +80,8 @@ def test_parse_options_is_frozen_and_says_open_loop() -> None:
     s = study.parse_options(opts(llm_sweep="rate", llm_sweep_points="5"))
     assert s.part("sweep") == SweepConfig("rate", 1.0, 0.95, 5) and s.open_loop
     assert not study.parse_options(opts(llm_sweep="concurrency")).open_loop
+    s = study.parse_options(opts(llm_sweep="rate", llm_sweep_tolerance="2%"))
+    assert s.part("sweep").tolerance == Tolerance(0.02, True)
     s = study.parse_options(opts(llm_trace="t.jsonl", llm_trace_speedup="2"))
     assert s.part("trace") == TraceConfig("t.jsonl", 2.0) and s.open_loop  # the file is read at attach
     assert study.parse_options(None) == study.parse_options(opts())  # Locust as a library
@@ -101,6 +105,8 @@ def test_parse_options_is_frozen_and_says_open_loop() -> None:
     (dict(llm_arrival="gamma:0"), "--llm-arrival"),
     (dict(llm_sweep_target="2"), "--llm-sweep-target must be a number in [0, 1], got '2'"),
     (dict(llm_sweep_points="1"), "--llm-sweep-points must be a number in [2, 1000]"),
+    (dict(llm_sweep="concurrency", llm_sweep_tolerance="0.5"),
+     "--llm-sweep-tolerance for a concurrency sweep is whole users (or a share such as 5%), got '0.5'"),
     (dict(llm_trace_speedup="0"), "--llm-trace-speedup must be a number in"),
     (dict(llm_trace="t.csv", llm_trace_format="sharegpt"), "--llm-trace-format must be one of jsonl, mooncake"),
     (dict(llm_trace="t.csv", llm_trace_window="9:3"), "--llm-trace-window needs 0 <= START < END"),

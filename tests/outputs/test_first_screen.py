@@ -24,9 +24,11 @@ from llm_users.users import VLLMUser
     ({"llm_stages": "5:3s,10:2s", "llm_arrival": "constant"}, "stages",
      "2 stages: 5 req/s for 3 s, 10 req/s for 2 s; constant arrivals"),
     ({"llm_sweep": "concurrency", "llm_sweep_start": "4", "llm_sweep_points": "6"}, "sweep",
-     "SLO sweep of concurrency: from 4 users, at most 6 points, target 95% of requests meeting every SLO"),
+     "SLO sweep of concurrency: from 4 users, at most 6 points, target 95% of requests meeting every SLO, "
+     "bisection to within 1 user"),
     ({"llm_sweep": "rate", "llm_arrival": "gamma:2", "llm_seed": "1"}, "sweep",
-     "SLO sweep of rate: from 1 req/s, at most 12 points, target 95% of requests meeting every SLO; "
+     "SLO sweep of rate: from 1 req/s, at most 12 points, target 95% of requests meeting every SLO, "
+     "bisection to within 5%; "
      "gamma:2 arrivals (seed 1)"),
     ({"llm_rate": "20", "llm_max_inflight": "4", "llm_seed": "3"}, "open_loop",
      "open loop: 20 req/s, poisson arrivals (seed 3), at most 4 in flight"),

@@ -168,6 +168,26 @@ def test_report_headline_of_a_study_leads_with_the_knee_and_labels_the_pooled_go
     assert got["Goodput at the knee"] == ("-", "no stage met the SLOs") and got["Points meeting the SLOs"][0] == "0 of 2"
 
 
+def test_the_search_result_and_the_guard_note_in_console_and_report() -> None:
+    """Issue 29: the max load under the SLOs with its tolerance, and a guard-ended point's own words."""
+    s = _stages_summary()
+    note = ("over-saturated: latency from the schedule grew without bound (2.5x) and the requests in flight "
+            "grew by 30.0/s; point ended early")
+    pts = [dict(p, concurrency=p["users"], passed=i < 2, reason="over-saturated" if i == 3 else "r")
+           for i, p in enumerate(s["stages"])]
+    pts[3]["note"] = note
+    text = "max load under the SLOs: 8 users (within +-1 user: 9 failed)"
+    sw = dict(s, sweep={"mode": "concurrency", "target": 0.95, "stopped": "converged", "max_load": text,
+                        "knee": {"concurrency": 8, "point": 1, "goodput_rps": 40.0, "share_meeting_all": 0.97},
+                        "points": pts})
+    lines = sweep_lines(sw)
+    assert text in lines and "goodput pooled" in lines[-1]
+    assert any("fail: over-saturated (latency from the schedule grew without bound (2.5x) and the requests in "
+               "flight grew by 30.0/s; point ended early)" in ln for ln in lines), lines
+    page = "".join(sweep_section(sw))
+    assert f"<b>Search:</b> {text}." in page
+
+
 def _repeated(s: dict[str, Any]) -> dict[str, Any]:
     """--llm-repeat 3: each point with its ci block (throughput and TTFT/TPOT p99 intervals)."""
     from llm_users.load.repeats import ci_block

@@ -1,6 +1,8 @@
 """The SLO sweep profile: ``--llm-sweep concurrency|rate`` (``--llm-sweep-start``,
-``--llm-sweep-target``, ``--llm-sweep-points``) finds the largest load at which the share of
-requests meeting every ``--llm-slo`` stays above the target, within ``-t`` for the whole sweep.
+``--llm-sweep-target``, ``--llm-sweep-points``, ``--llm-sweep-tolerance``) finds the largest
+load at which the share of requests meeting every ``--llm-slo`` stays above the target, within
+``-t`` for the whole sweep: a bisection search to a stated tolerance (there is no separate
+``--llm-search``: the sweep is the search; docs/studies.md).
 
 Where the records merge it sets a :class:`~llm_users.load.sweep.SweepShape` on the run, keeps the
 points' :class:`~llm_users.load.stages.StageBook` (the ``stages`` and ``sweep`` blocks), and at the
@@ -17,6 +19,7 @@ from llm_users.errors import ConfigError
 from llm_users.load.profile import LoadProfile, OptionAdder, ProfileRun, Study, StudyConfig, given, number
 from llm_users.load.profiles.open_loop import OpenLoop, arrival_clause
 from llm_users.load.profiles.stages import flag_pooled_goodput
+from llm_users.load.search import Tolerance, default_tolerance, parse_tolerance
 
 SWEEP_MODES = ("concurrency", "rate")
 
@@ -27,6 +30,7 @@ class SweepConfig:
     start: float = 1.0
     target: float = 0.95
     points: int = 12
+    tolerance: Tolerance | None = None  # None: 1 user (concurrency), 5% (rate)
 
 
 class Sweep(LoadProfile):
@@ -37,6 +41,8 @@ class Sweep(LoadProfile):
         opt("--llm-sweep-start", "sweep: first load probed (default 1)")
         opt("--llm-sweep-target", "sweep: share of requests that must meet every SLO (default 0.95)")
         opt("--llm-sweep-points", "sweep: most points measured; -t is split among them (default 12)")
+        opt("--llm-sweep-tolerance", "sweep: the bisection stops when the passing and failing loads are this "
+            "close: users (concurrency), req/s (rate) or a share such as 5% (default 1 user / 5%)")
 
     def parse(self, opts: Any) -> SweepConfig | None:
         mode = given(opts, "llm_sweep")
@@ -45,7 +51,8 @@ class Sweep(LoadProfile):
         target = number(opts, "llm_sweep_target", "--llm-sweep-target", 0.95, 0.0, 1.0)
         start = number(opts, "llm_sweep_start", "--llm-sweep-start", 1.0, 1e-6)
         points = int(number(opts, "llm_sweep_points", "--llm-sweep-points", 12, 2, 1000))
-        return None if mode is None else SweepConfig(mode, start, target, points)
+        tolerance = parse_tolerance(given(opts, "llm_sweep_tolerance"), mode)
+        return None if mode is None else SweepConfig(mode, start, target, points, tolerance)
 
     def open_loop(self, config: SweepConfig | None) -> bool:
         return config is not None and config.mode == "rate"
@@ -69,8 +76,11 @@ class Sweep(LoadProfile):
             return None
         unit = "req/s" if config.mode == "rate" else "users"
         arrivals = arrival_clause(study)
+        kind = "rate" if config.mode == "rate" else "users"
+        tol = (config.tolerance or default_tolerance(kind)).text(kind)
         return (f"SLO sweep of {config.mode}: from {config.start:g} {unit}, at most {config.points} points, "
-                f"target {config.target:.0%} of requests meeting every SLO" + (f"; {arrivals}" if arrivals else ""))
+                f"target {config.target:.0%} of requests meeting every SLO, bisection to within {tol}"
+                + (f"; {arrivals}" if arrivals else ""))
 
     def console_lines(self, summary: dict[str, Any]) -> list[str]:
         from llm_users.outputs.study_console import sweep_lines
@@ -115,7 +125,7 @@ class SweepRun(ProfileRun):
             kind="rate" if config.mode == "rate" else "users", book=self.book, on_point=self._on_point,
             budget_s=budget, start=config.start, target=config.target, points=config.points,
             ship_delay_s=2.5 if study.on_master else 0.2,  # how late records arrive
-            settle_s=stages.settle_s if stages is not None else None,
+            settle_s=stages.settle_s if stages is not None else None, tolerance=config.tolerance,
             repeat=stages.repeat if stages is not None else 1)
         run.collector.observers.append(self.sweep.see)
         study.set_shape(self.sweep)
