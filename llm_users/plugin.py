@@ -116,11 +116,12 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
                       "single-process runs; start one with `llm-sim --host 0.0.0.0 --port 8000`)")
             _start_simulator(environment, run)
     _preflight(environment, run)
-    run.install(runner)
-    from llm_users.health.guard import attach as attach_guards
+    from llm_users.health import guard
     from llm_users.users import discovered_models
 
-    attach_guards(environment, run, discovered_models())  # a worker's preflight, fail-stop, nothing measured
+    guard.attach_before(environment, run, discovered_models())  # a worker's preflight, as its test starts
+    run.install(runner)
+    guard.attach(environment, run)  # fail-stop, nothing measured
     from llm_users.health.console_table import install as install_console_table
 
     install_console_table()  # Locust's table every 2 s, in pieces between the streams' reads

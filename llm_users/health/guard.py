@@ -60,10 +60,15 @@ def preflight_at_start(environment: Any, run: Any, discovered: dict[str, str]) -
     return next((f for f in findings if f.fatal), None)
 
 
-def attach(environment: Any, run: Any, discovered: dict[str, str]) -> None:
-    """The guards of this process's role (after ``run.install``)."""
+def attach_before(environment: Any, run: Any, discovered: dict[str, str]) -> None:
+    """What must run before the run's own ``test_start`` (before ``run.install``): a worker's
+    preflight, so the test's clock and self-check start when the load can."""
     if isinstance(run, WorkerRun):
         _attach_worker(environment, run, discovered)
+
+
+def attach(environment: Any, run: Any) -> None:
+    """The guards that watch the run (after ``run.install``: its stop has written the summary)."""
     if isinstance(run, MergingRun):
         _attach_merging(environment, run)
 
