@@ -31,6 +31,7 @@ from typing import Any
 import gevent
 
 from llm_users.errors import (
+    ConfigError,
     ConnectError,
     EmptyResponse,
     HTTPStatusError,
@@ -174,7 +175,11 @@ def send_once(user: Any) -> None:
 
 def discover_model(user: Any) -> str:
     """GET /v1/models: the model the server serves (the run's users then ask no more)."""
-    data = user.stream_client.fetch_json("/v1/models")
+    header = user.descriptor.auth_header
+    headers = {}
+    if user.api_key and header:  # a server that wants a key wants it here too (vLLM --api-key)
+        headers[header] = f"Bearer {user.api_key}" if header == "Authorization" else user.api_key
+    data = user.stream_client.fetch_json("/v1/models", headers)
     try:
         return str(data["data"][0]["id"])
     except (KeyError, IndexError, TypeError):
@@ -216,6 +221,10 @@ def check_class(cls: type, settings: Settings, host: str, discovered: dict[str, 
                         "server_error", "server_overloaded"):
                     break
         return explain(last, target) if last is not None else None
+    except ConfigError as e:  # a setting the run could not use either
+        return Finding(True, str(e))
+    except Exception as e:  # noqa: BLE001 - a custom builder's bug is the run's to show, not the preflight's
+        return Finding(False, f"the preflight of {cls.__name__} could not run ({type(e).__name__}: {e}); going on")
     finally:
         user.stream_client.close()
 
