@@ -189,7 +189,7 @@ def nothing_measured(overall: dict[str, Any], ended: Ended, warmup: dict[str, An
 
 def _attach_merging(environment: Any, run: MergingRun) -> None:
     ended = Ended()
-    state: dict[str, Any] = {"watch": None, "greenlet": None, "stopped": None}
+    state: dict[str, Any] = {"watch": None, "greenlet": None, "stopped": None, "nothing": None}
     environment.llm_preflight_failed = False
 
     def observe(rec: RequestRecord) -> None:
@@ -211,7 +211,9 @@ def _attach_merging(environment: Any, run: MergingRun) -> None:
                 return
 
     def on_test_start(**_: Any) -> None:
-        state["stopped"] = None
+        if state["stopped"] or state.get("nothing"):  # a web-UI test again: judged afresh
+            environment.process_exit_code = None
+        state["stopped"] = state["nothing"] = None
         limit = run.config.fail_stop_s
         state["watch"] = FailWatch(limit, run.data_lag_s) if limit else None
         if state["watch"] is not None:
@@ -230,6 +232,7 @@ def _attach_merging(environment: Any, run: MergingRun) -> None:
                                 summary.get("window", {}).get("warmup", {}), max_tokens, run.config.run_time_s)
         if line is not None:
             say(line)
+            state["nothing"] = line
             environment.process_exit_code = 1
 
     def on_preflight_failed(environment: Any = None, msg: Any = None, **_: Any) -> None:
