@@ -72,6 +72,10 @@ def add_arguments(parser: Any) -> None:
         "(default 0: off); keeps fixed-length closed loops from re-aligning", web=True)
     opt("--llm-backoff", "on/off: a user that keeps failing to connect, or gets the same 4xx answer again and "
         "again, waits before its next request (0.5 s doubling to 8 s; default on)")
+    opt("--llm-preflight", "on/off: before the load, one tiny request per route (and the model probe) that must "
+        "succeed; a dead host, 401/403, 404 or a wrong route stops the run at start, exit 1 (default on)")
+    opt("--llm-fail-stop", "stop the run, exit 1, when every request has failed for this long, e.g. 30s; off = "
+        "never (default 30s)")
     opt("--llm-report", "directory for summary.json, summary.csv and requests.jsonl")
     opt("--llm-warmup", "exclude from statistics: N = each user's first N requests (default 1), or a time like 30s")
     opt("--llm-cooldown", "exclude requests that start in the last part of the run, e.g. 10s (needs -t)")
@@ -96,6 +100,7 @@ def add_arguments(parser: Any) -> None:
 
 DEFAULT_PROMETHEUS_PORT = 9646
 DEFAULT_SCRAPE_INTERVAL_S = 2.0
+DEFAULT_FAIL_STOP_S = 30.0
 
 
 def parse_warmup(text: str | None) -> tuple[int | None, float]:
@@ -153,6 +158,8 @@ class RunConfig:
     cost: Prices | None = None  # --llm-price
     export: tuple[str, str] | None = None  # --llm-export FORMAT FILE
     spawn_seed: str | None = None  # --llm-seed as given: each user's own generator (llm_users/load/spawn.py)
+    preflight: bool = True  # --llm-preflight: one request per route before the load (health/preflight.py)
+    fail_stop_s: float | None = DEFAULT_FAIL_STOP_S  # --llm-fail-stop: None = off (health/guard.py)
     headless: bool = False  # Locust's --headless: the LLM table prints after Locust's final one (outputs/console.py)
     #: the options these were parsed from, read-only (None: Locust used as a library, no options)
     options: Mapping[str, Any] | None = None
@@ -198,6 +205,8 @@ class RunConfig:
             cost=_cost(options),
             export=_export(options),
             spawn_seed=_spawn_seed(options),
+            preflight=_preflight(options),
+            fail_stop_s=_fail_stop(options),
             headless=bool(_given(options, "headless")),
             options=_snapshot(options),
         )
@@ -219,7 +228,7 @@ class RunConfig:
             slos = self.slos
         return replace(self, user_settings=_user_settings(options, user_classes), backoff=_backoff(options),
                        workload=_workload(options), spawn_seed=_spawn_seed(options), study=study, slos=slos,
-                       options=_snapshot(options))
+                       preflight=_preflight(options), options=_snapshot(options))
 
     def with_form(self, fields: Mapping[str, Any], user_classes: list[Any] | tuple[Any, ...]) -> RunConfig:
         """The configuration the web UI's start form would give: its ``llm_*`` fields over this
@@ -289,6 +298,23 @@ def _snapshot(options: Any) -> Mapping[str, Any] | None:
 def _backoff(options: Any) -> bool:
     value = _given(options, "llm_backoff")
     return True if value is None else parse_bool(value, "--llm-backoff")
+
+
+def _preflight(options: Any) -> bool:
+    value = _given(options, "llm_preflight")
+    return True if value is None else parse_bool(value, "--llm-preflight")
+
+
+def _fail_stop(options: Any) -> float | None:
+    value = _given(options, "llm_fail_stop")
+    if value is None:
+        return DEFAULT_FAIL_STOP_S if options is not None else None
+    if str(value).strip().lower() in ("off", "false", "no", "0"):
+        return None
+    seconds = parse_duration_s(value, "--llm-fail-stop")
+    if seconds <= 0:
+        raise ConfigError(f"--llm-fail-stop must be a duration above 0 (e.g. 30s) or off, got {value!r}")
+    return seconds
 
 
 def _server_metrics(options: Any) -> str | None:

@@ -1,5 +1,6 @@
 """Wires locust-llm into Locust: options, the ``llm_response`` event, the auto-started
-simulator, the settings and API-key checks, and the run (statistics, shipping, outputs).
+simulator, the settings and API-key checks, the preflight and the run's guards
+(:mod:`llm_users.health.guard`), and the run (statistics, shipping, outputs).
 
 Call :func:`register` once from a locustfile (the shipped ones do)::
 
@@ -114,7 +115,13 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
                 _fail("distributed mode needs a server: give --host (the auto-started simulator is for "
                       "single-process runs; start one with `llm-sim --host 0.0.0.0 --port 8000`)")
             _start_simulator(environment, run)
+    _preflight(environment, run)
+    from llm_users.health import guard
+    from llm_users.users import discovered_models
+
+    guard.attach_before(environment, run, discovered_models())  # a worker's preflight, as its test starts
     run.install(runner)
+    guard.attach(environment, run)  # fail-stop, nothing measured
     from llm_users.health.console_table import install as install_console_table
 
     install_console_table()  # Locust's table every 2 s, in pieces between the streams' reads
@@ -179,6 +186,20 @@ def _route_ctrl_c_to_main() -> None:
         hub.parent.throw(KeyboardInterrupt())
 
     gevent.signal_handler(signal.SIGINT, to_main)
+
+
+def _preflight(environment: Any, run: Any) -> None:
+    """The local runner's preflight, before Locust starts the test (health/guard.py says where
+    the other roles run theirs): a fatal finding is one line and exit 1, no load sent."""
+    if run.merges and run.generates_load and (environment.host or any(
+            getattr(c, "host", None) for c in run.config.user_settings)):
+        from llm_users.health.guard import preflight_at_start
+        from llm_users.users import discovered_models
+
+        fatal = preflight_at_start(environment, run, discovered_models())
+        if fatal is not None:
+            run.close()  # the auto-started simulator, if any
+            _fail(fatal.message)
 
 
 def _check_hosts(environment: Any, user_classes: list[Any]) -> None:

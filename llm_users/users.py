@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 import gevent
 from gevent import GreenletExit
+from gevent.event import Event
 from gevent.lock import BoundedSemaphore
 from locust import User, constant, task
 
@@ -141,6 +142,8 @@ class LLMUser(User):
         return self.route.parser()
 
     def on_start(self) -> None:
+        if getattr(self.environment, "llm_preflight_failed", False):  # health/guard.py: the run is stopping
+            Event().wait()  # no request: idle until the stop kills this user
         delay = first_request_delay(self.settings.spawn_spread, self.environment, self.rng)
         if delay:  # out of phase with the rest of its spawn batch (llm_users/load/spawn.py)
             gevent.sleep(delay)
@@ -303,6 +306,11 @@ def _discover_model(client: StreamClient, backend: str) -> str:
                       "sending model 'default' (give --llm-model)", e)
             _discovered[key] = "default"
     return _discovered[key]
+
+
+def discovered_models() -> dict[str, str]:
+    """Where the model probe keeps what each host serves (the preflight fills it first)."""
+    return _discovered
 
 
 class VLLMUser(LLMUser):

@@ -84,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--routes", type=_modules, action="extend", default=None, metavar="MODULE[,MODULE]",
                    help="also serve the routes of these modules (each defines add_routes(app)): a backend's "
                    "simulator routes from outside the package (its descriptor's sim_routes); repeatable")
+    g.add_argument("--only-backends", type=_modules, default=None, metavar="NAME[,NAME]",
+                   help="serve only these backends' routes (e.g. tgi: a server that speaks one dialect; "
+                   "names as in the backend registry: vllm, openai, tgi, ollama, claude, gemini); default all")
 
     g = p.add_argument_group("timing (milliseconds)")
     g.add_argument("--ttft-ms", type=_nonneg(float), default=50.0, help="time to first token: the first chunk is "
@@ -164,6 +167,7 @@ def config_from_args(argv: Sequence[str] | None = None) -> tuple[SimConfig, argp
     ns = parser.parse_args(argv)
     fields = {k: v for k, v in vars(ns).items() if k != "log_level"}
     fields["routes"] = tuple(dict.fromkeys(ns.routes or ()))
+    fields["only_backends"] = tuple(ns.only_backends or ())
     try:
         cfg = SimConfig(**fields)
         route_modules(cfg)  # a module that is not there stops here, with its name

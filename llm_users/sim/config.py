@@ -77,6 +77,7 @@ class SimConfig:
     exit_with_parent: bool = False
     #: route modules to serve besides the built-in backends' (each has ``add_routes(app)``)
     routes: tuple[str, ...] = ()
+    only_backends: tuple[str, ...] = ()  # serve only these backends' routes (empty: all)
 
     def __post_init__(self) -> None:
         for name in ("ttft_dist", "itl_dist"):

@@ -15,7 +15,12 @@ from llm_users.sim.config import SimConfig
 
 def route_module_names(cfg: SimConfig) -> list[str]:
     """The modules' names, each once, in the order their routes are added."""
-    names = [b.sim_routes for b in all_backends().values() if b.sim_routes]
+    only = set(cfg.only_backends)
+    unknown = only - set(all_backends())
+    if unknown:
+        raise ImportError(f"--only-backends: no backend named {', '.join(sorted(unknown))} "
+                          f"(there are {', '.join(all_backends())})")
+    names = [b.sim_routes for n, b in all_backends().items() if b.sim_routes and (not only or n in only)]
     return list(dict.fromkeys([*names, *cfg.routes]))
 
 

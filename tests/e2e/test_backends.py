@@ -71,7 +71,8 @@ def test_malformed_prompts_file_is_a_clear_error(tmp_path) -> None:
 
 def test_no_host_starts_the_simulator_and_says_so(tmp_path) -> None:
     report = tmp_path / "r"
-    proc = run_locust("vllm.py", "-u", "4", "-r", "4", "-t", "3s", "--stop-timeout", "10", report=report)
+    proc = run_locust("vllm.py", "-u", "4", "-r", "4", "-t", "3s", "--stop-timeout", "10",
+                      "--llm-sim-args", "--output-tokens 20", report=report)  # 512 tokens: 5 s, all warm-up
     assert proc.returncode == 0, proc.stderr[-2000:]
     said = [ln for ln in proc.stdout.splitlines() if "started the embedded simulator" in ln]
     assert len(said) == 1 and "http://127.0.0.1:" in said[0]

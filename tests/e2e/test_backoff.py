@@ -18,6 +18,7 @@ def run_dead(tmp_path, client: str, *extra: str):
     report = tmp_path / ("r" + "".join(extra).replace("-", ""))
     proc = run_locust("vllm.py", "--host", f"http://127.0.0.1:{free_port()}", "-u", "2", "-r", "2", "-t", "4s",
                       "--llm-model", "m", "--llm-prometheus-port", "0", "--llm-client", client, *extra,
+                      "--llm-preflight", "off",  # the load itself meets the dead host
                       report=report, timeout=90)
     assert {r["client"] for r in read_records(report)} == {client}
     return proc, report
@@ -46,7 +47,8 @@ def test_identical_401s_back_off(sim_factory, tmp_path, client) -> None:
     sim = sim_factory("--require-api-key", "the-right-key", "--output-tokens", "5")
     report = tmp_path / "r"
     proc = run_locust("vllm.py", "--host", sim.url, "-u", "2", "-r", "2", "-t", "4s", "--llm-model", "m",
-                      "--llm-prometheus-port", "0", "--llm-client", client, report=report, timeout=90)
+                      "--llm-prometheus-port", "0", "--llm-client", client, "--llm-preflight", "off",
+                      report=report, timeout=90)
     served = get_json(sim.url + "/_sim/stats")
     records = read_records(report)
     assert {r["client"] for r in records} == {client}
@@ -59,7 +61,8 @@ def test_malformed_streams_are_one_row_in_locusts_failure_table(sim_factory, tmp
     sim = sim_factory("--fault-rate", "1", "--fault-kinds", "malformed", "--output-tokens", "5", "--seed", "5")
     report = tmp_path / "r"
     proc = run_locust("vllm.py", "--host", sim.url, "-u", "2", "-r", "2", "-t", "3s", "--llm-model", "m",
-                      "--llm-prometheus-port", "0", "--loglevel", "INFO", report=report, timeout=90)  # INFO: the error report
+                      "--llm-prometheus-port", "0", "--loglevel", "INFO", "--llm-preflight", "off",
+                      report=report, timeout=90)  # INFO: the error report
     failures = [r for r in read_records(report) if r["error_category"] == "malformed_stream"]
     assert len(failures) >= 5
     rows = [line for line in (proc.stdout + proc.stderr).splitlines() if "POST /v1/chat/completions: malformed_stream" in line]

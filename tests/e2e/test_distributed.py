@@ -62,7 +62,8 @@ def test_master_and_two_workers_merge_exactly(sim_factory, tmp_path) -> None:
     master = start(["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
                     "--expect-workers", "2", "--headless", "--only-summary", "-u", "8", "-r", "8", "-t", "6s",
                     "--stop-timeout", "10", "--host", sim.url, "--llm-report", str(report),
-                    "--json-file", str(tmp_path / "locust")], tmp_path / "master.log")
+                    "--json-file", str(tmp_path / "locust"),
+                    "--llm-preflight", "off"], tmp_path / "master.log")  # each request served is a record
     workers = [start(["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)], tmp_path / f"w{i}.log")
                for i in range(2)]
     assert master.wait(90) == 0, (tmp_path / "master.log").read_text()[-3000:]
@@ -80,7 +81,7 @@ def test_processes_2_merges_exactly(sim_factory, tmp_path) -> None:
     report = tmp_path / "r"
     port = str(free_port())  # not Locust's default 5557: other runs on the machine may hold it
     proc = run_locust("vllm.py", "--processes", "2", "--master-bind-port", port, "--master-port", port,
-                      "--host", sim.url, "-u", "8", "-r", "8", "-t", "6s",
+                      "--host", sim.url, "-u", "8", "-r", "8", "-t", "6s", "--llm-preflight", "off",
                       "--stop-timeout", "10", report=report, csv_prefix=tmp_path / "locust")
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = assert_exact_merge(report)

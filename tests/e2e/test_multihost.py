@@ -90,7 +90,7 @@ def start_run(net: netns.TestNet, tmp: Path, target: str, users: int, seconds: i
         "--master-bind-port", str(MASTER_PORT), "--expect-workers", "2", "--headless", "--only-summary",
         "-u", str(users), "-r", str(users), "-t", f"{seconds}s", "--stop-timeout", "10", "--host", target,
         "--llm-report", str(report), "--json-file", str(tmp / "locust"), "--llm-prometheus-port", "0",
-        "--loglevel", "INFO",
+        "--loglevel", "INFO", "--llm-preflight", "off",  # every request the simulator counts is a record
     ], tmp / "master.log", env=clean_env(), cwd=ROOT)
     workers = [
         net.popen(w, [LOCUST, "-f", locustfile, "--worker", "--master-host", net.hosts["master"],

@@ -26,8 +26,9 @@ from tests.helpers import LOCUST, ROOT, free_port, get_json, read_records, read_
 pytestmark = pytest.mark.slow
 
 SIM_ARGS = ("--ttft-ms", "20", "--itl-ms", "4", "--output-tokens", "25", "--seed", "3")
+# --llm-preflight off: every request the simulator counts is a record (the preflight's is none)
 COMMON = ["--headless", "--only-summary", "-u", "6", "-r", "6", "-t", "60s", "--stop-timeout", "10",
-          "--llm-prometheus-port", "0"]
+          "--llm-prometheus-port", "0", "--llm-preflight", "off"]
 
 
 # raw mode: the vLLM locustfile, our stream client; SDK mode: the OpenAI locustfile (named like

@@ -38,7 +38,9 @@ def run_against(server, locustfile: str, tmp_path, *args: str, users: int = 2, s
     report = tmp_path / "r"
     window = Window.open(server)
     proc = run_locust(locustfile, "--host", server.url, "-u", str(users), "-r", str(users), "-t", f"{seconds}s",
-                      "--stop-timeout", "60", "--llm-model", "gemma-3-270m", *args, report=report, env=KEYS,
+                      "--stop-timeout", "60", "--llm-model", "gemma-3-270m",
+                      "--llm-preflight", "off",  # every generation the server counts is a record
+                      *args, report=report, env=KEYS,
                       timeout=180)
     return proc, report, window
 
@@ -150,7 +152,8 @@ def test_server_killed_mid_stream_is_connection_reset_then_connect_error(real_lo
         proc = subprocess.Popen(
             [LOCUST, "-f", str(ROOT / "locustfiles" / "vllm.py"), "--headless", "--only-summary", "--loglevel",
              "WARNING", "--host", server.url, "-u", "2", "-r", "2", "-t", "10s", "--stop-timeout", "10",
-             "--llm-max-tokens", "300", "--llm-warmup", "0", "--llm-client", client, "--llm-report", str(report)],
+             "--llm-max-tokens", "300", "--llm-warmup", "0", "--llm-client", client, "--llm-report", str(report),
+             "--llm-preflight", "off"],  # the first slot launched is a user's stream
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and "launch_slot_" not in server.log_tail(100_000):
@@ -182,3 +185,30 @@ def test_a_server_that_cannot_start_fails_loudly_with_its_log(tmp_path) -> None:
     dead = ServerProcess("llama.cpp", _spawn("llama.cpp", [sys.executable, "-c", code], log), "http://127.0.0.1:9", log)
     with pytest.raises(RuntimeError, match=r"(?s)exited with 3 before it was ready.*model file not found"):
         wait_ready(dead, "/health", timeout=20)
+
+
+@pytest.mark.parametrize("client", ["raw", "sdk"])
+def test_the_preflight_passes_on_a_real_server_with_one_generation(llama, client: str, tmp_path) -> None:
+    """Issue 29: the preflight's one-token request goes through the run's own path (raw or SDK)
+    to llama.cpp and passes; the server runs exactly one generation more than the records."""
+    report = tmp_path / "r"
+    window = Window.open(llama)
+    proc = run_locust("vllm.py", "--host", llama.url, "-u", "1", "-r", "1", "-t", "3s", "--stop-timeout", "60",
+                      "--llm-model", "gemma-3-270m", "--llm-max-tokens", "8", "--llm-client", client,
+                      report=report, env=KEYS, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "locust-llm: the preflight" not in proc.stderr
+    records = read_records(report)
+    assert records and all(r["status"] == "ok" for r in records)
+    assert window.generations() == len(records) + 1
+
+
+def test_the_preflight_stops_a_locustfile_the_real_server_does_not_speak(llama, tmp_path) -> None:
+    """Issue 29: TGI's route on llama.cpp's server is a 404: one line naming the wrong
+    locustfile, exit 1 before any load (no generation)."""
+    window = Window.open(llama)
+    proc = run_locust("tgi.py", "--host", llama.url, "-u", "1", "-r", "1", "-t", "20s", timeout=60)
+    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "locust-llm" in ln]
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert len(lines) == 1 and "wrong locustfile for this server" in lines[0] and "tgi.py" in lines[0], lines
+    assert window.generations() == 0

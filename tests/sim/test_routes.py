@@ -60,3 +60,19 @@ def test_routes_option_adds_modules_once(tmp_path: Path, monkeypatch: pytest.Mon
     with pytest.raises(ValueError, match="routes must be module names"):
         SimConfig(routes=("not a module",))
 
+
+
+def test_only_backends_serves_one_dialect_and_refuses_an_unknown_name() -> None:
+    """Issue 29: ``--only-backends tgi`` is a server that speaks TGI only (the preflight's
+    "wrong locustfile" case); a name that is no backend is refused naming the ones there are."""
+    import pytest
+
+    from llm_users.sim.cli import config_from_args
+    from llm_users.sim.routes import route_module_names
+
+    cfg, _ = config_from_args(["--only-backends", "tgi"])
+    assert route_module_names(cfg) == ["llm_users.sim.routes_tgi"]
+    both, _ = config_from_args(["--only-backends", "vllm,ollama"])
+    assert route_module_names(both) == ["llm_users.sim.routes_openai", "llm_users.sim.routes_ollama"]
+    with pytest.raises(SystemExit):
+        config_from_args(["--only-backends", "nope"])
