@@ -343,8 +343,10 @@ class MergingRun(LLMRun):
             self.collector.add_health(self.monitor.to_wire(encode=False))
         summary = self.summary()
         self.last_summary = summary
-        write_outputs(FinalData(summary, self.collector.timeline.rows(), self.collector.stats),
-                      self.config.report_dir)  # every file, once (outputs/registry.py)
+        failed = write_outputs(FinalData(summary, self.collector.timeline.rows(), self.collector.stats),
+                               self.config.report_dir)  # every file, once (outputs/registry.py)
+        if failed or (self.writer is not None and self.writer.check()):  # a full disk, a vanished dir
+            self.environment.process_exit_code = 1
         return summary
 
     def close(self) -> None:
