@@ -8,7 +8,7 @@ master has arrived for :data:`MASTER_SILENCE_S` and a TCP connection to the mast
 only slow (its loop busy writing a large report) still accepts connections and is waited for,
 up to Locust's own 60 s. The worker then stops its users, writes the records the master has not
 confirmed to :func:`unshipped_path` and exits 1 (``run.WorkerRun.on_master_lost``;
-docs/decisions/distributed.md, "The master dies").
+docs/decisions/distribution.md, "The master dies").
 
 The forked workers of ``--processes N`` are workers like any other: when their master (their
 parent) is killed they notice the same way, within seconds, and exit.
