@@ -16,12 +16,8 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.e2e.test_disk_faults import leftover
 from tests.helpers import LOCUST, ROOT, free_port, get_json
-
-pytestmark = pytest.mark.slow
 
 EXIT_WITHIN_S = 15.0  # 5 s of silence, the probe, the users' stop, the file
 
