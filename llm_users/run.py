@@ -325,6 +325,7 @@ class MergingRun(LLMRun):
             "duplicate_records_dropped": c.duplicates,
         }
         s["records"] = c.records
+        s["records_file"] = self.writer.state() if self.writer is not None else None  # whole, or why not
         s["backoff"] = {"enabled": self.config.backoff, "waits": c.backoff_waits, "wait_s": round(c.backoff_s, 3)}
         for hook in self.summary_hooks:
             hook(s)
@@ -347,7 +348,7 @@ class MergingRun(LLMRun):
         self.last_summary = summary
         failed = write_outputs(FinalData(summary, self.collector.timeline.rows(), self.collector.stats),
                                self.config.report_dir)  # every file, once (outputs/registry.py)
-        if failed or (self.writer is not None and self.writer.check()):  # a full disk, a vanished dir
+        if failed or (self.writer is not None and self.writer.error):  # a full disk, a vanished dir
             self.environment.process_exit_code = 1
         return summary
 

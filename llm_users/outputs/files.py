@@ -102,6 +102,13 @@ class RecordWriter:
                           f"the records written to it are gone; statistics are kept in memory")
         return self.error
 
+    def state(self) -> dict[str, Any]:
+        """summary.json's ``records_file``: lines written, records not written, and why (``error``
+        None: the file is whole)."""
+        error = self.check()
+        return {"path": str(self.path), "written": self.written, "not_written": self.lost,
+                "error": error.removeprefix("locust-llm: ") if error else None}
+
     def _say(self, what: str) -> None:
         self.error = f"locust-llm: {what}"
         print(self.error, flush=True)

@@ -6,6 +6,7 @@ keep being served while the file cannot be written)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -93,4 +94,8 @@ def test_report_dir_removed_mid_run(sim_factory, tmp_path: Path) -> None:
     _assert_clean_failure(out, p.returncode, f"{report}/requests.jsonl was removed during the run")
     served = get_json(sim.url + "/_sim/stats")["served"]
     assert served > before * 1.5, (before, served)  # the run kept going after the removal
+    summary = json.loads((report / "summary.json").read_text())  # the directory is made again at the stop
+    assert summary["records_file"]["error"].startswith(f"{report}/requests.jsonl was removed during the run")
+    assert summary["records_file"]["written"] > 0
+    assert summary["records"] == served
     assert not leftover(str(report))
