@@ -28,6 +28,14 @@ def test_lone_or_non_connection_failures_are_no_outage() -> None:
     assert find_outages(events) == []
 
 
+def test_a_restarted_server_loading_its_model_is_part_of_the_outage() -> None:
+    """llama.cpp answers 503 while a restarted server loads: the top category, inside the window."""
+    events = [(1.0, None), (2.0, "connection_reset"), (2.1, "connect_error"),
+              *((3.0 + i / 100, "http_503") for i in range(50)), (9.0, None)]
+    (o,) = find_outages(events)
+    assert (o["failures"], o["cause"], o["recovery_s"]) == (52, "http_503", 7.0)
+
+
 def test_two_failures_a_second_apart_and_an_unrecovered_end() -> None:
     events = [(1.0, None), (2.0, "connect_error"), (3.5, "connect_error"), (4.0, None),
               (5.0, "connection_reset"), (5.1, "http_503"), (5.2, "connect_error"), (5.3, "connect_error")]

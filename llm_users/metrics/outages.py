@@ -8,11 +8,12 @@ back. :class:`OutageTracker` keeps two numbers per ended request (when it ended,
 merged records on a master: exact across workers, whatever order they arrived in).
 
 An outage is a maximal run of failed requests, ordered by when each ended (``start_time`` +
-E2E), with no success ending in between, whose most frequent category is connection-level
-(:data:`CONNECTION_CATEGORIES`; other failures inside it, such as a 503 while a restarted
-server loads its model, count in it) and which has at least :data:`MIN_FAILURES` failures, or
-at least 2 spread over :data:`MIN_SPAN_S` s or more. A lone reset (a fault injected into one
-stream) is no outage. Each window: ``start`` and ``end`` (Unix s: the first and last failure's
+E2E), with no success ending in between, that holds at least one connection-level failure
+(:data:`CONNECTION_CATEGORIES`: the server could not be reached or dropped the connection; other
+failures inside it count in it, such as llama.cpp's 503s while a restarted server loads its
+model) and has at least :data:`MIN_FAILURES` failures, or at least 2 spread over
+:data:`MIN_SPAN_S` s or more. A lone reset (a fault injected into one stream) is no outage, nor
+is a run of 5xx answers from a server that is up. Each window: ``start`` and ``end`` (Unix s: the first and last failure's
 end), ``failures``, ``cause`` (the top category), ``categories`` (count per category),
 ``recovered_at`` (the end of the first success after it; None when none came) and
 ``recovery_s`` (``recovered_at`` - ``start``: how long requests failed until one succeeded again).
@@ -83,7 +84,7 @@ def find_outages(events: list[tuple[float, str | None]]) -> list[dict[str, Any]]
         cause = cats.most_common(1)[0][0]
         start, end = run[0][0], run[-1][0]
         big = len(run) >= MIN_FAILURES or (len(run) >= 2 and end - start >= MIN_SPAN_S)
-        if cause in CONNECTION_CATEGORIES and big:
+        if big and any(c in CONNECTION_CATEGORIES for c in cats):
             out.append({"start": round(start, 3), "end": round(end, 3), "failures": len(run), "cause": cause,
                         "categories": dict(cats.most_common()),
                         "recovered_at": None if recovered_at is None else round(recovered_at, 3),
