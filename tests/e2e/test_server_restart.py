@@ -58,8 +58,10 @@ def _kill_when_all_stream(sim, proc: subprocess.Popen[str], deadline: float) -> 
     raise AssertionError(f"the users never all streamed at once: {st}")
 
 
-@pytest.mark.parametrize("client", ["raw", "sdk"])
-def test_a_server_killed_and_restarted_mid_run(tmp_path, client: str) -> None:
+@pytest.mark.parametrize(("client", "extra"), [("raw", []), ("sdk", []), ("raw", ["--processes", "2"])],
+                         ids=["raw", "sdk", "processes-2"])
+def test_a_server_killed_and_restarted_mid_run(tmp_path, client: str, extra: list[str]) -> None:
+    """``--processes 2``: the outage is found in the master's merge of both workers' records."""
     port = free_port()
     first = start_simulator([*SIM, "--port", str(port)])
     second = None
@@ -67,7 +69,7 @@ def test_a_server_killed_and_restarted_mid_run(tmp_path, client: str) -> None:
     cmd = [LOCUST, "-f", str(ROOT / "locustfiles" / "vllm.py"), "--headless", "--only-summary", "--loglevel",
            "WARNING", "--host", first.url, "-u", str(USERS), "-r", str(USERS), "-t", "20s", "--llm-model", "m",
            "--llm-prometheus-port", "0", "--llm-client", client, "--llm-preflight", "off",
-           "--llm-report", str(report), "--exit-code-on-error", "0"]  # failures are expected here
+           *extra, "--llm-report", str(report), "--exit-code-on-error", "0"]  # failures are expected here
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")}
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -133,6 +135,8 @@ def test_a_server_killed_and_restarted_mid_run(tmp_path, client: str) -> None:
     assert o["recovered_at"] == pytest.approx(first_ok_after, abs=0.002)
     assert o["recovery_s"] == pytest.approx(o["recovered_at"] - o["start"], abs=0.002)
     assert 2.0 <= o["recovery_s"] <= 14.0
+    if extra:
+        assert len({r["worker"] for r in records}) == 2
     assert f"outage at {o['start'] - s['window']['test_start']:.1f} s" in out
     assert "recovered" in out
     html = (report / "report.html").read_text()
