@@ -98,7 +98,8 @@ def test_identical_failures_on_http_200_back_off(sim_factory, tmp_path, kind, si
     proc, report, started = run_failing(sim_factory, tmp_path, kind, sim_args, client)
     records = read_records(report)
     assert {r["client"] for r in records} == {client}
-    assert {r["error_category"] for r in records} == {category}, records[:2]
+    # every request failed this way (one may be in flight at the stop: interrupted)
+    assert {r["error_category"] for r in records if r["status"] != "interrupted"} == {category}, records[:2]
     # two users, 4 s: three quick failures each, then 0.5 + 1 + 2 s of waits: at most ~6 each
     assert 4 <= started <= 16, started
     assert len(records) == started
