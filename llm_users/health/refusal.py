@@ -33,6 +33,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn
 
+import gevent
+
 PREFIX = "locust-llm: "
 WORKERS_GONE_S = 3.0  # how long a refusal waits for its killed forked workers to exit
 _previous_hook: Any = None
@@ -107,10 +109,14 @@ def guard_web_ui(web_ui: Any) -> None:
     def start_server() -> None:
         try:
             start()
-        except OSError as e:  # the bind; a SystemExit in a greenlet reaches the main one (gevent)
+        except OSError as e:  # the bind
             if getattr(web_ui, "server", None) is not None and getattr(web_ui.server, "started", False):
                 raise
-            refuse(web_port_line(e, web_ui.host, web_ui.port))
+            say(web_port_line(e, web_ui.host, web_ui.port))
+            stop_forked_workers()
+            # exit 1 from the main greenlet, as gevent does with a SystemExit raised in a greenlet,
+            # without Locust's log line about this greenlet's sys.exit
+            gevent.get_hub().parent.throw(SystemExit(1))
 
     web_ui.start_server = start_server
     web_ui._llm_guarded = True

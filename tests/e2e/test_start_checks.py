@@ -75,6 +75,8 @@ LOCUST_CASES = [
     (["--host", "{sim}", "-u", "2", "-r", "x", "-t", "3s"], "-r/--spawn-rate"),
     (["--host", "{sim}", "-u", "2", "-t", "2xyz"], "-t/--run-time"),
     (["--processes", "2", "-u", "2", "-t", "3s"], "--host"),  # forked workers, then the refusal
+    (["--host", "{sim}", "--processes", "2", "--headful", "--web-host", "127.0.0.1", "--web-port", "{port}"],
+     "--web-port"),  # the workers are forked and connected before the web UI binds
 ]
 
 
