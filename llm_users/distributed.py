@@ -19,6 +19,11 @@ its own) can take its final payload with it. The master answers each final paylo
 ``llm_ack``; a quitting worker waits for that answer, sending the payload again every
 :data:`ACK_RESEND_S` (the master counts a payload once), up to :data:`ACK_WAIT_S`.
 
+The master answers every payload with ``llm_ack`` (its ``seq``): a worker keeps each payload's
+records until then (:meth:`Shipper.confirm`), so a worker whose master dies knows which records
+the master never confirmed and writes them to its own file
+(:mod:`~llm_users.health.master_watch`).
+
 Local runs use the same :class:`Collector` without messages: records go straight in. Both
 sides pass each record through a :class:`~llm_users.pipeline.RecordPipeline` (its stages and
 their order are documented there).
@@ -57,6 +62,8 @@ class Shipper:
         self._records: list[dict[str, Any]] = []
         self._pending: IdleQueue[RequestRecord] = IdleQueue(self._add_stats)  # idle.py: off the streams' path
         self.seq = 0
+        self.unacked: dict[int, list[dict[str, Any]]] = {}  # seq -> records shipped, not yet confirmed
+        self.confirmed = 0  # records the master confirmed
         self.pipeline = RecordPipeline()
         self.pipeline.add("statistics", self._pending.put)
         self.pipeline.add("ship", self._ship)
@@ -94,8 +101,18 @@ class Shipper:
             "health": health,
         }
         self._stats = StatsByName(self.slos)
+        self.unacked[self.seq] = self._records
         self._records = []
         return p
+
+    def confirm(self, seq: int) -> None:
+        """The master has the payload ``seq`` (its ``llm_ack``)."""
+        self.confirmed += len(self.unacked.pop(seq, ()))
+
+    def unconfirmed_records(self) -> list[dict[str, Any]]:
+        """Every record the master has not confirmed: shipped and unanswered, then unshipped."""
+        self._pending.flush()
+        return [d for seq in sorted(self.unacked) for d in self.unacked[seq]] + self._records
 
 
 @dataclass

@@ -96,6 +96,9 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
         from llm_users.outputs.cost import attach as attach_cost
 
         attach_cost(environment, run)
+        from llm_users.metrics.outages import attach as attach_outages
+
+        attach_outages(environment, run)  # summary.json's outages (server down and back)
         if isinstance(run, MergingRun):  # extensions attach here (e.g. exporters.register)
             environment.events.llm_run_ready.fire(environment=environment, run=run)
         from llm_users.outputs.environment import attach as attach_environment

@@ -35,6 +35,7 @@ from llm_users.health.gctune import GcTuner
 from llm_users.health.heap import fix_mmap_threshold
 from llm_users.health.idle import serve_ready_io
 from llm_users.health.lagtrace import span
+from llm_users.health.master_watch import MasterWatch, lose_master
 from llm_users.health.selfcheck import SelfMonitor
 from llm_users.health.verdict import verdict
 from llm_users.metrics import RequestRecord
@@ -108,9 +109,7 @@ class LLMRun:
     def stop_runner(self, runner: Any) -> None:
         runner.stop()
 
-    @property
-    def test_running(self) -> bool:
-        return self.test_start is not None and self.test_stop is None
+    test_running = property(lambda self: self.test_start is not None and self.test_stop is None)
 
     # events ---------------------------------------------------------------------------------
     def on_test_start(self, **_: Any) -> None:
@@ -184,16 +183,19 @@ class WorkerRun(LLMRun):
         self.shipper = Shipper(node, dict(config.slos))
         self._stopping = False
         self._unconfirmed: dict[str, Any] | None = None  # the last final payload, until the master's ack
+        self.master_lost = False  # master_watch.py: then nothing is sent, and nothing waits for an ack
 
     def install(self, runner: Any) -> None:
         super().install(runner)
         runner.register_message(STOP_MESSAGE, self.on_stop_request)
         runner.register_message(ACK_MESSAGE, self.on_ack)
+        MasterWatch(runner, lambda reason: lose_master(self, reason))
 
     def on_ack(self, environment: Any = None, msg: Any = None, **_: Any) -> None:
-        """The master has our final payload (distributed.py: delivery of the final payload)."""
-        final = self._unconfirmed
-        if final is not None and msg is not None and (msg.data or {}).get("seq") == final["seq"]:
+        """The master has this payload (distributed.py: delivery of the final payload)."""
+        seq = (msg.data or {}).get("seq") if msg is not None else None
+        self.shipper.confirm(seq)
+        if self._unconfirmed is not None and seq == self._unconfirmed["seq"]:
             self._unconfirmed = None
 
     def keep(self, record: RequestRecord) -> None:
@@ -217,8 +219,7 @@ class WorkerRun(LLMRun):
     def _await_ack(self) -> None:
         """Before this process exits: the master confirms the final payload, or it is sent again
         (bounded; a master that is gone costs ACK_WAIT_S and a warning, no data kept back)."""
-        limit = time.monotonic() + ACK_WAIT_S
-        resend = time.monotonic() + ACK_RESEND_S
+        limit, resend = time.monotonic() + ACK_WAIT_S, time.monotonic() + ACK_RESEND_S
         while self._unconfirmed is not None and time.monotonic() < limit:
             gevent.sleep(0.02)
             if self._unconfirmed is not None and time.monotonic() >= resend:
@@ -242,8 +243,9 @@ class WorkerRun(LLMRun):
         with span("shipper"):
             health = self.monitor.to_wire() if self.monitor is not None else None
             payload = self.shipper.payload(health, final=final)
-            if final:
-                self._unconfirmed = payload
+            if self.master_lost:  # kept for the worker's own file (master_watch.lose_master)
+                return
+            self._unconfirmed = payload if final else self._unconfirmed
             self.environment.runner.send_message(MESSAGE, payload)
 
     def _loop(self) -> None:
@@ -323,6 +325,7 @@ class MergingRun(LLMRun):
             "duplicate_records_dropped": c.duplicates,
         }
         s["records"] = c.records
+        s["records_file"] = self.writer.state() if self.writer is not None else None  # whole, or why not
         s["backoff"] = {"enabled": self.config.backoff, "waits": c.backoff_waits, "wait_s": round(c.backoff_s, 3)}
         for hook in self.summary_hooks:
             hook(s)
@@ -343,8 +346,10 @@ class MergingRun(LLMRun):
             self.collector.add_health(self.monitor.to_wire(encode=False))
         summary = self.summary()
         self.last_summary = summary
-        write_outputs(FinalData(summary, self.collector.timeline.rows(), self.collector.stats),
-                      self.config.report_dir)  # every file, once (outputs/registry.py)
+        failed = write_outputs(FinalData(summary, self.collector.timeline.rows(), self.collector.stats),
+                               self.config.report_dir)  # every file, once (outputs/registry.py)
+        if failed or (self.writer is not None and self.writer.error):  # a full disk, a vanished dir
+            self.environment.process_exit_code = 1
         return summary
 
     def close(self) -> None:
@@ -383,18 +388,16 @@ class MasterRun(MergingRun):
     def on_message(self, environment: Any = None, msg: Any = None, **_: Any) -> None:
         if msg is not None:
             data = msg.data
-            self.collector.receive(data)
-            if data.get("final"):  # confirm it, also when delivered twice (the worker waits for this)
-                self.environment.runner.send_message(ACK_MESSAGE, {"seq": data["seq"]}, client_id=data["worker"])
+            self.collector.receive(data)  # confirmed, also when delivered twice (the worker keeps it till then)
+            self.environment.runner.send_message(ACK_MESSAGE, {"seq": data["seq"]}, client_id=data["worker"])
 
     def on_test_start(self, **kw: Any) -> None:
         self._stop_sent = False
         super().on_test_start(**kw)
 
     def stop_runner(self, runner: Any) -> None:
-        """As a ``-t`` stop does: no Locust ``stop`` to the workers (they would unregister and
-        then never get the ``quit`` that follows); our ``llm_stop`` has them ship their last
-        data, and Locust's quit ends them."""
+        """As a ``-t`` stop does: no Locust ``stop`` to the workers (they would unregister and never
+        get the ``quit`` that follows); our ``llm_stop`` has them ship, Locust's quit ends them."""
         runner.stop(send_stop_to_client=False)
 
     def on_test_stopping(self, **_: Any) -> None:

@@ -150,6 +150,11 @@ def summary_table(summary: dict[str, Any]) -> str:
     if backoff.get("waits"):
         lines.append(f"backoff: users waited {backoff['waits']} times ({backoff['wait_s']:.1f} s in all) after repeated identical "
                      "failures (connect errors, 4xx, empty answers, in-stream errors, cuts at one point), so as not to flood (--llm-backoff off disables it)")
+    if summary.get("outages"):  # the server could not be reached, and when it was back (metrics/outages.py)
+        from llm_users.metrics.outages import console_line as outage_line
+
+        t0 = (summary.get("window") or {}).get("test_start")
+        lines += [outage_line(o, t0) for o in summary["outages"]]
     check = summary.get("self_check")
     if check:  # one line: the verdict's one sentence (health/verdict.py); the details are in summary.json
         lines.append(f"self-check: {check['message']}")

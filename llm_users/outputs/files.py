@@ -5,9 +5,12 @@ every record), and at the stop the ``summary`` output (summary.json, summary.csv
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import errno
 import io
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -37,18 +40,78 @@ def check_report_dir(directory: str | Path) -> None:
 
 
 class RecordWriter:
-    """Appends one JSON line per record and flushes it, so a crash keeps every record so far."""
+    """Appends one JSON line per record, so a crash keeps every record so far.
+
+    A full disk or a report directory removed mid-run does not stop the run (docs/report.md,
+    "When the disk fills"): the first failed write truncates the file back to its last whole
+    line and says one ``locust-llm:`` line naming the file and the error; later records are
+    counted (``lost``) but not written. A records file removed while open (``rm -rf`` of the
+    report directory) is noticed within :data:`CHECK_EVERY_S` of the next write, or at the
+    stop (:meth:`check`). ``error`` then holds the line; the run exits non-zero."""
+
+    CHECK_EVERY_S = 1.0
 
     def __init__(self, directory: str | Path) -> None:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.path = self.dir / "requests.jsonl"
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        self._size = 0  # bytes of whole lines written
+        self._next_check = time.monotonic() + self.CHECK_EVERY_S
+        self.written = 0
+        self.lost = 0
+        self.error: str | None = None
 
     def write(self, record: RequestRecord | dict[str, Any]) -> None:
         with span("records"):
+            if self.error is not None:
+                self.lost += 1
+                return
             d = record.to_dict() if isinstance(record, RequestRecord) else record
-            os.write(self._fd, orjson.dumps(d, option=orjson.OPT_APPEND_NEWLINE))
+            data = orjson.dumps(d, option=orjson.OPT_APPEND_NEWLINE)
+            try:
+                n = os.write(self._fd, data)
+                if n != len(data):  # a partial line: the disk filled during this write
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            except OSError as e:
+                self._fail(e)
+                self.lost += 1
+                return
+            self._size += n
+            self.written += 1
+            if time.monotonic() >= self._next_check:
+                self._next_check = time.monotonic() + self.CHECK_EVERY_S
+                self.check()
+
+    def _fail(self, e: OSError) -> None:
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fd, self._size)  # no half line at the end
+        self._say(f"cannot write {self.path} ({e.strerror or e}); the run goes on, its statistics "
+                  f"are kept in memory, and records from now on are not in the file")
+
+    def check(self) -> str | None:
+        """The line saying why the records file is not whole (None when it is): a failed write,
+        or the file removed while the run wrote to it."""
+        if self.error is None and self._fd >= 0:
+            try:
+                removed = os.fstat(self._fd).st_nlink == 0
+            except OSError:
+                removed = False
+            if removed:
+                self._say(f"{self.path} was removed during the run (report directory deleted?): "
+                          f"the records written to it are gone; statistics are kept in memory")
+        return self.error
+
+    def state(self) -> dict[str, Any]:
+        """summary.json's ``records_file``: lines written, records not written, and why (``error``
+        None: the file is whole)."""
+        error = self.check()
+        return {"path": str(self.path), "written": self.written, "not_written": self.lost,
+                "error": error.removeprefix("locust-llm: ") if error else None}
+
+    def _say(self, what: str) -> None:
+        self.error = f"locust-llm: {what}"
+        print(self.error, flush=True)
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -47,10 +47,12 @@ def fmt(v: Any) -> str:
 
 
 def time_chart(rows: list[dict[str, Any]], series: dict[str, str], ylabel: str, title: str,
-               users: bool = True, marks: list[float] | None = None) -> str | None:
+               users: bool = True, marks: list[float] | None = None,
+               shade: list[tuple[float, float]] | None = None) -> str | None:
     """Per-second series (``rows`` keys -> labels) against seconds since start, with the active
     users on a second axis (``users``: off for open loop, whose users idle) and a dashed line at
-    each of ``marks`` (Unix times: stage or sweep-point starts); None when no series has a value."""
+    each of ``marks`` (Unix times: stage or sweep-point starts), each of ``shade`` ((start, end)
+    Unix times: the outages) shaded red; None when no series has a value."""
     if not rows:
         return None
     t0 = rows[0]["time"]
@@ -67,6 +69,8 @@ def time_chart(rows: list[dict[str, Any]], series: dict[str, str], ylabel: str, 
         return None
     if low >= 0:
         ax.set_ylim(bottom=0)  # counts, rates and times: from zero, so a small wobble looks small
+    for a, b in shade or ():
+        ax.axvspan(a - t0, max(b, a + 0.5) - t0, color="#e33", alpha=0.15, label="outage")
     for m in marks or ():
         ax.axvline(m - t0, color="#999", linestyle="--", linewidth=0.7)
     counts = [r.get("users") for r in rows] if users else []

@@ -109,7 +109,15 @@ def cells(summary: dict[str, Any]) -> list[tuple[str, str]]:
         ("Load plan", plan), ("Workload", _workload(setup) if setup else "-"),
         ("Max tokens", _sampling(setup)), ("SLOs", _slos(setup, summary)),
         ("Requests", f"{ov['requests']} measured, {ov['failures']} failed"),
-    ]
+    ] + ([("Outages", _outages(summary))] if summary.get("outages") else [])
+
+
+def _outages(summary: dict[str, Any]) -> str:
+    """Each outage's line (metrics/outages.py), shaded on the charts over time."""
+    from llm_users.metrics.outages import console_line
+
+    t0 = (summary.get("window") or {}).get("test_start")
+    return "; ".join(console_line(o, t0) for o in summary["outages"])
 
 
 def header(summary: dict[str, Any]) -> str:

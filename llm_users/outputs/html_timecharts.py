@@ -2,7 +2,8 @@
 requests finished per second, with failures only when there were any; for open loop, where
 Locust's users idle, the offered and achieved arrival rate, the requests in flight and the
 schedule lag (timeseries.csv's open-loop columns, :mod:`llm_users.load.schedule_series`) instead
-of active users; a dashed line at each stage's or sweep point's start.
+of active users; a dashed line at each stage's or sweep point's start; each outage (summary.json ``outages``)
+shaded on the requests (or arrival-rate) chart, from its first failure to the first success after.
 """
 
 from __future__ import annotations
@@ -53,11 +54,12 @@ def time_charts(summary: dict[str, Any], rows: list[dict[str, Any]]) -> list[str
                    "Throughput over time" + (" vs active users" if users else ""), users, marks),
     ]
     fails = {"failures": "failures/s"} if failed else {}
+    shade = [(o["start"], o.get("recovered_at") or o["end"]) for o in summary.get("outages") or []]
     if open_loop:
         charts.append(time_chart(with_target(whole, summary), {
             "target_rps": "asked (--llm-rate or stage)", "offered_rps": "offered (scheduled)",
             "sent_rps": "achieved (sent)", **fails}, "requests/s", "Arrival rate: offered vs achieved",
-                                 False, marks))
+                                 False, marks, shade))
         charts.append(time_chart(whole, {"in_flight": "requests in flight (mean per second)"}, "requests",
                                  "In-flight requests over time", False, marks))
         charts.append(time_chart(rows, {"schedule_lag_mean_ms": "schedule lag mean",
@@ -65,7 +67,7 @@ def time_charts(summary: dict[str, Any], rows: list[dict[str, Any]]) -> list[str
                                  "Schedule lag over time (send - scheduled)", False, marks))
     else:
         charts.append(time_chart(whole, {"requests_finished": "requests finished/s", **fails}, "requests/s",
-                                 "Requests over time vs active users", True, marks))
+                                 "Requests over time vs active users", True, marks, shade))
     extra = sorted({k for r in rows for k in r if k.startswith(("gpu_", "server_"))})
     if extra:
         charts.append(time_chart(rows, {k: k for k in extra}, "value", "Server and GPU series", users, marks))

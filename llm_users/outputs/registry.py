@@ -48,9 +48,21 @@ def outputs() -> list[Output]:
     return list(OUTPUTS)
 
 
-def write_outputs(final: FinalData, report_dir: str | None) -> None:
-    """Every output, in order (the console table always; with a report directory, every file)."""
+def write_outputs(final: FinalData, report_dir: str | None) -> str | None:
+    """Every output, in order (the console table always; with a report directory, every file).
+
+    A file that cannot be written (disk full, directory gone: ``OSError``) stops the files, not
+    the run: one ``locust-llm:`` line naming the file and the error, the outputs after it still
+    run without the directory (the console table is printed), and the line is returned (the
+    run then exits non-zero); None when everything was written."""
+    failed: str | None = None
     for out in outputs():
-        out.write(final, report_dir)
-    if report_dir:
+        try:
+            out.write(final, None if failed else report_dir)
+        except OSError as e:
+            where = e.filename or f"{report_dir}/ (the {out.name} output)"
+            failed = f"locust-llm: cannot write {where} ({e.strerror or e}); the files after it were not written"
+            CONSOLE.say(failed)
+    if report_dir and failed is None:
         CONSOLE.say(f"locust-llm: report written to {report_dir}/")  # after the table, held or not
+    return failed

@@ -29,3 +29,22 @@ def test_first_screen_says_what_ran() -> None:
                  "40 measured, 3 failed"):
         assert text in page, text
     assert "<svg" not in page  # the charts over time are below, chosen by the load type
+
+
+def test_outages_are_a_header_row_and_shaded_on_the_requests_chart() -> None:
+    from llm_users.outputs.html_timecharts import time_charts
+
+    outage = {"start": 1003.2, "end": 1004.7, "failures": 24, "cause": "connect_error",
+              "categories": {"connect_error": 20, "connection_reset": 4}, "recovered_at": 1007.0, "recovery_s": 3.8}
+    summary = {"host": "h", "overall": {"requests": 40, "failures": 24},
+               "window": {"test_start": 1000.0, "test_stop": 1010.0}}
+    rows = [{**r, "requests_finished": 2} for r in _rows(10)]
+    plain = time_charts(summary, rows)
+    assert "Outages" not in header(summary) and "outage" not in (plain[2] or "")
+    summary["outages"] = [outage]
+    page = header(summary)
+    assert ("<th>Outages</th><td>outage at 3.2 s for 1.5 s: 24 failures (20 connect_error, 4 connection_reset); "
+            "recovered 3.8 s after the first failure</td>") in page
+    requests_chart = time_charts(summary, rows)[2] or ""
+    assert "Requests over time" in requests_chart and "outage" in requests_chart  # the shaded span's legend
+    assert "#ee3333" in requests_chart

@@ -1,0 +1,126 @@
+"""Outages: the windows of a run in which the server could not be reached (issue 33).
+
+A server killed and restarted mid-run shows in the records as a burst of failures at the
+connection level: the requests in flight end as ``connection_reset``, the ones sent while it is
+down as ``connect_error`` (users back off, ``client/backoff.py``), and the run recovers when it is
+back. :class:`OutageTracker` keeps two numbers per ended request (when it ended, how) and
+:func:`find_outages` turns them into windows, at the stop, from every record of the run (the
+merged records on a master: exact across workers, whatever order they arrived in).
+
+An outage is a maximal run of failed requests, ordered by when each ended (``start_time`` +
+E2E), with no success ending in between, that holds at least one connection-level failure
+(:data:`CONNECTION_CATEGORIES`: the server could not be reached or dropped the connection; other
+failures inside it count in it, such as llama.cpp's 503s while a restarted server loads its
+model) and has at least :data:`MIN_FAILURES` failures, or at least 2 spread over
+:data:`MIN_SPAN_S` s or more. A lone reset (a fault injected into one stream) is no outage, nor
+is a run of 5xx answers from a server that is up. Each window: ``start`` and ``end`` (Unix s: the first and last failure's
+end), ``failures``, ``cause`` (the top category), ``categories`` (count per category),
+``recovered_at`` (the end of the first success after it; None when none came) and
+``recovery_s`` (``recovered_at`` - ``start``: how long requests failed until one succeeded again).
+Interrupted requests (cut by the stop) are left out.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import Counter
+from typing import Any
+
+from llm_users.metrics.record import RequestRecord
+
+CONNECTION_CATEGORIES = frozenset({"connect_error", "connect_timeout", "connection_error", "connection_reset",
+                                   "tls_error"})
+MIN_FAILURES = 3
+MIN_SPAN_S = 1.0
+_OK = 0
+
+
+class OutageTracker:
+    """A consumer of every record (the ``observers`` stage): per ended request, its end time and
+    a small code (0 = success, else its category's index); 9 bytes a request."""
+
+    __slots__ = ("_ends", "_codes", "_names", "_index")
+
+    def __init__(self) -> None:
+        self._ends = array("d")
+        self._codes = array("H")
+        self._names: list[str] = ["ok"]
+        self._index: dict[str, int] = {"ok": _OK}
+
+    def add(self, rec: RequestRecord) -> None:
+        if rec.status == "interrupted":
+            return
+        end = rec.start_time + (rec.e2e_ns or 0) / 1e9
+        if rec.ok:
+            code = _OK
+        else:
+            cat = rec.error_category or "error"
+            code = self._index.get(cat, -1)
+            if code < 0:
+                code = self._index[cat] = len(self._names)
+                self._names.append(cat)
+        self._ends.append(end)
+        self._codes.append(code)
+
+    def events(self) -> list[tuple[float, str | None]]:
+        """(end, failure category or None for a success), in the order kept."""
+        names = self._names
+        return [(e, None if c == _OK else names[c]) for e, c in zip(self._ends, self._codes, strict=True)]
+
+    def outages(self) -> list[dict[str, Any]]:
+        return find_outages(self.events())
+
+
+def find_outages(events: list[tuple[float, str | None]]) -> list[dict[str, Any]]:
+    """The outage windows among ``events`` ((end time, category or None for a success), any
+    order), in time order; see the module docstring for the rule."""
+    out: list[dict[str, Any]] = []
+    run: list[tuple[float, str]] = []
+
+    def close(recovered_at: float | None) -> None:
+        if not run:
+            return
+        cats = Counter(c for _, c in run)
+        cause = cats.most_common(1)[0][0]
+        start, end = run[0][0], run[-1][0]
+        big = len(run) >= MIN_FAILURES or (len(run) >= 2 and end - start >= MIN_SPAN_S)
+        if big and any(c in CONNECTION_CATEGORIES for c in cats):
+            out.append({"start": round(start, 3), "end": round(end, 3), "failures": len(run), "cause": cause,
+                        "categories": dict(cats.most_common()),
+                        "recovered_at": None if recovered_at is None else round(recovered_at, 3),
+                        "recovery_s": None if recovered_at is None else round(recovered_at - start, 3)})
+        run.clear()
+
+    for end, cat in sorted(events, key=lambda e: e[0]):
+        if cat is None:
+            close(end)
+        else:
+            run.append((end, cat))
+    close(None)
+    return out
+
+
+def console_line(o: dict[str, Any], t0: float | None) -> str:
+    """One line per outage: when (seconds since the test started), how long, what failed, recovery."""
+    at = f"at {o['start'] - t0:.1f} s" if t0 else "at start"
+    cats = ", ".join(f"{n} {c}" for c, n in o["categories"].items())
+    rec = (f"recovered {o['recovery_s']:.1f} s after the first failure" if o["recovery_s"] is not None
+           else "not recovered before the stop")
+    return f"outage {at} for {o['end'] - o['start']:.1f} s: {o['failures']} failures ({cats}); {rec}"
+
+
+def attach(environment: Any, run: Any) -> OutageTracker | None:
+    """Where the run merges (local runner, master): watch every record, add ``outages`` to the
+    summary; afresh at each test start (a web-UI test again)."""
+    collector = getattr(run, "collector", None)
+    if collector is None:
+        return None
+    holder = [OutageTracker()]
+    collector.observers.append(lambda rec: holder[0].add(rec))
+    run.summary_hooks.append(lambda summary: summary.__setitem__("outages", holder[0].outages()))
+
+    def fresh(**_: Any) -> None:
+        holder[0] = OutageTracker()
+
+    environment.events.test_start.add_listener(fresh)
+    return holder[0]

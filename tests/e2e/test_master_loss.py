@@ -1,0 +1,115 @@
+"""Issue 33 item 3: the master dies (SIGKILL) mid-run.
+
+Workers notice within seconds (no heartbeat for 5 s and the master's port refuses), stop their
+users, write the records the master never confirmed to their own file named in one line, and
+exit 1. Every request the simulator served is in the master's requests.jsonl (written as
+payloads arrived) or in a worker's file, none lost. With ``--processes 2`` the forked workers of
+a killed master exit within seconds: nothing of the run is left."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from tests.e2e.test_disk_faults import leftover
+from tests.helpers import LOCUST, ROOT, free_port, get_json
+
+EXIT_WITHIN_S = 15.0  # 5 s of silence, the probe, the users' stop, the file
+
+
+def start(args: list[str], log: Path, cwd: Path) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")}
+    env["PYTHONPATH"] = str(ROOT)
+    return subprocess.Popen([LOCUST, "-f", str(ROOT / "locustfiles" / "vllm.py"), "--loglevel", "INFO", *args],
+                            cwd=cwd, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+
+
+def wait_served(url: str, n: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while get_json(url + "/_sim/stats")["served"] < n:
+        assert time.monotonic() < deadline, "the run did not start"
+        time.sleep(0.2)
+
+
+def ids(path: Path) -> list[str]:
+    return [json.loads(ln)["request_id"] for ln in path.read_text().splitlines() if ln.strip()]
+
+
+def test_master_sigkill_workers_keep_their_records_and_exit_1(sim_factory, tmp_path: Path) -> None:
+    sim = sim_factory("--ttft-ms", "30", "--itl-ms", "3", "--output-tokens", "20", "--seed", "3")
+    port = free_port()
+    report = tmp_path / "r"
+    master = start(["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+                    "--expect-workers", "2", "--headless", "--only-summary", "-u", "6", "-r", "6", "-t", "60s",
+                    "--stop-timeout", "10", "--host", sim.url, "--llm-report", str(report),
+                    "--llm-preflight", "off"], tmp_path / "master.log", tmp_path)
+    logs = [tmp_path / f"w{i}.log" for i in range(2)]
+    workers = [start(["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)], log, tmp_path)
+               for log in logs]
+    try:
+        wait_served(sim.url, 60)
+        time.sleep(3.3)  # mid-interval: some records shipped and confirmed, some not yet shipped
+        master.send_signal(signal.SIGKILL)
+        master.wait(10)
+        killed = time.monotonic()
+        codes = [w.wait(EXIT_WITHIN_S + 10) for w in workers]
+        took = time.monotonic() - killed
+    finally:
+        for p in (master, *workers):
+            if p.poll() is None:
+                p.kill()
+    texts = [log.read_text() for log in logs]
+    assert codes == [1, 1], [t[-2000:] for t in texts]
+    assert took < EXIT_WITHIN_S, took
+    kept_ids: list[str] = []
+    confirmed = 0
+    for text in texts:
+        assert "Traceback" not in text, text[-3000:]
+        assert len(re.findall(r"locust-llm: \S+: lost the master \(no heartbeat", text)) == 1, text[-2000:]
+        m = re.search(r"locust-llm: \S+: the master confirmed (\d+) records; the (\d+) it did not are in (\S+)", text)
+        assert m, text[-2000:]
+        confirmed += int(m.group(1))
+        path = Path(m.group(3))
+        assert path.parent == tmp_path  # the worker's own directory (no --llm-report on the worker)
+        kept = ids(path)
+        assert len(kept) == int(m.group(2))
+        kept_ids += kept
+    stats = get_json(sim.url + "/_sim/stats")
+    assert stats["started"] == stats["served"]  # the workers' users finished what they had started
+    master_ids = ids(report / "requests.jsonl")  # written as payloads arrived: a SIGKILL keeps them
+    assert kept_ids, "the workers had records the master never confirmed"
+    assert confirmed + len(kept_ids) == stats["served"]  # every request: confirmed, or in a worker's file
+    assert len(set(master_ids) | set(kept_ids)) == stats["served"]  # nothing lost
+    assert len(master_ids) >= confirmed  # what the master confirmed is in its file
+    assert len(set(kept_ids)) == len(kept_ids)
+    assert not leftover(str(tmp_path))
+
+
+def test_processes_2_master_sigkill_leaves_nothing(sim_factory, tmp_path: Path) -> None:
+    sim = sim_factory("--ttft-ms", "30", "--itl-ms", "3", "--output-tokens", "20")
+    report = tmp_path / "r"
+    master = start(["--processes", "2", "--headless", "--only-summary", "-u", "4", "-r", "4", "-t", "60s",
+                    "--host", sim.url, "--llm-report", str(report), "--llm-preflight", "off"],
+                   tmp_path / "master.log", tmp_path)
+    try:
+        wait_served(sim.url, 20)
+        children = [p for p in leftover(str(report)) if p != master.pid]
+        assert len(children) == 2, children
+        master.send_signal(signal.SIGKILL)
+        master.wait(10)
+        killed = time.monotonic()
+        while leftover(str(report)) and time.monotonic() - killed < EXIT_WITHIN_S + 10:
+            time.sleep(0.2)
+        took = time.monotonic() - killed
+    finally:
+        for pid in leftover(str(report)):
+            os.kill(pid, signal.SIGKILL)
+    assert took < EXIT_WITHIN_S, took
+    text = (tmp_path / "master.log").read_text()
+    assert len(re.findall(r"locust-llm: \S+: lost the master", text)) == 2, text[-3000:]
+    assert "Traceback" not in text, text[-3000:]

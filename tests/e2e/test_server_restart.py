@@ -1,0 +1,145 @@
+"""Issue 33 item 1: the server is killed (SIGKILL) mid-run and restarted on the same port while
+users stream. Every request in flight ends as ``connection_reset`` (never resent), the ones sent
+while it is down fail fast as ``connect_error`` (users back off), the run recovers by itself, and
+summary.json's ``outages`` holds the window and its recovery time. The records equal the requests
+the simulator saw across both of its lives (``GET /_sim/stats`` of each). Raw and SDK mode."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from llm_users.sim.launcher import start_simulator
+from tests.helpers import LOCUST, ROOT, free_port, get_json, read_records, read_summary
+
+pytestmark = pytest.mark.slow
+
+USERS = 4
+SIM = ["--output-tokens", "100", "--itl-ms", "30", "--ttft-ms", "50"]  # 3 s streams: all users mid-stream at the kill
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][0] != "Z"
+    except OSError:
+        return False
+
+
+def _left(marker: str) -> list[str]:
+    """Processes whose command line holds ``marker`` (this test's tmp path), but this one."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmd and int(pid) != os.getpid() and _alive(int(pid)):
+            found.append(f"{pid}: {cmd}")
+    return found
+
+
+def _kill_when_all_stream(sim, proc: subprocess.Popen[str], deadline: float) -> dict:
+    """SIGKILL the simulator once every user is mid-stream after a few requests were served:
+    no user can start a request between the stats read and the kill (each is reading its
+    stream), so the stats read are this life's last."""
+    while time.monotonic() < deadline and proc.poll() is None:
+        st = get_json(sim.url + "/_sim/stats")
+        if st["served"] >= USERS and st["active"] == USERS:
+            st["killed_at"] = time.time()  # before the kill: a request sent after it never reached this life
+            os.kill(sim.pid, signal.SIGKILL)
+            sim.process.wait(5)
+            return st
+        time.sleep(0.01)
+    raise AssertionError(f"the users never all streamed at once: {st}")
+
+
+@pytest.mark.parametrize(("client", "extra"), [("raw", []), ("sdk", []), ("raw", ["--processes", "2"])],
+                         ids=["raw", "sdk", "processes-2"])
+def test_a_server_killed_and_restarted_mid_run(tmp_path, client: str, extra: list[str]) -> None:
+    """``--processes 2``: the outage is found in the master's merge of both workers' records."""
+    port = free_port()
+    first = start_simulator([*SIM, "--port", str(port)])
+    second = None
+    report = tmp_path / "report"
+    cmd = [LOCUST, "-f", str(ROOT / "locustfiles" / "vllm.py"), "--headless", "--only-summary", "--loglevel",
+           "WARNING", "--host", first.url, "-u", str(USERS), "-r", str(USERS), "-t", "20s", "--llm-model", "m",
+           "--llm-prometheus-port", "0", "--llm-client", client, "--llm-preflight", "off",
+           *extra, "--llm-report", str(report), "--exit-code-on-error", "0"]  # failures are expected here
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")}
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        life1 = _kill_when_all_stream(first, proc, time.monotonic() + 12)
+        killed_at = life1["killed_at"]
+        time.sleep(2.0)
+        restarted_at = time.time()
+        second = start_simulator([*SIM, "--port", str(port)])
+        back_at = time.time()
+        out, err = proc.communicate(timeout=60)
+        life2 = get_json(second.url + "/_sim/stats")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        first.stop()
+        if second is not None:
+            second.stop()
+    assert proc.returncode == 0, out + err
+    records = read_records(report)
+    by_cat: dict[str, list[dict]] = {}
+    for r in records:
+        by_cat.setdefault(r["error_category"] or "ok", []).append(r)
+    assert set(by_cat) <= {"ok", "connection_reset", "connect_error", "interrupted"}, set(by_cat)
+    counts = (life1, life2, {k: len(v) for k, v in by_cat.items()})
+    # records == requests the server saw, in each life; nothing was sent twice
+    life1_recs = [r for r in records if r["start_time"] < killed_at]
+    down = [r for r in records if killed_at < r["start_time"] < restarted_at]
+    life2_recs = [r for r in records if r["start_time"] > restarted_at and r["error_category"] != "connect_error"]
+    assert len(life1_recs) == life1["started"], counts
+    assert sum(r["status"] == "ok" for r in life1_recs) == life1["served"], counts
+    assert len(life2_recs) == life2["started"], counts
+    assert sum(r["status"] == "ok" for r in life2_recs) == life2["served"], counts
+    assert len(life1_recs) + len(down) + len(life2_recs) + sum(
+        r["start_time"] > restarted_at and r["error_category"] == "connect_error" for r in records) == len(records)
+    # every request in flight at the kill ended as connection_reset, at the kill
+    cut = [r for r in life1_recs if r["status"] != "ok"]
+    assert len(cut) == USERS == life1["active"] and {r["error_category"] for r in cut} == {"connection_reset"}
+    for r in cut:
+        assert abs(r["start_time"] + r["e2e_ns"] / 1e9 - killed_at) < 0.5, r
+    # while it was down every request failed fast: refused, or (SDK mode's pool, raw mode's race with
+    # the kill) written to an idle keep-alive connection the dying server had not closed yet: reset
+    # before any response byte; either way the server never saw it, and it was not resent
+    assert all(r["status"] == "error" and r["e2e_ns"] < 0.2e9 for r in down), down
+    assert all(r["ttfb_ns"] is None for r in down if r["error_category"] == "connection_reset"), down
+    refused = by_cat["connect_error"]
+    resets = by_cat["connection_reset"]
+    assert len(resets) - USERS <= USERS
+    assert USERS <= len(refused) <= USERS * 7, len(refused)  # backed off: a few per user, not a flood
+    assert all(killed_at < r["start_time"] < back_at + 0.5 for r in refused)
+    assert sum(1 for r in records if r["backoff_s"] > 0) >= USERS
+    # the summary's one outage: from the kill to the first success after the restart
+    s = read_summary(report)
+    (o,) = s["outages"]
+    assert o["failures"] == len(resets) + len(refused)
+    assert o["categories"] == {"connect_error": len(refused), "connection_reset": len(resets)}
+    assert o["cause"] == "connect_error"
+    assert abs(o["start"] - killed_at) < 0.5
+    assert killed_at < o["end"] < back_at + 0.5  # the last refusal, before the restarted server listened
+    assert o["recovered_at"] > back_at
+    first_ok_after = min(r["start_time"] + r["e2e_ns"] / 1e9 for r in by_cat["ok"]
+                         if r["start_time"] + r["e2e_ns"] / 1e9 > o["end"])
+    assert o["recovered_at"] == pytest.approx(first_ok_after, abs=0.002)
+    assert o["recovery_s"] == pytest.approx(o["recovered_at"] - o["start"], abs=0.002)
+    assert 2.0 <= o["recovery_s"] <= 14.0
+    if extra:
+        assert len({r["worker"] for r in records}) == 2
+    assert f"outage at {o['start'] - s['window']['test_start']:.1f} s" in out
+    assert "recovered" in out
+    html = (report / "report.html").read_text()
+    assert "<th>Outages</th>" in html and "outage" in html
+    assert not _left(str(tmp_path)), _left(str(tmp_path))
+    assert not _alive(first.pid) and not _alive(second.pid)

@@ -1,0 +1,81 @@
+"""The worker's watch on its master (health/master_watch.py) and the Shipper's record of what
+the master confirmed (distributed.py): the parts of issue 33 item 3 without processes."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import gevent
+
+from llm_users.distributed import Shipper
+from llm_users.health.master_watch import MasterWatch, master_answers, unshipped_path, write_unshipped
+from llm_users.metrics import RequestRecord
+from tests.helpers import free_port
+
+
+def record(i: int) -> RequestRecord:
+    return RequestRecord(request_id=f"r{i}", name="n", backend="b", model="m", start_time=float(i))
+
+
+def test_shipper_keeps_records_until_the_master_confirms() -> None:
+    s = Shipper("w1")
+    for i in range(3):
+        s.add(record(i))
+    p1 = s.payload()
+    s.add(record(3))
+    p2 = s.payload()
+    s.add(record(4))  # not shipped yet
+    assert [d["request_id"] for d in s.unconfirmed_records()] == ["r0", "r1", "r2", "r3", "r4"]
+    s.confirm(p1["seq"])
+    assert s.confirmed == 3
+    assert [d["request_id"] for d in s.unconfirmed_records()] == ["r3", "r4"]
+    s.confirm(p1["seq"])  # twice: counted once
+    s.confirm(p2["seq"])
+    assert s.confirmed == 4
+    assert [d["request_id"] for d in s.unconfirmed_records()] == ["r4"]
+
+
+def _runner(port: int, last: float | None) -> SimpleNamespace:
+    return SimpleNamespace(master_host="127.0.0.1", master_port=port, last_heartbeat_timestamp=last)
+
+
+def test_watch_says_lost_when_silent_and_refused() -> None:
+    port = free_port()  # nothing listens: refused
+    assert not master_answers("127.0.0.1", port)
+    lost: list[str] = []
+    t0 = time.monotonic()
+    watch = MasterWatch(_runner(port, time.time() - 6), lost.append)
+    while not lost and time.monotonic() - t0 < 5:
+        gevent.sleep(0.05)
+    watch.stop()
+    assert len(lost) == 1 and re.fullmatch(rf"no heartbeat from the master for [67] s and 127.0.0.1:{port} does not answer", lost[0])
+    assert time.monotonic() - t0 < 2.0
+
+
+def test_watch_waits_for_a_slow_master_that_answers_and_a_fresh_heartbeat() -> None:
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    lost: list[str] = []
+    slow = MasterWatch(_runner(srv.getsockname()[1], time.time() - 30), lost.append)  # silent, port answers
+    fresh = MasterWatch(_runner(free_port(), time.time() + 3600), lost.append)  # heartbeats arrive
+    never = MasterWatch(_runner(free_port(), None), lost.append)  # not connected yet
+    gevent.sleep(1.6)
+    for w in (slow, fresh, never):
+        w.stop()
+    srv.close()
+    assert lost == []
+
+
+def test_unshipped_file(tmp_path: Path) -> None:
+    path = unshipped_path(str(tmp_path / "d"), "host_abc")
+    assert path == tmp_path / "d" / "llm-unshipped-host_abc.jsonl"
+    assert write_unshipped(path, [record(1).to_dict(), record(2).to_dict()]) is None
+    assert [json.loads(ln)["request_id"] for ln in path.read_text().splitlines()] == ["r1", "r2"]
+    (tmp_path / "file").write_text("")
+    assert write_unshipped(unshipped_path(str(tmp_path / "file"), "w"), []) is not None  # a file as the dir

@@ -1,0 +1,57 @@
+"""summary.json ``outages`` (issue 33): the windows found in the records, pure (metrics/outages.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_users.metrics import RequestRecord
+from llm_users.metrics.outages import OutageTracker, console_line, find_outages
+
+
+def test_a_restart_is_one_window_with_its_recovery() -> None:
+    ok = [(100.0 + i * 0.1, None) for i in range(10)]
+    resets = [(101.2, "connection_reset"), (101.2005, "connection_reset")]
+    refused = [(101.3 + i * 0.4, "connect_error") for i in range(6)]  # up to 103.3
+    back = [(103.9, None), (104.0, None)]
+    events = ok + back + refused + resets  # any order: a master merges workers' records late
+    (o,) = find_outages(events)
+    assert o["start"] == pytest.approx(101.2) and o["end"] == pytest.approx(103.3)
+    assert o["failures"] == 8 and o["cause"] == "connect_error"
+    assert o["categories"] == {"connect_error": 6, "connection_reset": 2}
+    assert o["recovered_at"] == pytest.approx(103.9) and o["recovery_s"] == pytest.approx(2.7)
+
+
+def test_lone_or_non_connection_failures_are_no_outage() -> None:
+    events = [(1.0, None), (1.1, "connection_reset"), (1.2, None), (1.3, "connection_reset"),
+              (1.35, "connection_reset"), (1.4, None),  # two close together: a fault, not an outage
+              (2.0, "http_500"), (2.1, "http_500"), (2.2, "http_500"), (2.3, "http_500"), (2.4, None)]
+    assert find_outages(events) == []
+
+
+def test_a_restarted_server_loading_its_model_is_part_of_the_outage() -> None:
+    """llama.cpp answers 503 while a restarted server loads: the top category, inside the window."""
+    events = [(1.0, None), (2.0, "connection_reset"), (2.1, "connect_error"),
+              *((3.0 + i / 100, "http_503") for i in range(50)), (9.0, None)]
+    (o,) = find_outages(events)
+    assert (o["failures"], o["cause"], o["recovery_s"]) == (52, "http_503", 7.0)
+
+
+def test_two_failures_a_second_apart_and_an_unrecovered_end() -> None:
+    events = [(1.0, None), (2.0, "connect_error"), (3.5, "connect_error"), (4.0, None),
+              (5.0, "connection_reset"), (5.1, "http_503"), (5.2, "connect_error"), (5.3, "connect_error")]
+    first, last = find_outages(events)
+    assert (first["failures"], first["recovery_s"]) == (2, 2.0)
+    assert last["failures"] == 4 and last["cause"] == "connect_error" and last["categories"]["http_503"] == 1
+    assert last["recovered_at"] is None and last["recovery_s"] is None
+    assert console_line(last, 1.0) == ("outage at 4.0 s for 0.3 s: 4 failures (2 connect_error, "
+                                       "1 connection_reset, 1 http_503); not recovered before the stop")
+
+
+def test_the_tracker_keeps_end_times_and_skips_interrupted() -> None:
+    t = OutageTracker()
+    for i, (status, cat) in enumerate([("ok", None), ("error", "connect_error"), ("interrupted", "interrupted"),
+                                       ("error", "connection_reset")]):
+        rec = RequestRecord(request_id=str(i), name="n", backend="b", model="m", start_time=10.0 + i,
+                            e2e_ns=250_000_000, status=status, error_category=cat)
+        t.add(rec)
+    assert t.events() == [(10.25, None), (11.25, "connect_error"), (13.25, "connection_reset")]
