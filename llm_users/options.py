@@ -70,8 +70,8 @@ def add_arguments(parser: Any) -> None:
         "its first request, so a batch of -r users does not stream in phase (default on)", web=True)
     opt("--llm-think-jitter", "extra random pause before each later request, up to this long, e.g. 200ms "
         "(default 0: off); keeps fixed-length closed loops from re-aligning", web=True)
-    opt("--llm-backoff", "on/off: a user that keeps failing to connect, or gets the same 4xx answer again and "
-        "again, waits before its next request (0.5 s doubling to 8 s; default on)")
+    opt("--llm-backoff", "on/off: a user that keeps failing the same way (no connection, the same 4xx, an "
+        "empty 200, the same in-stream error, a stream cut at the same point) waits before its next request (0.5 s doubling to 8 s; default on)")
     opt("--llm-preflight", "on/off: before the load, one tiny request per route (and the model probe) that must "
         "succeed; a dead host, 401/403, 404 or a wrong route stops the run at start, exit 1 (default on)")
     opt("--llm-fail-stop", "stop the run, exit 1, when every request has failed for this long, e.g. 30s; off = "

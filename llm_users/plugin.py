@@ -21,6 +21,7 @@ from gevent.event import Event
 from llm_users import events as llm_events
 from llm_users import options as llm_options
 from llm_users.errors import ConfigError
+from llm_users.health import refusal
 from llm_users.load import study, wiring
 from llm_users.outputs.files import check_report_dir
 from llm_users.run import MasterRun, MergingRun, role_for, run_for
@@ -39,6 +40,7 @@ def register(events: Any = None) -> None:
     llm_events.install(events)
     events.init_command_line_parser.add_listener(llm_options.add_arguments)
     events.init_command_line_parser.add_listener(study.add_arguments)
+    events.init_command_line_parser.add_listener(refusal.on_parser)  # Locust's own start errors: one line
     events.init.add_listener(_on_init)
 
 
@@ -57,13 +59,14 @@ def _release_sdk_names() -> None:
 
 
 def _fail(message: str) -> None:
-    """Stop at start with one clear line (an exception in a listener would only be logged)."""
-    print(f"locust-llm: {message}", file=sys.stderr, flush=True)
-    sys.exit(1)
+    """Stop at start with one clear line (an exception in a listener would only be logged), and no
+    forked worker (--processes) left behind (health/refusal.py)."""
+    refusal.refuse(message)
 
 
 def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
     started_early = _watch_test_start(environment)  # see _replay_missed_test_start
+    refusal.guard_web_ui(getattr(environment, "web_ui", None))  # its port in use: one line, not a traceback
     llm_events.install(environment.events)
     user_classes = list(environment.user_classes or [])
     try:

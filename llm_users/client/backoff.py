@@ -1,12 +1,24 @@
-"""Backing off when the server cannot be reached or keeps refusing the same way.
+"""Backing off when the server cannot be reached or keeps failing the same way.
 
-A load tester should not turn a misconfiguration (a dead host, a missing key) into a flood of
-thousands of requests a second. Each user counts its *consecutive* failures of one kind: a
-connection that could not be made (``connect_error``, ``connect_timeout``, ``connection_error``,
-``tls_error``) or the same 4xx status (``http_401`` ...). From the :data:`AFTER` th such failure
-on, the user waits before its next request: :data:`BASE_S` seconds, doubling each time, at most
-:data:`MAX_S`. Any success or a different failure resets it. ``--llm-backoff off`` turns it off.
-The wait is recorded on the request (``backoff_s``) so the summary counts it.
+A load tester should not turn a misconfiguration (a dead host, a missing key, a prompt the server
+cannot take) into a flood of thousands of requests a second. Each user counts its *consecutive*
+failures of one kind (:func:`backoff_kind`):
+
+- a connection that could not be made (``connect_error``, ``connect_timeout``,
+  ``connection_error``, ``tls_error``): kind ``connect``;
+- the same 4xx status (``http_401`` ...);
+- an empty answer (``empty_response``: status 200 and headers, then no event; llama.cpp's answer
+  to an over-long streamed prompt): kind ``empty_response``;
+- the same in-stream error (``server_error`` / ``server_overloaded`` with the same code and
+  message);
+- a stream cut at the same point (``stream_truncated`` after the same number of chunks: the same
+  byte offset in the answer's events).
+
+From the :data:`AFTER` th such failure on, the user waits before its next request: :data:`BASE_S`
+seconds, doubling each time, at most :data:`MAX_S` (bounded exponential). Any success or a
+different failure resets it. ``--llm-backoff off`` turns it off. The wait is recorded on the
+request (``backoff_s``) so the summary counts it. A failure that varies (a reset or a timeout at a
+random point, a 5xx status) does not count: it says nothing about the next request.
 """
 
 from __future__ import annotations
@@ -19,10 +31,13 @@ AFTER = 3  # consecutive failures of one kind before the first wait
 BASE_S = 0.5
 MAX_S = 8.0
 CONNECT_CATEGORIES = frozenset({"connect_error", "connect_timeout", "connection_error", "tls_error"})
+STREAM_ERROR_CATEGORIES = frozenset({"server_error", "server_overloaded"})
+MESSAGE_CHARS = 200  # of an in-stream error's message, compared to call two errors identical
 
 
 def backoff_kind(rec: RequestRecord) -> str | None:
-    """The kind of failure that counts toward backing off, or None."""
+    """The kind of failure that counts toward backing off, or None. Two failures of the same kind
+    are the same failure repeated."""
     if rec.ok:
         return None
     cat = rec.error_category or ""
@@ -30,6 +45,12 @@ def backoff_kind(rec: RequestRecord) -> str | None:
         return "connect"
     if rec.http_status is not None and 400 <= rec.http_status < 500:
         return f"http_{rec.http_status}"
+    if cat == "empty_response":
+        return "empty_response"
+    if cat in STREAM_ERROR_CATEGORIES:
+        return f"{cat}:{rec.error_code}:{(rec.error_message or '')[:MESSAGE_CHARS]}"
+    if cat == "stream_truncated":
+        return f"stream_truncated@{rec.chunks}"
     return None
 
 

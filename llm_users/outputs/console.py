@@ -148,8 +148,8 @@ def summary_table(summary: dict[str, Any]) -> str:
     lines += console_lines(summary)  # the load profiles' (open loop, stages, sweep: outputs/study_console.py)
     backoff = summary.get("backoff") or {}
     if backoff.get("waits"):
-        lines.append(f"backoff: users waited {backoff['waits']} times ({backoff['wait_s']:.1f} s in all) after repeated "
-                     "connect errors or identical 4xx answers, so as not to flood (--llm-backoff off disables it)")
+        lines.append(f"backoff: users waited {backoff['waits']} times ({backoff['wait_s']:.1f} s in all) after repeated identical "
+                     "failures (connect errors, 4xx, empty answers, in-stream errors, cuts at one point), so as not to flood (--llm-backoff off disables it)")
     if summary.get("outages"):  # the server could not be reached, and when it was back (metrics/outages.py)
         from llm_users.metrics.outages import console_line as outage_line
 

@@ -146,6 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(seeded; default 0)")
     g.add_argument("--fault-kinds", type=_kinds, default=FAULT_KINDS, help="comma list drawn from: "
                    + ",".join(FAULT_KINDS) + " (default all)")
+    g.add_argument("--fault-after", type=_nonneg(int), default=None, metavar="N", help="drawn faults strike "
+                   "after N token-bearing chunks, every time at the same point (default: a point drawn per request)")
     g.add_argument("--stall-ms", type=_nonneg(float), default=1000.0, help="pause of the stall fault (default 1000)")
     g.add_argument("--retry-after-s", type=_nonneg(int), default=1, help="Retry-After on 429 answers (default 1)")
     g.add_argument("--require-api-key", default=None, metavar="KEY", help="answer 401 unless the request "

@@ -55,6 +55,7 @@ class SimConfig:
 
     fault_rate: float = 0.0
     fault_kinds: tuple[str, ...] = FAULT_KINDS
+    fault_after: int | None = None  # drawn faults strike after this many chunks; None: drawn too
     stall_ms: float = 1000.0
     retry_after_s: int = 1
 

@@ -6,7 +6,8 @@ Two sources, the header winning over the dice:
   the token-bearing chunks written before the fault strikes (default: half the answer's
   chunks). For HTTP faults it is ignored: the error is the whole answer.
 - ``--fault-rate P`` with ``--fault-kinds``: each request draws from its own seeded RNG, so a
-  run with the same seed and arrival order hits the same requests at the same points.
+  run with the same seed and arrival order hits the same requests at the same points;
+  ``--fault-after N`` puts every drawn fault after chunk N (a server that fails the same way).
 
 Kinds: ``http_429``, ``http_500``, ``http_503`` (an error answer in the protocol's shape, with
 Retry-After on 429), ``reset`` (TCP RST mid-stream), ``malformed`` (one non-JSON data line,
@@ -74,9 +75,12 @@ def parse_fault_header(value: str) -> Fault:
     return Fault(kind, after)
 
 
-def draw_fault(rng: random.Random, rate: float, kinds: tuple[str, ...], n_chunks: int) -> Fault | None:
-    """The dice: a fault with probability ``rate``, its kind and chunk drawn uniformly."""
+def draw_fault(rng: random.Random, rate: float, kinds: tuple[str, ...], n_chunks: int,
+               after: int | None = None) -> Fault | None:
+    """The dice: a fault with probability ``rate``, its kind and chunk drawn uniformly
+    (``after`` given, ``--fault-after``: the chunk is that one, the same point every time)."""
     if rate <= 0 or not kinds or rng.random() >= rate:
         return None
     kind = kinds[int(rng.random() * len(kinds))]
-    return Fault(kind, int(rng.random() * max(1, n_chunks)))
+    point = int(rng.random() * max(1, n_chunks))  # drawn always, so a seed hits the same requests
+    return Fault(kind, point if after is None else after)

@@ -113,7 +113,8 @@ async def _serve(
         except FaultHeaderError as e:
             return _refuse(sim, rs, rec, dialect.error(400, str(e)))
     elif cfg.fault_rate > 0:
-        fault = draw_fault(request_rng(cfg.seed, job.seq, "fault"), cfg.fault_rate, cfg.fault_kinds, job.n_chunks)
+        fault = draw_fault(request_rng(cfg.seed, job.seq, "fault"), cfg.fault_rate, cfg.fault_kinds, job.n_chunks,
+                           cfg.fault_after)
     if fault is not None:
         stats.faults[fault.kind] = stats.faults.get(fault.kind, 0) + 1
         if rec is not None:

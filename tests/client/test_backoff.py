@@ -8,8 +8,10 @@ from llm_users.client.backoff import AFTER, BASE_S, MAX_S, Backoff, backoff_kind
 from llm_users.metrics import RequestRecord
 
 
-def rec(status: str = "error", category: str | None = "connect_error", http: int | None = None) -> RequestRecord:
-    return RequestRecord("r", "/x", "vllm", "m", status=status, error_category=category, http_status=http)
+def rec(status: str = "error", category: str | None = "connect_error", http: int | None = None, *, chunks: int = 0,
+        code: int | str | None = None, message: str | None = None) -> RequestRecord:
+    return RequestRecord("r", "/x", "vllm", "m", status=status, error_category=category, http_status=http,
+                         chunks=chunks, error_code=code, error_message=message)
 
 
 def test_waits_from_the_third_failure_doubling_to_the_cap() -> None:
@@ -23,7 +25,8 @@ def test_waits_from_the_third_failure_doubling_to_the_cap() -> None:
 @pytest.mark.parametrize(("reset", "why"), [
     (rec("ok", None), "a success"),
     (rec("error", "http_401", 401), "a different kind"),
-    (rec("error", "server_error", 200), "a failure that is not a connect error or a 4xx"),
+    (rec("error", "server_error", 200), "a failure of another kind (an in-stream error)"),
+    (rec("error", "connection_reset"), "a failure that never counts"),
 ])
 def test_any_other_outcome_resets(reset: RequestRecord, why: str) -> None:
     b = Backoff()
@@ -46,4 +49,42 @@ def test_off_never_waits_and_kinds() -> None:
     assert backoff_kind(rec(category="connect_timeout")) == "connect"
     assert backoff_kind(rec(category="http_429", http=429)) == "http_429"
     assert backoff_kind(rec(category="http_503", http=503)) is None
+    assert backoff_kind(rec(category="connection_reset")) is None
+    assert backoff_kind(rec(category="read_timeout")) is None
     assert backoff_kind(rec("ok", None)) is None
+
+
+# issue 33 item 5: every failure that repeats identically backs off; (first, same, different)
+REPEATS = {
+    "empty 200": (rec(category="empty_response", http=200), rec(category="empty_response", http=200),
+                  rec(category="stream_truncated", http=200, chunks=0)),
+    "in-stream error": (rec(category="server_error", http=200, code=500, message="boom"),
+                        rec(category="server_error", http=200, code=500, message="boom"),
+                        rec(category="server_error", http=200, code=500, message="another")),
+    "overloaded": (rec(category="server_overloaded", http=200, code="overloaded_error", message="busy"),
+                   rec(category="server_overloaded", http=200, code="overloaded_error", message="busy"),
+                   rec(category="server_overloaded", http=200, code=529, message="busy")),
+    "truncated at one point": (rec(category="stream_truncated", http=200, chunks=7),
+                               rec(category="stream_truncated", http=200, chunks=7),
+                               rec(category="stream_truncated", http=200, chunks=8)),
+}
+
+
+@pytest.mark.parametrize("kind", list(REPEATS))
+def test_every_identical_repeat_backs_off_bounded(kind: str) -> None:
+    first, same, _ = REPEATS[kind]
+    b = Backoff()
+    waits = [b.after(first)] + [b.after(same) for _ in range(AFTER + 6)]
+    assert waits[: AFTER - 1] == [0.0] * (AFTER - 1)
+    assert waits[AFTER - 1:AFTER + 3] == [BASE_S, 2 * BASE_S, 4 * BASE_S, 8 * BASE_S]
+    assert max(waits) == MAX_S and waits[-1] == MAX_S  # bounded
+    assert all(Backoff(enabled=False).after(same) == 0.0 for _ in range(AFTER + 2))  # --llm-backoff off
+
+
+@pytest.mark.parametrize("kind", list(REPEATS))
+def test_a_repeat_that_differs_is_not_the_same_failure(kind: str) -> None:
+    first, _, different = REPEATS[kind]
+    assert backoff_kind(first) is not None and backoff_kind(first) != backoff_kind(different)
+    b = Backoff()
+    waits = [b.after(r) for r in (first, first, different, first, different, first)]
+    assert waits == [0.0] * 6

@@ -70,3 +70,43 @@ def test_malformed_streams_are_one_row_in_locusts_failure_table(sim_factory, tmp
     assert "'…'" in rows[0]
     # the full message, with its payload, is kept in requests.jsonl
     assert all("'…'" not in r["error_message"] and "chatcmpl-" in r["error_message"] for r in failures)
+
+
+# Issue 33 item 5: a server that fails every request the same way (llama.cpp's empty 200 for an
+# over-long streamed prompt, an in-stream error, a stream cut at one point) is not flooded either.
+# (fault kind, the simulator's extra arguments, the category the records carry)
+REPEATED = [
+    ("empty_200", [], "empty_response"),
+    ("midstream_error", [], "server_error"),
+    ("truncate", ["--fault-after", "2"], "stream_truncated"),  # always cut after chunk 2: the same point
+]
+REPEATED_CASES = [(*case, client) for case in REPEATED for client in CLIENTS]
+
+
+def run_failing(sim_factory, tmp_path, kind: str, sim_args: list[str], client: str, *extra: str):
+    sim = sim_factory("--fault-rate", "1", "--fault-kinds", kind, *sim_args, "--output-tokens", "5", "--seed", "7")
+    report = tmp_path / ("r" + "".join(extra).replace("-", ""))
+    proc = run_locust("vllm.py", "--host", sim.url, "-u", "2", "-r", "2", "-t", "4s", "--llm-model", "m",
+                      "--llm-prometheus-port", "0", "--llm-client", client, "--llm-preflight", "off", *extra,
+                      report=report, timeout=90)
+    return proc, report, get_json(sim.url + "/_sim/stats")["started"]
+
+
+@pytest.mark.parametrize(("kind", "sim_args", "category", "client"), REPEATED_CASES,
+                         ids=[f"{c[0]}-{c[3]}" for c in REPEATED_CASES])
+def test_identical_failures_on_http_200_back_off(sim_factory, tmp_path, kind, sim_args, category, client) -> None:
+    proc, report, started = run_failing(sim_factory, tmp_path, kind, sim_args, client)
+    records = read_records(report)
+    assert {r["client"] for r in records} == {client}
+    # every request failed this way (one may be in flight at the stop: interrupted)
+    assert {r["error_category"] for r in records if r["status"] != "interrupted"} == {category}, records[:2]
+    # two users, 4 s: three quick failures each, then 0.5 + 1 + 2 s of waits: at most ~6 each
+    assert 4 <= started <= 16, started
+    assert len(records) == started
+    s = read_summary(report)
+    assert s["backoff"]["waits"] >= 4 and s["backoff"]["wait_s"] >= 3.0, s["backoff"]
+    assert "backoff: users waited" in proc.stdout
+    if client == "raw":  # the switch: --llm-backoff off is the old behaviour, a flood
+        _, off_report, off_started = run_failing(sim_factory, tmp_path, kind, sim_args, client, "--llm-backoff", "off")
+        assert off_started > 5 * started, (started, off_started)
+        assert read_summary(off_report)["backoff"]["waits"] == 0

@@ -1,13 +1,18 @@
 """Issue 10 item 2: every bad --llm-* value and host is refused at start: one ``locust-llm:`` line
-naming the option and what is allowed, exit code 1, no traceback, no request at the server."""
+naming the option and what is allowed, exit code 1, no traceback, no request at the server.
+Issue 33 item 6: so are the refusals Locust raises (a port in use, a bad -u/-r/-t), and a refusal
+with --processes leaves no forked worker behind (health/refusal.py)."""
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import get_json, run_locust
+from tests.helpers import free_port, get_json, run_locust
 
 pytestmark = pytest.mark.slow
 
@@ -57,4 +62,53 @@ def test_a_bad_value_is_one_line_before_any_request(sim_factory, tmp_path: Path,
     assert len(lines) == 1, out[-2000:]
     assert lines[0].startswith("locust-llm: ") and option in lines[0] and allowed in lines[0], lines[0]
     assert "Traceback" not in out
+    assert get_json(sim.url + "/_sim/stats")["started"] == 0
+
+
+# Issue 33 item 6: Locust's own start errors. {port} is a port a listening socket holds; {sim} the
+# simulator's URL. (arguments, a word the line must hold)
+LOCUST_CASES = [
+    (["--host", "{sim}", "--headful", "--web-host", "127.0.0.1", "--web-port", "{port}", "-t", "3s"], "--web-port"),
+    (["--host", "{sim}", "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", "{port}",
+      "--expect-workers", "1", "-u", "2", "-t", "3s"], "--master-bind-port"),
+    (["--host", "{sim}", "-u", "abc", "-t", "3s"], "-u/--users"),
+    (["--host", "{sim}", "-u", "2", "-r", "x", "-t", "3s"], "-r/--spawn-rate"),
+    (["--host", "{sim}", "-u", "2", "-t", "2xyz"], "-t/--run-time"),
+    (["--processes", "2", "-u", "2", "-t", "3s"], "--host"),  # forked workers, then the refusal
+    (["--host", "{sim}", "--processes", "2", "--headful", "--web-host", "127.0.0.1", "--web-port", "{port}"],
+     "--web-port"),  # the workers are forked and connected before the web UI binds
+]
+
+
+def run_processes(marker: str) -> list[str]:
+    """Command lines of the processes still running that carry the test's marker."""
+    out = subprocess.run(["pgrep", "-af", marker], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if "pgrep" not in line]
+
+
+@pytest.mark.parametrize(("args", "named"), LOCUST_CASES, ids=[" ".join(c[0][2:6]) for c in LOCUST_CASES])
+def test_locusts_own_start_errors_are_one_line_and_leave_no_process(sim_factory, tmp_path: Path, args: list[str],
+                                                                    named: str) -> None:
+    sim = sim_factory("--output-tokens", "5")
+    port = free_port()
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", port))
+    holder.listen()
+    marker = str(tmp_path / "refusal-marker")  # in the command line of the run and of every fork of it
+    try:
+        args = [a.format(sim=sim.url, port=port) for a in args]
+        proc = run_locust("vllm.py", *args, "--llm-prometheus-port", "0", "--llm-preflight", "off",
+                          "--llm-report", marker, timeout=60)
+    finally:
+        holder.close()
+    out = proc.stdout + proc.stderr
+    lines = [line for line in out.splitlines() if "locust-llm" in line]
+    assert proc.returncode == 1, out[-2000:]
+    assert len(lines) == 1, out[-2000:]
+    assert lines[0].startswith("locust-llm: ") and named in lines[0], lines[0]
+    assert "Traceback" not in out and "error:" not in out.lower().replace("locust-llm:", ""), out[-2000:]
+    deadline = time.monotonic() + 3
+    while run_processes(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert run_processes(marker) == []  # no forked worker left running with parent 1
     assert get_json(sim.url + "/_sim/stats")["started"] == 0
