@@ -40,6 +40,7 @@ from llm_users.protocols.anthropic import CLAUDE
 from llm_users.protocols.backend import Backend, RequestSpec, Route
 from llm_users.protocols.base import HTTPRequest, StreamParser
 from llm_users.protocols.gemini import GEMINI
+from llm_users.protocols.images import Image
 from llm_users.protocols.ollama import OLLAMA
 from llm_users.protocols.openai import OPENAI, VLLM
 from llm_users.protocols.tgi import TGI
@@ -126,17 +127,19 @@ class LLMUser(User):
         """The route of ``--llm-endpoint`` (ConfigError naming the valid ones otherwise)."""
         return self.descriptor.route(self.settings.endpoint)
 
-    def request_spec(self, messages: Messages, settings: Settings | None = None) -> RequestSpec:
+    def request_spec(self, messages: Messages, settings: Settings | None = None,
+                     images: tuple[Image, ...] = ()) -> RequestSpec:
         """What one request is built from, in raw and SDK mode alike: its own ``settings``
-        (a work item's max tokens), else the user's."""
+        (a work item's max tokens), else the user's; the work item's images."""
         sampling = (settings or self.settings).sampling
         return RequestSpec(
             model=self.model_name, messages=messages, sampling=sampling, api_key=self.api_key,
-            options={name: getattr(self, name) for name in self.request_options},
+            options={name: getattr(self, name) for name in self.request_options}, images=images,
         )
 
-    def build_request(self, messages: Messages, settings: Settings | None = None) -> HTTPRequest:
-        return self.route.build(self.request_spec(messages, settings))
+    def build_request(self, messages: Messages, settings: Settings | None = None,
+                      images: tuple[Image, ...] = ()) -> HTTPRequest:
+        return self.route.build(self.request_spec(messages, settings, images))
 
     def new_parser(self) -> StreamParser:
         return self.route.parser()
@@ -193,8 +196,9 @@ class LLMUser(User):
     def _send(self, messages: Messages, item: WorkItem | None, settings: Settings, client: StreamClient,
               scheduled_ns: int | None, inflight_wait_ns: int | None) -> RequestRecord:
         overload = self.descriptor.overload_statuses
+        images = item.images if item is not None else ()
         if settings.client == "sdk":
-            spec = self.request_spec(messages, settings)
+            spec = self.request_spec(messages, settings, images)
             from llm_users.client.sdk import (
                 sdk_stream,  # optional extra: imported at start by the plugin's checks
             )
@@ -202,7 +206,7 @@ class LLMUser(User):
             rec = self._new_record(self.sdk_name(spec))
             run = lambda: sdk_stream(self, spec, rec)  # noqa: E731
         else:
-            req = self.build_request(messages, settings)
+            req = self.build_request(messages, settings, images)
             rec = self._new_record(req.name)
             req.headers.update(self.extra_headers)
             req.headers["X-Request-Id"] = rec.request_id
@@ -216,6 +220,9 @@ class LLMUser(User):
             rec.session_id = item.session_id
             rec.turn = item.turn
             rec.prefix_id = item.prefix_id
+            if images:
+                rec.image_count = len(images)
+                rec.image_bytes = sum(im.wire_bytes for im in images)
             if item.wants_reply:
                 rec.reply = []
         exc: LLMRequestError | None = None

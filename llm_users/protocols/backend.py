@@ -28,6 +28,7 @@ from typing import Any
 
 from llm_users.errors import ConfigError
 from llm_users.protocols.base import HTTPRequest, StreamParser
+from llm_users.protocols.images import Image
 from llm_users.protocols.sampling import Sampling
 
 Messages = list[dict[str, Any]]
@@ -39,6 +40,7 @@ class RequestSpec:
 
     ``options`` holds a backend's own knobs, taken from the User class (Claude's ``auth`` and
     ``anthropic_version``, Gemini's ``api_version``); builders read what they know.
+    ``images`` go with the last user message, in the dialect's parts (:mod:`.images`).
     """
 
     model: str
@@ -46,6 +48,7 @@ class RequestSpec:
     sampling: Sampling
     api_key: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+    images: tuple[Image, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

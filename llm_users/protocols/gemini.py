@@ -40,6 +40,7 @@ from llm_users.protocols.base import (
     error_message,
     json_post,
 )
+from llm_users.protocols.images import Image, gemini_parts, with_images
 from llm_users.protocols.sampling import Sampling
 from llm_users.protocols.sse import SSEJSONParser
 
@@ -54,17 +55,19 @@ def build_request(
     api_key: str | None = None,
     api_version: str = DEFAULT_API_VERSION,
     extra_headers: dict[str, str] | None = None,
+    images: tuple[Image, ...] = (),
 ) -> HTTPRequest:
-    """A streaming generateContent request."""
+    """A streaming generateContent request (``images``: ``inlineData`` parts after the last
+    user message's text)."""
     model = model.removeprefix("models/")
     system = [str(m.get("content", "")) for m in messages if m.get("role") == "system"]
+    convo = with_images([m for m in messages if m.get("role") != "system"], images, gemini_parts, key="parts")
     contents = [
         {
             "role": "model" if m.get("role") in ("assistant", "model") else "user",
-            "parts": [{"text": str(m.get("content", ""))}],
+            "parts": m.get("parts") or [{"text": str(m.get("content", ""))}],
         }
-        for m in messages
-        if m.get("role") != "system"
+        for m in convo
     ]
     body: dict[str, Any] = {"contents": contents}
     if system:
@@ -147,7 +150,7 @@ class GeminiStreamParser(SSEJSONParser):
 
 def _build(spec: RequestSpec) -> HTTPRequest:
     return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling, api_key=spec.api_key,
-                         api_version=spec.options.get("api_version", DEFAULT_API_VERSION))
+                         api_version=spec.options.get("api_version", DEFAULT_API_VERSION), images=spec.images)
 
 
 def _sdk_client(genai: Any, setup: SDKSetup) -> Any:

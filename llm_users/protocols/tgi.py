@@ -28,6 +28,7 @@ from llm_users.protocols.base import (
     error_message,
     json_post,
 )
+from llm_users.protocols.images import Image, markdown_images, with_images
 from llm_users.protocols.openai import compat_route, messages_to_prompt
 from llm_users.protocols.sampling import Sampling
 from llm_users.protocols.sse import SSEJSONParser
@@ -43,9 +44,11 @@ def build_request(
     api_key: str | None = None,
     path: Path = "/generate_stream",
     extra_headers: dict[str, str] | None = None,
+    images: tuple[Image, ...] = (),
 ) -> HTTPRequest:
     """A streaming TGI generate request. ``model`` is unused on the wire (TGI serves one model)
-    but kept for a uniform signature."""
+    but kept for a uniform signature. ``images``: markdown ``![](data:...)`` links after the
+    last user message's text, as TGI's vision models take them in ``inputs``."""
     del model
     if path not in ("/generate_stream", "/"):
         raise ValueError(f"unknown TGI path {path!r}: use '/generate_stream' or '/'")
@@ -62,7 +65,8 @@ def build_request(
         params["seed"] = sampling.seed
     if sampling.stop:
         params["stop"] = list(sampling.stop)
-    body: dict[str, Any] = {"inputs": messages_to_prompt(messages), "parameters": params}
+    body: dict[str, Any] = {"inputs": messages_to_prompt(with_images(messages, images, markdown_images)),
+                            "parameters": params}
     if path == "/":
         body["stream"] = True
     return json_post(path, body, accept="text/event-stream", auth=bearer(api_key),
@@ -107,7 +111,7 @@ class TGIStreamParser(SSEJSONParser):
 def _route(endpoint: str, path: Path) -> Route:
     def build(spec: RequestSpec) -> HTTPRequest:
         return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling,
-                             api_key=spec.api_key, path=path)
+                             api_key=spec.api_key, path=path, images=spec.images)
 
     return Route(endpoint, path, build, TGIStreamParser, protocol="tgi", chunk_has_a_token=True)
 

@@ -13,6 +13,7 @@ from llm_users.durations import parse_duration_s
 from llm_users.errors import ConfigError
 from llm_users.workload.dataset_source import DatasetSource
 from llm_users.workload.datasets import DEFAULT_DATASET, load_dataset
+from llm_users.workload.images import DEFAULT_SIZE, ImageSource, SyntheticImages, parse_count, parse_size
 from llm_users.workload.lengths import Lengths, parse_lengths
 from llm_users.workload.sessions import SessionSource
 from llm_users.workload.source import Lane, Probe, RequestSource, WorkItem
@@ -33,6 +34,9 @@ def add_arguments(opt: Any) -> None:
     opt("--llm-turns", "multi-turn sessions of N turns: each turn sends the whole history", type=int)
     opt("--llm-think-time", "wait between a session's turns, e.g. 2s or 500ms (default 0)")
     opt("--llm-workload-seed", "seed of the synthetic text and length draws (default 0)", type=int)
+    opt("--llm-images", "N synthetic images in every request, sent inline in the backend's format (PNG, "
+        "unique per request; see docs/prompts.md)")
+    opt("--llm-image-size", "WIDTHxHEIGHT of the --llm-images images in pixels (default 512x512)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +49,8 @@ class WorkloadOptions:
     turns: int = 0
     think_s: float = 0.0
     seed: int = 0
+    images: int = 0  # --llm-images: synthetic images per request
+    image_size: tuple[int, int] = DEFAULT_SIZE
 
     def for_class(self, user_cls: Any) -> WorkloadOptions:
         """The workload of one User class: its own ``prompts`` where no dataset was given."""
@@ -71,6 +77,10 @@ def workload_options(options: Any) -> WorkloadOptions:
     turns = int(get("llm_turns") or 0)
     if turns < 0:
         raise ConfigError(f"--llm-turns must be >= 1, got {turns}")
+    size = get("llm_image_size")
+    images = parse_count(get("llm_images") or 0)
+    if size is not None and not images:
+        raise ConfigError("--llm-image-size needs --llm-images N (how many images per request)")
     return WorkloadOptions(
         dataset=dataset,
         input_tokens=parse_lengths(inp, "--llm-input-tokens") if inp is not None else None,
@@ -80,6 +90,8 @@ def workload_options(options: Any) -> WorkloadOptions:
         turns=turns,
         think_s=parse_duration_s(think, "--llm-think-time") if (think := get("llm_think_time")) else 0.0,
         seed=_seed(get("llm_workload_seed") or get("llm_seed") or 0),
+        images=images,
+        image_size=parse_size(size) if size is not None else DEFAULT_SIZE,
     )
 
 
@@ -95,7 +107,12 @@ def build_source(w: WorkloadOptions) -> RequestSource:
     if w.input_tokens is not None:
         source = SyntheticSource(w.input_tokens, w.seed, w.prefix_tokens, w.prefix_count)
     else:
-        source = DatasetSource(load_dataset(w.dataset or DEFAULT_DATASET))
+        dataset = load_dataset(w.dataset or DEFAULT_DATASET)
+        if w.images and any(item.images for item in dataset.items):
+            raise ConfigError(f"--llm-images: dataset {dataset.path} names its own images; give one or the other")
+        source = DatasetSource(dataset)
+    if w.images:  # before sessions: a session's first turn carries the images
+        source = ImageSource(source, SyntheticImages(w.images, w.image_size, w.seed))
     if w.turns > 1:
         source = SessionSource(source, w.turns, w.think_s)
     if w.output_tokens is not None:
@@ -153,6 +170,25 @@ def source_for(w: WorkloadOptions) -> RequestSource:
     return src
 
 
-def check(w: WorkloadOptions) -> None:
-    """Read the dataset at start (a bad file stops the run there)."""
-    source_for(w)
+def check(w: WorkloadOptions, descriptor: Any = None, endpoint: str | None = None) -> None:
+    """Read the dataset at start (a bad file stops the run there); with images, the route of
+    ``descriptor`` and ``endpoint`` must take them (its builder refuses them otherwise)."""
+    source = source_for(w)
+    if descriptor is not None and has_images(source):
+        from llm_users.protocols.backend import RequestSpec
+        from llm_users.protocols.images import Image
+        from llm_users.protocols.sampling import Sampling
+
+        one = Image("image/png", "", 1, 1)
+        descriptor.route(endpoint).build(RequestSpec("m", [{"role": "user", "content": "x"}], Sampling(), images=(one,)))
+
+
+def has_images(source: RequestSource) -> bool:
+    """Whether the requests of ``source`` carry images (synthetic, or named by its dataset)."""
+    while source is not None:
+        if isinstance(source, ImageSource):
+            return True
+        if isinstance(source, DatasetSource):
+            return any(item.images for item in source.dataset.items)
+        source = getattr(source, "inner", None)
+    return False
