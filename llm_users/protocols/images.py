@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 MIME_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+_URLSAFE = re.compile(r"[A-Za-z0-9_-]*={0,2}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,11 +108,15 @@ def markdown_images(text: str, images: tuple[Image, ...]) -> str:
 
 # the image header: type and pixel size ---------------------------------------------------------
 
-def b64decode(data: str, where: str = "image") -> bytes:
-    """Strict base64 (what the servers accept), or ValueError naming ``where``."""
+def b64decode(data: str, where: str = "image", urlsafe: bool = False) -> bytes:
+    """Strict base64 (what the servers accept), or ValueError naming ``where``. ``urlsafe``:
+    also the URL-safe alphabet, padded or not (protobuf's JSON mapping of bytes, which Gemini
+    takes and the google-genai SDK sends)."""
     try:
         return base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError) as e:
+        if urlsafe and _URLSAFE.fullmatch(data):
+            return base64.urlsafe_b64decode(data + "=" * (-len(data) % 4))
         raise ValueError(f"{where}: not valid base64 ({e})") from None
 
 

@@ -7,7 +7,8 @@ Where each dialect carries them (what the real servers accept):
 - OpenAI-style chat (vLLM, OpenAI, TGI Messages, Ollama /v1): ``image_url`` content parts whose
   ``url`` (a string, or ``{"url"}``) is a ``data:image/...;base64,`` URL;
 - Anthropic: ``image`` content blocks with a ``base64`` source (``media_type``, ``data``);
-- Gemini: parts with ``inlineData``/``inline_data`` (``mimeType``/``mime_type``, ``data``);
+- Gemini: parts with ``inlineData``/``inline_data`` (``mimeType``/``mime_type``, ``data`` in the
+  standard or the URL-safe base64 alphabet, as protobuf's JSON takes bytes and google-genai sends them);
 - Ollama: ``images`` (base64 strings) on chat messages, or on the /api/generate body;
 - TGI native: markdown ``![](data:image/...;base64,...)`` in ``inputs`` (taken out of the text).
 
@@ -68,10 +69,10 @@ class Images:
     tokens: int = 0
     bytes: int = 0
 
-    def add(self, data: Any, where: str, declared: str | None = None) -> None:
+    def add(self, data: Any, where: str, declared: str | None = None, urlsafe: bool = False) -> None:
         if not isinstance(data, str) or not data:
             raise ValueError(f"{where}: image data must be a non-empty base64 string")
-        raw = b64decode(data, where)
+        raw = b64decode(data, where, urlsafe)
         mime, width, height = sniff(raw, where)
         if declared is not None and declared.lower() != mime and not (declared.lower() == "image/jpg"
                                                                      and mime == "image/jpeg"):
@@ -130,7 +131,8 @@ def gemini_images(contents: list[Any]) -> Images:
             if blob is not None:
                 if not isinstance(blob, dict):
                     raise ValueError(f"{where}.inlineData must be an object")
-                found.add(blob.get("data"), f"{where}.inlineData", str(blob.get("mimeType", blob.get("mime_type")) or ""))
+                mime = str(blob.get("mimeType", blob.get("mime_type")) or "")
+                found.add(blob.get("data"), f"{where}.inlineData", mime, urlsafe=True)  # proto JSON bytes
             elif part.get("fileData", part.get("file_data")) is not None:
                 raise ValueError(f"{where}: fileData is not served (the simulator fetches nothing); use inlineData")
     return found

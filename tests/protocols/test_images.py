@@ -102,6 +102,11 @@ def test_gemini(pics) -> None:
     assert content.parts[0].text == "describe these"
     found = sim_images.gemini_images(body["contents"])
     assert (found.count, found.tokens) == (3, _tokens(pics))
+    # what the SDK sends (SDK mode): its JSON dump of the bytes, in the URL-safe alphabet, which
+    # Gemini (protobuf's JSON) takes, and so does the simulator
+    sent = content.model_dump(mode="json", by_alias=True, exclude_none=True)
+    found = sim_images.gemini_images([sent])
+    assert (found.count, found.tokens) == (3, _tokens(pics))
 
 
 @pytest.mark.parametrize("endpoint", ["chat", "generate"])
