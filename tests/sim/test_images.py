@@ -1,5 +1,5 @@
 """The simulator with images over HTTP: a bad image is a 400 (in-stream on TGI's /generate_stream)
-shape naming what is wrong, nothing is counted for it; a good one adds its tokens to the prompt
+in the route's own error shape naming what is wrong, nothing is counted for it; a good one adds its tokens to the prompt
 count the answer reports, and --prefill-us-per-token charges them in TTFT (ground truth)."""
 
 from __future__ import annotations
