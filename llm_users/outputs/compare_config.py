@@ -152,7 +152,8 @@ def _workload(summary: dict[str, Any]) -> str:
         what = f"{src.get('kind', 'dataset')} {src.get('name') or src.get('path') or ''}" + (f" [{sha}]" if sha else "")
     else:
         what = _text(cfg.get("dataset") or o.get("llm_dataset") or o.get("llm_prompts"))
-    extra = [f"{k}={_text(o[f'llm_{k}'])}" for k in ("turns", "prefix_tokens", "prefix_count", "think_time")
+    extra = [f"{k}={_text(o[f'llm_{k}'])}" for k in ("turns", "prefix_tokens", "prefix_count", "think_time", "images",
+                                                      "image_size")
              if o.get(f"llm_{k}") is not None]
     return ", ".join([what.strip(), *extra])
 
