@@ -104,6 +104,7 @@ def test_ttft_grows_with_the_image_count_as_the_model_says(sim_factory, tmp_path
     for k in (1, 4):
         growth = median(by_count[k]) - base
         model = PREFILL_US / 1000 * PER_IMAGE * k  # 25.8 ms per image (text differs by a token or so: 0.1 ms)
+        print(f"{k} images: TTFT p50 {median(by_count[k]):.2f} ms, growth {growth:.2f} ms, model {model:.2f} ms")
         assert growth == pytest.approx(model, abs=3.0), (k, growth, model)
     images = read_summary(report)["workload"]["images"]
     with_images = [r for r in records if r["image_count"]]
