@@ -84,7 +84,8 @@ def test_ttft_grows_with_the_image_count_as_the_model_says(sim_factory, tmp_path
     assert records and all(r["status"] == "ok" for r in records), records[:1]
     trace = {t["request_id"]: t for t in get_json(sim.url + "/_sim/trace")}
     sizes = {p.name: len(base64.b64encode(p.read_bytes())) for p in pics.iterdir()}
-    by_count: dict[int, list[float]] = {}
+    by_count: dict[int, list[float]] = {}  # the client's TTFT
+    served: dict[int, list[float]] = {}  # the simulator's: its first chunk's write - the request's arrival
     for r in records:
         t = trace[r["request_id"]]
         assert t["images"] == r["image_count"] and t["image_tokens"] == PER_IMAGE * r["image_count"], (t, r)
@@ -98,22 +99,29 @@ def test_ttft_grows_with_the_image_count_as_the_model_says(sim_factory, tmp_path
         assert t["ttft_target_ns"] - t["arrival_ns"] == pytest.approx(
             (TTFT_MS + PREFILL_US / 1000 * r["input_tokens"]) * 1e6, abs=2e4)
         by_count.setdefault(r["image_count"], []).append(r["ttft_ns"] / 1e6)
+        served.setdefault(r["image_count"], []).append((t["chunks"][0][0] - t["arrival_ns"]) / 1e6)
     assert set(by_count) == {0, 1, 4} and all(len(v) >= 5 for v in by_count.values()), {k: len(v) for k, v in by_count.items()}
-    base = median(by_count[0])
-    assert TTFT_MS <= base < TTFT_MS + 8, base
+    # lateness is one-sided (a loaded machine delays, never hastens): the fastest request of each
+    # count is the one least disturbed, and medians show how the load moved the rest
+    base, served_base = min(by_count[0]), min(served[0])
+    assert base >= TTFT_MS and served_base >= TTFT_MS - 0.5, (base, served_base)  # the clock fires <= 0.5 ms early
     for k in (1, 4):
-        growth = median(by_count[k]) - base
         model = PREFILL_US / 1000 * PER_IMAGE * k  # 25.8 ms per image (text differs by a token or so: 0.1 ms)
-        print(f"{k} images: TTFT p50 {median(by_count[k]):.2f} ms, growth {growth:.2f} ms, model {model:.2f} ms")
-        assert growth == pytest.approx(model, abs=3.0), (k, growth, model)
+        growth, server_growth = min(by_count[k]) - base, min(served[k]) - served_base
+        print(f"{k} images: TTFT min {min(by_count[k]):.2f} p50 {median(by_count[k]):.2f} ms; growth of the min "
+              f"{growth:.2f} ms (the simulator's {server_growth:.2f} ms), of the p50 "
+              f"{median(by_count[k]) - median(by_count[0]):.2f} ms; model {model:.2f} ms")
+        # the simulator's own clock, and the client's TTFT, which also carries the upload of the bigger body
+        assert server_growth == pytest.approx(model, abs=1.0 + 0.02 * model), (k, server_growth, model)
+        assert growth == pytest.approx(model, abs=2.0 + 0.03 * model), (k, growth, model)
     images = read_summary(report)["workload"]["images"]
     with_images = [r for r in records if r["image_count"]]
     assert images["requests"] == len(with_images)
     assert images["images"] == sum(r["image_count"] for r in with_images)
     assert images["bytes_sent"] == sum(r["image_bytes"] for r in records)
     assert images["images_per_request"] == pytest.approx(images["images"] / images["requests"])
-    ttft = {e["images"]: e["ttft"]["p50"] for e in images["by_count"]}
-    assert ttft[4] - ttft[0] == pytest.approx(4 * PER_IMAGE * PREFILL_US / 1000, abs=3.0)
+    ttft = {e["images"]: e["ttft"]["min"] for e in images["by_count"]}  # the same figures, from the summary
+    assert ttft[4] - ttft[0] == pytest.approx(min(by_count[4]) - min(by_count[0]), abs=0.01)
     assert read_summary(report)["workload"]["source"]["images"] == 6  # named by the dataset's items
 
 
