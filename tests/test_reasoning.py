@@ -230,6 +230,25 @@ def test_console_and_report_show_ttfo_only_when_the_run_reasoned() -> None:
     assert "Reasoning and answer" not in html and "TTFO" not in html and "TTST p50" in html
 
 
+def test_reasoning_counted_but_not_streamed_gets_one_line() -> None:
+    """OpenAI's o-series reports reasoning_tokens without streaming the reasoning: no TTFO columns
+    (TTFO is TTFT), one line that says where the reasoning time went."""
+    s = StatsByName()
+    for i in range(5):
+        r = rec(request_id=f"h{i}", start_time=1000.0 + i)
+        feed(r, "AAA")
+        r.e2e_ns = 200 * MS
+        r.usage(10, 40, 37)
+        r.settle_tokens()
+        s.add(r)
+    summary = s.summary()
+    assert summary["overall"]["reasoning"]["reasoning_tokens"] == 185
+    text = summary_table(summary)
+    assert "TTFO" not in text.splitlines()[1]
+    assert "the server counted 185 reasoning tokens but streamed none of them (answer tokens 15)" in text
+    assert "streamed none of them" in render(summary, [])
+
+
 def test_compare_shows_ttfo_only_when_a_run_reasoned() -> None:
     class R:  # the part of compare_stats.Run that table() reads
         def __init__(self, s: dict) -> None:

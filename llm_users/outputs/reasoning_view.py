@@ -35,10 +35,19 @@ def _ms(d: dict[str, Any] | None, key: str) -> str:
     return "-" if v is None else f"{v:.1f}" if v >= 10 else f"{v:.2f}"
 
 
+def _hidden(overall: dict[str, Any]) -> str | None:
+    """The line for a server that counted reasoning tokens but streamed no reasoning text."""
+    r = overall.get("reasoning") or {}
+    if reasoned(overall) or not r.get("reasoning_tokens"):
+        return None
+    return (f"reasoning: the server counted {r['reasoning_tokens']} reasoning tokens but streamed none of them "
+            f"(answer tokens {r['answer_tokens']}): TTFO = TTFT, the hidden reasoning is inside TTFT")
+
+
 def reasoning_line(overall: dict[str, Any]) -> str | None:
     """One console line: reasoning vs answer tokens and inter-token gaps, or None without reasoning."""
     if not reasoned(overall):
-        return None
+        return _hidden(overall)
     r = overall["reasoning"]
     est = r.get("reasoning_tokens_estimated_requests") or 0
     src = f" ({est} counts estimated from reasoning chunks: the server gave none)" if est else ""
@@ -56,7 +65,8 @@ def _gap(overall: dict[str, Any]) -> str:
 def reasoning_html(overall: dict[str, Any]) -> str:
     """report.html's "Reasoning and answer" section, or "" without reasoning."""
     if not reasoned(overall):
-        return ""
+        hidden = _hidden(overall)
+        return f"<p class='note'>{html.escape(hidden[0].upper() + hidden[1:])}.</p>" if hidden else ""
     r = overall["reasoning"]
     rows = [("requests that reasoned", r["requests"]), ("reasoning tokens", r["reasoning_tokens"]),
             ("answer tokens (output - reasoning)", r["answer_tokens"]),
