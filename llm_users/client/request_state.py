@@ -73,9 +73,10 @@ class RequestState:
         for ev in events:
             cls = ev.__class__
             if cls is Content:
-                rec.token_chunk(now, self.last_ns, 0 if ev.reasoning else len(ev.text))  # type: ignore[union-attr]
+                reasoning = ev.reasoning  # type: ignore[union-attr]
+                rec.token_chunk(now, self.last_ns, 0 if reasoning else len(ev.text), reasoning)  # type: ignore[union-attr]
                 self.last_ns = now
-                if rec.reply is not None and not ev.reasoning:  # type: ignore[union-attr]
+                if rec.reply is not None and not reasoning:
                     rec.reply.append(ev.text)  # type: ignore[union-attr]  # a session's next turn needs it
             elif cls is Usage:
                 rec.usage(ev.input_tokens, ev.output_tokens, ev.reasoning_tokens, ev.server)  # type: ignore[union-attr]

@@ -7,7 +7,8 @@ from typing import Any
 
 from llm_users.metrics.checks import SAMPLING_HINTS, TOKEN_REASONS, slo_results
 from llm_users.metrics.distribution import BucketCounts, Distribution, bucket_counts
-from llm_users.metrics.record import LATENCY_METRICS, RequestRecord
+from llm_users.metrics.reasoning import ReasoningStats
+from llm_users.metrics.record import FIRST_TOKEN_METRICS, LATENCY_METRICS, RequestRecord
 from llm_users.metrics.tokens import TokenCounts
 
 
@@ -23,7 +24,8 @@ class Stats:
         self.good = 0
         self.slo_met: Counter[str] = Counter()
         self.excluded_cooldown = 0
-        self.dists = {m: Distribution() for m in LATENCY_METRICS}
+        self.dists = {m: Distribution() for m in (*LATENCY_METRICS, *FIRST_TOKEN_METRICS)}
+        self.reasoning = ReasoningStats()
         self.requests = 0
         self.failures = 0
         self.failures_by_category: Counter[str] = Counter()
@@ -70,6 +72,10 @@ class Stats:
             d["ttfb"].add(rec.ttfb_ns)
         if rec.ttft_ns is not None:
             d["ttft"].add(rec.ttft_ns)
+        if rec.ttfo_ns is not None:
+            d["ttfo"].add(rec.ttfo_ns)
+        if rec.ttst_ns is not None:
+            d["ttst"].add(rec.ttst_ns)
         if itl is None and rec.itl_ns:
             itl = bucket_counts(rec.itl_ns)
         if itl is not None:
@@ -83,6 +89,7 @@ class Stats:
         self.output_tokens += rec.output_tokens or 0
         self.input_per_request.add(rec.input_tokens or 0)
         self.output_per_request.add(rec.output_tokens or 0)
+        self.reasoning.add(rec)
         if rec.sampling_issues:
             self.sampling.update(rec.sampling_issues)
         if rec.tokens_reason is not None or rec.tokens_source == "estimated":  # output or input estimated
@@ -124,6 +131,7 @@ class Stats:
             out[m] = dist.summary_ms()
         out["input_tokens"] = self.input_tokens
         out["output_tokens"] = self.output_tokens
+        out["reasoning"] = self.reasoning.summary(self.output_tokens)
         out["estimated_token_requests"] = self.estimated_token_requests
         out["estimated_token_reasons"] = {k: {"requests": n, "hint": TOKEN_REASONS.get(k, "")}
                                           for k, n in sorted(self.token_reasons.items())}
@@ -164,6 +172,7 @@ class Stats:
             "sampling": dict(self.sampling),
             "good": self.good,
             "slo_met": dict(self.slo_met),
+            "reasoning": self.reasoning.to_wire(),
             "first_start": self.first_start,
             "last_end": self.last_end,
         }
@@ -186,6 +195,7 @@ class Stats:
         self.sampling.update(w.get("sampling", {}))
         self.good += w["good"]
         self.slo_met.update(w["slo_met"])
+        self.reasoning.merge_wire(w.get("reasoning"))
         self._window(w["first_start"], w["last_end"])
 
 

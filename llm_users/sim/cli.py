@@ -117,8 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--tokenizer", default=None, metavar="PATH", help="count prompt tokens (usage, /tokenize) with "
                    "this Hugging Face tokenizer.json instead of one per word, special tokens excluded (needs the "
                    "tokenizers package); the template tokens are added on top")
-    g.add_argument("--reasoning-tokens", type=_nonneg(int), default=0, help="of each answer's tokens, N are "
-                   "reported as reasoning in usage (OpenAI completion_tokens_details.reasoning_tokens, Anthropic "
+    g.add_argument("--reasoning-tokens", type=_nonneg(int), default=0, help="of each answer's tokens, the first N "
+                   "are reasoning: streamed first as each dialect's reasoning text (OpenAI-compatible delta.reasoning, "
+                   "Anthropic thinking_delta, Gemini thought parts, Ollama thinking) and reported in usage (OpenAI "
+                   "completion_tokens_details.reasoning_tokens, Anthropic "
                    "output_tokens_details.thinking_tokens, Gemini thoughtsTokenCount; default 0)")
     g.add_argument("--ignore-max-tokens", type=_positive_int, default=None, metavar="N", help="ignore the "
                    "request's max-token field and answer N tokens, as servers that do not know the field do "

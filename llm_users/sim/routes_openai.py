@@ -6,7 +6,10 @@ The same route stands in for TGI's Messages API and Ollama's /v1. Length comes f
 vLLM). Streams: the first chat chunk carries the role and empty content, the last token's
 chunk carries ``finish_reason`` (vLLM style, with ``stop_reason``), then with
 ``stream_options.include_usage`` a ``"choices":[]`` usage chunk, then ``data: [DONE]``.
-``continuous_usage_stats`` adds usage to every chunk. Errors are vLLM's
+``continuous_usage_stats`` adds usage to every chunk. With ``--reasoning-tokens N`` the first N
+tokens of a chat answer stream as ``delta.reasoning`` (vLLM's field since 0.19; llama.cpp and older
+vLLM write ``reasoning_content``: the client reads both), then the answer as ``delta.content``;
+usage reports them in ``completion_tokens_details.reasoning_tokens``. Errors are vLLM's
 ``{"error": {message, type, param, code=int status}}``.
 """
 
@@ -117,15 +120,17 @@ class ChatRenderer(_Base):
         self.pre = b'data: %b"choices":[{"index":0,"delta":{' % self.obj_head
         self.mid = b'"},"logprobs":null,"finish_reason":null}]'
         self.role = b'%b"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]' % self.pre
+        job.thinking = job.reasoning  # the first tokens stream as reasoning (the streamer cuts chunks there)
 
     def chunk(self, i: int, j: int, last: bool) -> bytes:
         words = self.job.words
         text = words[i] if j - i == 1 else b"".join(words[i:j])
+        key = b'"reasoning":"' if i < self.job.thinking else b'"content":"'
         if not last:
-            out = b'%b"content":"%b%b%b' % (self.pre, text, self.mid, self._cont(j))
+            out = b'%b%b%b%b%b' % (self.pre, key, text, self.mid, self._cont(j))
         else:
-            out = b'%b"content":"%b"},"logprobs":null,"finish_reason":"%b","stop_reason":null}]%b%b%b' % (
-                self.pre, text, self.job.finish.encode(), self._cont(j), self._usage_frame(), DONE)
+            out = b'%b%b%b"},"logprobs":null,"finish_reason":"%b","stop_reason":null}]%b%b%b' % (
+                self.pre, key, text, self.job.finish.encode(), self._cont(j), self._usage_frame(), DONE)
         if i == 0:
             return self.role + self._cont(0) + out
         return out
@@ -136,7 +141,8 @@ class ChatRenderer(_Base):
             "id": self.id, "object": "chat.completion", "created": self.created, "model": job.model,
             "choices": [{
                 "index": 0,
-                "message": {"role": "assistant", "content": job.text().decode(), "tool_calls": []},
+                "message": {"role": "assistant", "content": job.text(job.thinking).decode(), "tool_calls": [],
+                            **({"reasoning": job.text(0, job.thinking).decode()} if job.thinking else {})},
                 "logprobs": None, "finish_reason": job.finish, "stop_reason": None,
             }],
             "usage": self.usage_dict(),

@@ -61,7 +61,7 @@ def reset_connection(transport: asyncio.BaseTransport | None) -> None:
 
 class Streamer:
     __slots__ = (
-        "sim", "job", "render", "transport", "rec", "done", "silent", "target", "i", "c", "n", "k",
+        "sim", "job", "render", "transport", "rec", "done", "silent", "target", "i", "c", "n", "k", "think",
         "fault", "fault_at", "rng", "itl_ns", "last_t", "released", "late_fault", "stats", "clock", "cancelled",
         "_cb",
     )
@@ -91,6 +91,7 @@ class Streamer:
         self.c = 0  # chunks written
         self.n = job.n
         self.k = job.k
+        self.think = job.thinking  # the first tokens, streamed as reasoning: no chunk crosses this boundary
         self.fault = fault
         self.fault_at = -1 if fault is None else fault.chunk_index(job.n_chunks)
         self.rng = rng
@@ -140,6 +141,8 @@ class Streamer:
             n = self.n
             if j > n:
                 j = n
+            if i < self.think < j:
+                j = self.think
             last = j == n
             data = None if silent else self.render.chunk(i, j, last)
             t = perf_counter_ns()

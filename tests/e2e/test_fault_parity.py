@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 USERS = {"vllm": VLLMUser, "claude": ClaudeUser, "gemini": GeminiUser, "ollama": OllamaUser}
 FIELDS = ("status", "error_category", "http_status", "output_tokens", "input_tokens", "reasoning_tokens",
-          "finish_reason", "partial_output_tokens", "error_code")
+          "finish_reason", "partial_output_tokens", "error_code", "reasoning_chunks", "reasoning_tokens_source")
 MESSAGES = [{"role": "user", "content": "Say something."}]
 
 # fault -> (error_category, http_status) both modes must give; None: the request succeeds
@@ -112,9 +112,10 @@ def test_raw_and_sdk_mode_agree_on_every_fault(backend: str, fault: str | None, 
     if category is None:
         assert raw["status"] == "ok" and raw["output_tokens"] == 12 and raw["input_tokens"] > 0
         assert raw["finish_reason"]
-        # reasoning usage in each protocol's own field (Ollama's API reports none)
+        # reasoning usage in each protocol's own field; Ollama's API reports none: one a thinking chunk
         # (big_frame too: the 4 MiB chunk is one token)
-        assert raw["reasoning_tokens"] == (None if backend == "ollama" else 4)
+        assert raw["reasoning_tokens"] == 4 and raw["reasoning_chunks"] == (1 if backend == "gemini" else 4)
+        assert raw["reasoning_tokens_source"] == ("estimated" if backend == "ollama" else "usage")
     else:
         assert raw["status"] == "error" and raw["output_tokens"] is None
     if backend == "gemini" and fault in ("midstream_error", "truncate", "reset", "malformed", "stall"):
