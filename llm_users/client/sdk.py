@@ -133,6 +133,7 @@ class SDKSession:
         self._last_stream: Any = None  # the network stream the last response came on (httpcore's)
         self._reuse_candidate: Any = None
         self._response_stream: dict[Any, Any] = {}  # by greenlet, as ``streaming``
+        self._responses: dict[Any, Any] = {}  # the httpx response each greenlet streams (closed on a cancel)
         self._last_end_ns = 0
 
     def _before_send(self) -> None:
@@ -170,6 +171,7 @@ class SDKSession:
         state = self.streaming.get(getcurrent())
         if state is not None:
             state.response(response.status_code, now)
+            self._responses[getcurrent()] = response
             stream = response.extensions.get("network_stream")
             if stream is not None and stream is self._reuse_candidate:  # a connection carried another request
                 keepalive.learn(self._server, closes=False, label=self._label)
@@ -211,11 +213,15 @@ class SDKSession:
             if t is not total:
                 raise
             raise TotalTimeout(f"request exceeded the total limit of {self.timeouts.total:g}s") from None
+        except Cancelled:
+            self._abandon(me)
+            raise
         except LLMRequestError:
             raise
         except Exception as e:  # whatever the SDK raises: the category raw mode gives that fault
             cancelled = _cancel_in(e)
             if cancelled is not None:  # the cancel timer fired inside the SDK, which wrapped it
+                self._abandon(me)
                 raise cancelled from None
             raise from_sdk_exception(e, state) from e
         finally:
@@ -226,7 +232,19 @@ class SDKSession:
                 chunks.close()  # a stream left early (cancelled, failed): the SDK closes its response
             del self.streaming[me]
             self._response_stream.pop(me, None)
+            self._responses.pop(me, None)
         return rec
+
+    def _abandon(self, me: Any) -> None:
+        """A cancelled request: close its response now, so its connection closes (the server
+        sees the client leave) instead of waiting in the SDK's stream object for the garbage
+        collector (the openai SDK's stream refers to itself through its generator)."""
+        response = self._responses.get(me)
+        if response is not None:
+            try:
+                response.close()
+            except Exception:  # noqa: BLE001 - closing is all that is left to do
+                pass
 
 
 def _cancel_in(exc: BaseException | None) -> Cancelled | None:
