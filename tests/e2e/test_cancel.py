@@ -118,3 +118,32 @@ def test_cancelled_requests_of_workers_reach_the_master_exactly(sim_factory, tmp
     assert ov["cancelled"] == len(cancelled) >= 4
     assert ov["failures"] == 0 and ov["requests"] == sum(r["status"] == "ok" for r in records)
     _check_server_saw_each_cancel(sim.url, cancelled)
+
+
+@pytest.mark.parametrize("client", ["raw", "sdk"])
+def test_every_dialect_cancels_and_the_simulator_frees_the_slot(client: str, sim_factory, tmp_path) -> None:
+    """Every backend's dialect, one run per mode (a User class per backend on one simulator)."""
+    sim = sim_factory("--ttft-ms", "50", "--itl-ms", "20", "--output-tokens", "40")
+    env = {"OPENAI_API_KEY": "x", "ANTHROPIC_API_KEY": "x", "GEMINI_API_KEY": "x",
+           "CANCEL_TEST_SDK": "1" if client == "sdk" else "0"}
+    proc = run_locust("../tests/fixtures/cancel_every_dialect.py", "--host", sim.url, "-u", "12", "-r", "12",
+                      "-t", "4s", "--llm-client", client, "--llm-cancel-after", "5tokens", "--llm-cancel-rate", "0.5",
+                      "--llm-seed", SEED, "--llm-warmup", "0", report=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = read_records(tmp_path)
+    assert [r["error_message"] for r in records if r["status"] not in ("ok", "cancelled", "interrupted")] == []
+    backends = {"vllm", "openai", "ollama", "claude", "gemini"} | ({"tgi"} if client == "raw" else set())
+    cancelled = [r for r in records if r["status"] == "cancelled"]
+    assert {r["backend"] for r in cancelled} == backends
+    assert {r["backend"] for r in records if r["status"] == "ok"} == backends
+    assert all(r["chunks"] == 5 and r["client"] == client for r in cancelled)
+    ov = read_summary(tmp_path)["overall"]
+    assert ov["cancelled"] == len(cancelled) and ov["failures"] == 0
+    for r in cancelled:
+        tr = get_json(f"{sim.url}/_sim/trace?request_id={r['request_id']}")
+        cancel_ns = r["t0_ns"] + r["e2e_ns"]
+        if tr["outcome"] == "ok":  # the server had written the whole answer before the client got to
+            assert tr["end_ns"] < cancel_ns, tr  # its 5th chunk (an SDK reading ahead, a loaded CI): nothing to free
+        else:
+            assert tr["outcome"] == "aborted" and tr["end_ns"] - cancel_ns < NOTICE_NS, (r["backend"], tr)
+    assert get_json(sim.url + "/_sim/stats")["running"] == 0
