@@ -147,3 +147,20 @@ def test_a_bad_value_stops_locust_at_start_with_one_line(tmp_path) -> None:
     assert proc.returncode == 1
     assert "locust-llm: --llm-cancel-after: cannot read '20'; give a number of tokens" in proc.stderr, \
         proc.stderr[-2000:]
+
+
+def test_a_duration_shorter_than_the_ttft_cancels_before_the_first_token(sim) -> None:
+    c = StreamClient(sim.url)
+    rec = RequestRecord(new_request_id(), "n", "vllm", "m")
+    req = oa.build_request(model="m", messages=MESSAGES, sampling=Sampling(max_tokens=64), dialect="vllm")
+    req.headers["X-Request-Id"] = rec.request_id
+    with pytest.raises(Cancelled):
+        c.stream(req, oa.OpenAIStreamParser(), rec, cancel=CancelPlan(after_ns=25_000_000))  # TTFT is 50 ms
+    cancelled_at = time.perf_counter_ns()
+    mark_cancelled(rec, Cancelled("x"), cancelled_at)
+    assert rec.ttft_ns is None and rec.chunks == 0 and rec.ttfb_ns is not None  # the head came at once
+    assert 25e6 <= rec.e2e_ns < 60e6 and c._conn is None
+    time.sleep(0.05)
+    trace = get_json(f"{sim.url}/_sim/trace?request_id={rec.request_id}")
+    assert trace["outcome"] == "aborted" and trace["output_tokens"] == 0  # freed in prefill
+    assert trace["end_ns"] - cancelled_at < 100e6
