@@ -47,11 +47,14 @@ def _close_and_time(url: str, s: socket.socket, pred: Any) -> tuple[dict[str, An
     return st, seen - t
 
 
-@pytest.fixture
-def slow_sim(sim_factory: Any) -> Any:
+@pytest.fixture(params=["uvloop", "asyncio"])
+def slow_sim(request: pytest.FixtureRequest, sim_factory: Any) -> Any:
     # one slot; a 1.5 s TTFT and 2 s between chunks: without the watch a closed client would
-    # keep its slot up to 1.5-2 s
-    return sim_factory("--max-batch", "1", "--ttft-ms", "1500", "--itl-ms", "2000", "--output-tokens", "50")
+    # keep its slot up to 1.5-2 s. Both event loops: the watch uses their set_protocol
+    loop = ["--no-uvloop"] if request.param == "asyncio" else []
+    sim = sim_factory("--max-batch", "1", "--ttft-ms", "1500", "--itl-ms", "2000", "--output-tokens", "50", *loop)
+    assert get_json(sim.url + "/_sim/stats")["event_loop"] == request.param
+    return sim
 
 
 def test_a_client_leaving_in_prefill_frees_its_slot_within_100ms(slow_sim: Any) -> None:
