@@ -84,7 +84,10 @@ def test_cancelled_requests_are_recorded_counted_and_freed(client: str, after: s
         else:
             assert r["chunks"] == 5 and len(r["itl_ns"]) == 4 and r["e2e_ns"] < 600e6
     assert all(r["chunks"] == 40 and r["output_tokens"] == 40 for r in ok)
-    ov = read_summary(report)["overall"]
+    summary = read_summary(report)
+    assert summary["setup"]["cancel"] == ("after 5 tokens" if "tokens" in after else "after 0.3s") + \
+        ", 50% of requests"
+    ov = summary["overall"]
     assert ov["cancelled"] == len(cancelled)
     assert ov["failures"] == 0 and ov["requests"] == len(ok) and ov["ttft"]["count"] == len(ok)
     assert ov["e2e"]["min"] > 800  # ms: the cancelled requests' short times stay out of the statistics
