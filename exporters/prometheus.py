@@ -146,7 +146,8 @@ class LLMCollector(Collector):
             "llm_requests", "Measured LLM requests (warm-up and cool-down excluded) by outcome: "
             "status is ok or the error category.", labels=[*LABELS, "status"])
         excluded = CounterMetricFamily(
-            "llm_excluded_requests", "Requests kept out of every statistic: reason is warmup or cooldown.",
+            "llm_excluded_requests", "Requests kept out of every statistic: reason is warmup, cooldown or "
+            "cancelled (--llm-cancel-after).",
             labels=[*LABELS, "reason"])
         out_tok = CounterMetricFamily("llm_output_tokens", "Output tokens of successful measured requests.",
                                       labels=LABELS)
@@ -161,6 +162,7 @@ class LLMCollector(Collector):
                 requests.add_metric([*labels, category], n)
             excluded.add_metric([*labels, "warmup"], s.excluded)
             excluded.add_metric([*labels, "cooldown"], s.excluded_cooldown)
+            excluded.add_metric([*labels, "cancelled"], s.cancelled)
             out_tok.add_metric(labels, s.output_tokens)
             in_tok.add_metric(labels, s.input_tokens)
             reason_tok.add_metric(labels, s.reasoning.reasoning_tokens)

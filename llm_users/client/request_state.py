@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterable
 
 from llm_users.errors import (
+    Cancelled,
     EmptyResponse,
     LLMRequestError,
     ServerOverloaded,
@@ -31,15 +32,16 @@ class RequestState:
     (any number of times), then :meth:`finish` at the end of the body. ``parser`` is the
     route's parser: its ``frames`` and ``complete`` decide the end rule."""
 
-    __slots__ = ("record", "parser", "overload", "last_ns", "status")
+    __slots__ = ("record", "parser", "overload", "last_ns", "status", "cancel_chunks")
 
     def __init__(self, record: RequestRecord, parser: StreamParser,
-                 overload_statuses: frozenset[int] = DEFAULT_OVERLOAD) -> None:
+                 overload_statuses: frozenset[int] = DEFAULT_OVERLOAD, cancel_chunks: int = 0) -> None:
         self.record = record
         self.parser = parser
         self.overload = overload_statuses
         self.last_ns = 0
         self.status = 0  # the HTTP status once the response head arrived
+        self.cancel_chunks = cancel_chunks  # --llm-cancel-after N tokens: raise Cancelled at the Nth chunk
 
     def start(self) -> int:
         """t0: just before the request's first byte is written."""
@@ -78,6 +80,8 @@ class RequestState:
                 self.last_ns = now
                 if rec.reply is not None and not reasoning:
                     rec.reply.append(ev.text)  # type: ignore[union-attr]  # a session's next turn needs it
+                if rec.chunks == self.cancel_chunks:
+                    raise Cancelled(f"the client cancelled the request after {rec.chunks} token chunks")
             elif cls is Usage:
                 rec.usage(ev.input_tokens, ev.output_tokens, ev.reasoning_tokens, ev.server)  # type: ignore[union-attr]
             elif cls is Finish:
@@ -126,6 +130,16 @@ def mark_interrupted(rec: RequestRecord, now: int) -> None:
     rec.status = "interrupted"
     rec.error_category = "interrupted"
     rec.error_message = "the run stopped while the request was in flight"
+    _cut(rec, now)
+
+
+def mark_cancelled(rec: RequestRecord, exc: LLMRequestError, now: int) -> None:
+    """The client abandoned the request on purpose (``--llm-cancel-after``): kept, as
+    ``cancelled``, with what was measured until then (TTFB, TTFT, ITL, chunks), out of the
+    success and failure statistics; e2e is the time from t0 to the cancel."""
+    rec.status = "cancelled"
+    rec.error_category = "cancelled"
+    rec.error_message = exc.message
     _cut(rec, now)
 
 

@@ -40,7 +40,7 @@ class RequestRecord:
     tokens_reason: str | None = None  # why estimated: "no_usage" | "usage_implausible" (see check_usage)
     input_tokens_source: str = "none"  # "usage" | "estimated" (the server said 0 for a prompt) | "none"
     finish_reason: str | None = None
-    status: str = "ok"  # "ok" | "error" | "interrupted" (in flight when the run stopped)
+    status: str = "ok"  # "ok" | "error" | "interrupted" (in flight when the run stopped) | "cancelled" (--llm-cancel-after)
     error_category: str | None = None
     error_message: str | None = None
     http_status: int | None = None  # the status line the server sent (200 for in-stream failures)

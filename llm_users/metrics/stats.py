@@ -36,6 +36,7 @@ class Stats:
         self.token_reasons: Counter[str] = Counter()  # records with an estimated count, by reason
         self.excluded = 0
         self.interrupted = 0
+        self.cancelled = 0  # --llm-cancel-after: abandoned on purpose, counted, out of the statistics
         self.stale_reconnects = 0
         self.sampling: Counter[str] = Counter()
         self.first_start: float | None = None
@@ -47,6 +48,9 @@ class Stats:
             self.stale_reconnects += 1
         if rec.status == "interrupted":  # cut by the stop: counted, never a success or failure
             self.interrupted += 1
+            return
+        if rec.status == "cancelled":  # abandoned by the client on purpose: counted, never a success or failure
+            self.cancelled += 1
             return
         if rec.warmup:
             self.excluded += 1
@@ -123,6 +127,7 @@ class Stats:
             "excluded_warmup": self.excluded,
             "excluded_cooldown": self.excluded_cooldown,
             "interrupted": self.interrupted,
+            "cancelled": self.cancelled,
             "stale_reconnects": self.stale_reconnects,
             "sampling_issues": {k: {"requests": n, "hint": SAMPLING_HINTS.get(k, "")}
                                 for k, n in sorted(self.sampling.items())},
@@ -168,6 +173,7 @@ class Stats:
             "excluded": self.excluded,
             "excluded_cooldown": self.excluded_cooldown,
             "interrupted": self.interrupted,
+            "cancelled": self.cancelled,
             "stale_reconnects": self.stale_reconnects,
             "sampling": dict(self.sampling),
             "good": self.good,
@@ -191,6 +197,7 @@ class Stats:
         self.excluded += w["excluded"]
         self.excluded_cooldown += w["excluded_cooldown"]
         self.interrupted += w.get("interrupted", 0)
+        self.cancelled += w.get("cancelled", 0)
         self.stale_reconnects += w.get("stale_reconnects", 0)
         self.sampling.update(w.get("sampling", {}))
         self.good += w["good"]
@@ -227,7 +234,7 @@ class StatsByName:
     @property
     def empty(self) -> bool:
         t = self.total
-        return not (t.requests or t.excluded or t.excluded_cooldown or t.interrupted)
+        return not (t.requests or t.excluded or t.excluded_cooldown or t.interrupted or t.cancelled)
 
     def merge_wire(self, w: dict[str, Any]) -> None:
         self.total.merge_wire(w["total"])

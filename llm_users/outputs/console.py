@@ -127,7 +127,13 @@ def summary_table(summary: dict[str, Any]) -> str:
     if interrupted:
         lines.append(f"interrupted: {interrupted} requests were in flight when the run stopped (kept in "
                      "requests.jsonl with their TTFB/TTFT so far; not in these statistics)")
-    completed = (ov.get("requests") or 0) + (ov.get("excluded_warmup") or 0) + (ov.get("excluded_cooldown") or 0)
+    cancelled = ov.get("cancelled") or 0
+    if cancelled:
+        lines.append(f"cancelled: {cancelled} requests were abandoned by the client on purpose (--llm-cancel-after; "
+                     "in requests.jsonl with what was measured until then, in Locust's table as '<name> (cancelled)'; "
+                     "not failures, not in these statistics)")
+    completed = (cancelled + (ov.get("requests") or 0) + (ov.get("excluded_warmup") or 0)
+                 + (ov.get("excluded_cooldown") or 0))
     if not completed:
         why = (f"all {interrupted} requests sent were still in flight at the stop (interrupted): a request takes "
                "longer than the run; run longer, or check that the server honours the max-token setting"

@@ -110,6 +110,14 @@ class Streamer:
         self.cancelled = True
         self._release()
 
+    def client_gone(self) -> None:
+        """The client's connection closed (:mod:`.disconnect`): end now, ``aborted``, the slot
+        freed, whether the first token is still to come (prefill) or the stream is midway."""
+        if self.released:
+            return
+        self.cancelled = True
+        self._end("aborted")
+
     def _release(self) -> None:
         if not self.released:
             self.released = True
