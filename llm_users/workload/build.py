@@ -32,6 +32,8 @@ def add_arguments(opt: Any) -> None:
     opt("--llm-prefix-count", "how many distinct shared prefixes (default 1 with --llm-prefix-tokens)", type=int)
     opt("--llm-turns", "multi-turn sessions of N turns: each turn sends the whole history", type=int)
     opt("--llm-think-time", "wait between a session's turns, e.g. 2s or 500ms (default 0)")
+    opt("--llm-responses-chain", "how a session's later turns reach --llm-endpoint responses: full (default: the "
+        "whole history as input) or previous_id (previous_response_id + the new message; the server keeps the rest)")
     opt("--llm-workload-seed", "seed of the synthetic text and length draws (default 0)", type=int)
 
 
@@ -45,6 +47,7 @@ class WorkloadOptions:
     turns: int = 0
     think_s: float = 0.0
     seed: int = 0
+    chain: str = "full"  # --llm-responses-chain: "full" | "previous_id"
 
     def for_class(self, user_cls: Any) -> WorkloadOptions:
         """The workload of one User class: its own ``prompts`` where no dataset was given."""
@@ -80,7 +83,18 @@ def workload_options(options: Any) -> WorkloadOptions:
         turns=turns,
         think_s=parse_duration_s(think, "--llm-think-time") if (think := get("llm_think_time")) else 0.0,
         seed=_seed(get("llm_workload_seed") or get("llm_seed") or 0),
+        chain=_chain(get("llm_responses_chain")),
     )
+
+
+CHAINS = ("full", "previous_id")
+
+
+def _chain(value: Any) -> str:
+    chain = str(value or "full").strip().lower()
+    if chain not in CHAINS:
+        raise ConfigError(f"--llm-responses-chain must be full or previous_id, got {value!r}")
+    return chain
 
 
 def _seed(value: Any) -> int:
@@ -97,7 +111,7 @@ def build_source(w: WorkloadOptions) -> RequestSource:
     else:
         source = DatasetSource(load_dataset(w.dataset or DEFAULT_DATASET))
     if w.turns > 1:
-        source = SessionSource(source, w.turns, w.think_s)
+        source = SessionSource(source, w.turns, w.think_s, chain=w.chain == "previous_id")
     if w.output_tokens is not None:
         source = OutputLengths(source, w.output_tokens, w.seed)
     return source
