@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.helpers import read_records, read_summary, run_locust
@@ -89,6 +90,10 @@ def test_llamacpp_sessions_whole_history_and_no_previous_response_id(llama, tmp_
 def test_litellm_bridge(litellm, llama, tmp_path) -> None:
     """Raw and SDK mode through LiteLLM's translation; then a chained session: LiteLLM takes
     previous_response_id and answers without the history (the turn's prompt is its own message)."""
+    # LiteLLM's first Responses request loads its bridge (seconds on 2 busy cores): not in a window
+    warm = httpx.post(litellm.url + "/v1/responses", headers={"Authorization": f"Bearer {LITELLM_KEY}"}, timeout=120,
+                      json={"model": "gemma-3-270m-bridge", "input": "Hi", "max_output_tokens": 2, "stream": True})
+    assert warm.status_code == 200 and "response.completed" in warm.text, warm.text[:500]
     for client in ("raw", "sdk"):
         report = tmp_path / client
         backend = Window.open(llama)
