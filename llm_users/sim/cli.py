@@ -19,9 +19,11 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from llm_users.errors import ConfigError
 from llm_users.health.heap import fix_mmap_threshold
 from llm_users.sim.config import DEFAULT_MAX_TOKENS, DISTRIBUTIONS, FAULT_KINDS, USAGE_ZERO, SimConfig
 from llm_users.sim.routes import route_modules
+from llm_users.workload.local_tokenizer import LocalTokenizer
 
 DESCRIPTION = """\
 Embedded LLM inference server simulator: one process speaks the OpenAI/vLLM, TGI, Ollama,
@@ -112,6 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--template-tokens", type=_nonneg(int), default=0, help="prompt tokens a chat template adds "
                    "per message on chat routes, counted in usage and by /tokenize with messages (default 0)")
 
+    g.add_argument("--tokenizer", default=None, metavar="PATH", help="count prompt tokens (usage, /tokenize) with "
+                   "this Hugging Face tokenizer.json instead of one per word, special tokens excluded (needs the "
+                   "tokenizers package); the template tokens are added on top")
     g.add_argument("--reasoning-tokens", type=_nonneg(int), default=0, help="of each answer's tokens, N are "
                    "reported as reasoning in usage (OpenAI completion_tokens_details.reasoning_tokens, Anthropic "
                    "output_tokens_details.thinking_tokens, Gemini thoughtsTokenCount; default 0)")
@@ -173,7 +178,9 @@ def config_from_args(argv: Sequence[str] | None = None) -> tuple[SimConfig, argp
     try:
         cfg = SimConfig(**fields)
         route_modules(cfg)  # a module that is not there stops here, with its name
-    except (ValueError, ImportError) as e:
+        if cfg.tokenizer:
+            LocalTokenizer(cfg.tokenizer, "--tokenizer")  # a bad file or no package stops here too
+    except (ValueError, ImportError, ConfigError) as e:
         parser.error(str(e))
     return cfg, ns
 

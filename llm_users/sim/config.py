@@ -71,6 +71,7 @@ class SimConfig:
     trace_prompts: bool = False
 
     template_tokens: int = 0
+    tokenizer: str | None = None  # a Hugging Face tokenizer.json counts prompt tokens (default: words)
     prefix_cache_block: int = 0
     cache_reset_routes: str = "vllm,sglang"  # which reset routes answer (the others 404): vllm, sglang, none
 

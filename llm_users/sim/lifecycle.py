@@ -20,7 +20,6 @@ from llm_users.sim.faults import Fault, FaultHeaderError, draw_fault, parse_faul
 from llm_users.sim.state import SimState
 from llm_users.sim.stats import RouteStats
 from llm_users.sim.streamer import Streamer, chunked, reset_connection
-from llm_users.sim.text import count_input_tokens
 from llm_users.sim.timing import request_rng
 from llm_users.sim.trace import Record
 
@@ -32,7 +31,7 @@ def new_job(
     """A planned job: the answer's length, how it ends and its tokens are fixed here. ``messages``:
     how many chat messages the prompt came from (each adds ``--template-tokens`` to the count)."""
     if input_tokens is None:
-        input_tokens = count_input_tokens(prompt) + sim.cfg.template_tokens * messages
+        input_tokens = sim.count_prompt(prompt) + sim.cfg.template_tokens * messages
     cfg = sim.cfg
     if cfg.ignore_max_tokens is not None:  # a server that does not know the request's field
         max_tokens = cfg.ignore_max_tokens
