@@ -126,7 +126,10 @@ def settings_for(user_cls: Any, options: Any) -> Settings:
     endpoint = str(get("llm_endpoint", user_cls.endpoint))
     descriptor = getattr(user_cls, "descriptor", None)
     if descriptor is not None:
-        descriptor.route(endpoint)  # ConfigError naming the endpoints there are
+        least = descriptor.route(endpoint).min_output_tokens  # ConfigError naming the endpoints there are
+        if sampling.max_tokens < least:
+            raise ConfigError(f"--llm-max-tokens must be at least {least} for {descriptor.name}'s {endpoint} endpoint "
+                              f"(the server refuses less), got {sampling.max_tokens}")
     key_env = get("llm_api_key_env", user_cls.api_key_env)
     for name in str(key_env or "").split(","):
         if name.strip() and not _ENV_NAME.match(name.strip()):

@@ -247,6 +247,8 @@ class LLMUser(User):
                         prompt_tokens=lambda: rec.target_input_tokens or prompt_tokens_guess(messages))
             s = settings.sampling
             rec.sampling_issues = sampling_issues(rec, s.max_tokens, s.ignore_eos and self.descriptor.sends_ignore_eos)
+            if item is not None and item.wants_reply and rec.server and rec.server.get("response_id"):
+                item.meta["response_id"] = rec.server["response_id"]  # a session may chain by it (sessions.py)
         rec.backoff_s = self.backoff.after(rec)
         elapsed_ns = rec.e2e_ns if rec.e2e_ns is not None else time.perf_counter_ns() - rec.t0_ns
         self.environment.events.request.fire(

@@ -121,6 +121,8 @@ class Route:
     protocol: str
     sdk: SDKBinding | None = None
     chunk_has_a_token: bool = False
+    #: the least ``--llm-max-tokens`` the server accepts (OpenAI's /v1/responses: 16); less stops the run at start
+    min_output_tokens: int = 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ import orjson
 class Content:
     text: str
     reasoning: bool = False
+    tool: bool = False  # a tool-call (function arguments) delta
 
 
 @dataclass(slots=True, frozen=True)

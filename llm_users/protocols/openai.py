@@ -1,5 +1,6 @@
 """OpenAI-compatible protocol: chat and legacy completions, as spoken by OpenAI, vLLM, TGI's
-Messages API and Ollama's /v1 routes.
+Messages API and Ollama's /v1 routes; the OpenAI and vLLM backends also have the Responses API
+(``responses``, :mod:`llm_users.protocols.responses`).
 
 Dialects differ only in how the request says "how many tokens":
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Literal
 
+from llm_users.protocols import responses
 from llm_users.protocols.backend import (
     Backend,
     BackendDocs,
@@ -215,7 +217,7 @@ SIM_ROUTES = "llm_users.sim.routes_openai"
 
 VLLM = Backend(
     name="vllm",
-    routes=(_route("chat", "vllm"), _route("completions", "vllm")),
+    routes=(_route("chat", "vllm"), _route("completions", "vllm"), responses.route("vllm", _sdk_client)),
     auth_header="Authorization",
     api_key_env=None,
     strip_v1=True,
@@ -227,14 +229,15 @@ VLLM = Backend(
     sim_routes=SIM_ROUTES,
     docs=BackendDocs(
         locustfile="vllm.py", user="VLLMUser", auth_env="none (optional `--llm-api-key-env`)",
-        sampling="`max_tokens`, `temperature`, `top_p`, `ignore_eos: true`",
-        tokens="usage chunk (`stream_options.include_usage`)", cannot="-",
+        sampling="`max_tokens`, `temperature`, `top_p`, `ignore_eos: true` (responses: `max_output_tokens`)",
+        tokens="usage chunk (`stream_options.include_usage`); responses: `response.completed` usage",
+        cannot="-",
     ),
 )
 
 OPENAI = Backend(
     name="openai",
-    routes=(_route("chat", "openai"), _route("completions", "openai")),
+    routes=(_route("chat", "openai"), _route("completions", "openai"), responses.route("openai", _sdk_client)),
     auth_header="Authorization",
     api_key_env="OPENAI_API_KEY",
     requires_api_key=True,
@@ -247,7 +250,8 @@ OPENAI = Backend(
     sim_routes=SIM_ROUTES,
     docs=BackendDocs(
         locustfile="openai.py", user="OpenAIUser", auth_env="`OPENAI_API_KEY`",
-        sampling="`max_completion_tokens`, `temperature`, `top_p`", tokens="usage chunk",
+        sampling="`max_completion_tokens`, `temperature`, `top_p` (responses: `max_output_tokens`, at least 16)",
+        tokens="usage chunk; responses: `response.completed` usage",
         cannot="no ignore_eos: output length may vary",
     ),
 )

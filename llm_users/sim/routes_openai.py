@@ -1,5 +1,6 @@
 """OpenAI-compatible routes, in vLLM's dialect: ``POST /v1/chat/completions``,
-``POST /v1/completions`` (streaming or not) and ``GET /v1/models``.
+``POST /v1/completions`` (streaming or not) and ``GET /v1/models``; ``POST /v1/responses`` comes
+from :mod:`llm_users.sim.routes_responses`.
 
 The same route stands in for TGI's Messages API and Ollama's /v1. Length comes from
 ``max_completion_tokens`` or ``max_tokens`` (chat default 512, completions default 16 like
@@ -21,6 +22,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from llm_users.sim import routes_responses
 from llm_users.sim.base import Dialect, Job, Renderer, int_param
 from llm_users.sim.lifecycle import new_job, serve
 from llm_users.sim.state import SIM_KEY, admit
@@ -257,3 +259,4 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_post("/v1/completions", completions)
     app.router.add_get("/v1/models", models)
+    routes_responses.add_routes(app)  # /v1/responses: the OpenAI and vLLM backends' ``responses`` route

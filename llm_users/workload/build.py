@@ -34,6 +34,8 @@ def add_arguments(opt: Any) -> None:
     opt("--llm-think-time", "wait between a session's turns, e.g. 2s or 500ms (default 0)")
     opt("--llm-tokenizer", "a Hugging Face tokenizer.json (or its directory) of the served model: exact-length "
         "prompts are fitted on this machine, not by the server's /tokenize (needs the tokenizers package)")
+    opt("--llm-responses-chain", "how a session's later turns reach --llm-endpoint responses: full (default: the "
+        "whole history as input) or previous_id (previous_response_id + the new message; the server keeps the rest)")
     opt("--llm-workload-seed", "seed of the synthetic text and length draws (default 0)", type=int)
 
 
@@ -48,6 +50,7 @@ class WorkloadOptions:
     think_s: float = 0.0
     seed: int = 0
     tokenizer: str | None = None  # --llm-tokenizer: a local tokenizer.json fits synthetic prompts
+    chain: str = "full"  # --llm-responses-chain: "full" | "previous_id"
 
     def for_class(self, user_cls: Any) -> WorkloadOptions:
         """The workload of one User class: its own ``prompts`` where no dataset was given."""
@@ -87,7 +90,18 @@ def workload_options(options: Any) -> WorkloadOptions:
         think_s=parse_duration_s(think, "--llm-think-time") if (think := get("llm_think_time")) else 0.0,
         seed=_seed(get("llm_workload_seed") or get("llm_seed") or 0),
         tokenizer=str(tokenizer) if tokenizer is not None else None,
+        chain=_chain(get("llm_responses_chain")),
     )
+
+
+CHAINS = ("full", "previous_id")
+
+
+def _chain(value: Any) -> str:
+    chain = str(value or "full").strip().lower()
+    if chain not in CHAINS:
+        raise ConfigError(f"--llm-responses-chain must be full or previous_id, got {value!r}")
+    return chain
 
 
 def _check_tokenizer(path: str, used: bool) -> None:
@@ -120,7 +134,7 @@ def build_source(w: WorkloadOptions) -> RequestSource:
     else:
         source = DatasetSource(load_dataset(w.dataset or DEFAULT_DATASET))
     if w.turns > 1:
-        source = SessionSource(source, w.turns, w.think_s)
+        source = SessionSource(source, w.turns, w.think_s, chain=w.chain == "previous_id")
     if w.output_tokens is not None:
         source = OutputLengths(source, w.output_tokens, w.seed)
     return source

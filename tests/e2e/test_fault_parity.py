@@ -18,7 +18,9 @@ from tests.helpers import get_json
 
 pytestmark = pytest.mark.slow
 
-USERS = {"vllm": VLLMUser, "claude": ClaudeUser, "gemini": GeminiUser, "ollama": OllamaUser}
+USERS = {"vllm": VLLMUser, "claude": ClaudeUser, "gemini": GeminiUser, "ollama": OllamaUser,
+         "responses": VLLMUser}
+ENDPOINTS = {"responses": "responses"}  # a backend's other route under test (default: its first)
 FIELDS = ("status", "error_category", "http_status", "output_tokens", "input_tokens", "reasoning_tokens",
           "finish_reason", "partial_output_tokens", "error_code", "reasoning_chunks", "reasoning_tokens_source")
 MESSAGES = [{"role": "user", "content": "Say something."}]
@@ -78,7 +80,7 @@ def _user(backend: str, client: str, host: str, **options: Any) -> Any:
     base = USERS[backend]
     cls = type(f"Test{backend}{client}", (base,), {"abstract": False, "host": host, "warmup_requests": 0})
     opts = argparse.Namespace(llm_client=client, llm_api_key_env="LLM_TEST_KEY", llm_model="sim-model",
-                              llm_read_timeout=0.4, **options)
+                              llm_read_timeout=0.4, llm_endpoint=ENDPOINTS.get(backend), **options)
     env = Environment(user_classes=[cls], host=host, parsed_options=opts)
     return cls(env)
 
