@@ -19,27 +19,41 @@ from llm_users.errors import (
     StreamTruncated,
 )
 from llm_users.metrics import RequestRecord
-from llm_users.protocols.base import Content, Event, Finish, ModelName, ServerError, StreamParser, Usage
+from llm_users.protocols.base import (
+    Content,
+    Event,
+    Finish,
+    ModelName,
+    ResponseId,
+    ServerError,
+    StreamParser,
+    Usage,
+)
+from llm_users.protocols.server_side import Headers, ServerSide
 
 perf_counter_ns = time.perf_counter_ns
 
 DEFAULT_OVERLOAD = frozenset({429, 503, 529})
+_NO_HEADERS: Headers = {}
 
 
 class RequestState:
     """Fills ``record`` as a request goes: :meth:`start`, :meth:`response`, :meth:`handle`
     (any number of times), then :meth:`finish` at the end of the body. ``parser`` is the
-    route's parser: its ``frames`` and ``complete`` decide the end rule."""
+    route's parser: its ``frames`` and ``complete`` decide the end rule; ``side`` the route's
+    :class:`~llm_users.protocols.server_side.ServerSide` (the server's own timings and id)."""
 
-    __slots__ = ("record", "parser", "overload", "last_ns", "status")
+    __slots__ = ("record", "parser", "overload", "last_ns", "status", "side", "headers")
 
     def __init__(self, record: RequestRecord, parser: StreamParser,
-                 overload_statuses: frozenset[int] = DEFAULT_OVERLOAD) -> None:
+                 overload_statuses: frozenset[int] = DEFAULT_OVERLOAD, side: ServerSide | None = None) -> None:
         self.record = record
         self.parser = parser
         self.overload = overload_statuses
         self.last_ns = 0
         self.status = 0  # the HTTP status once the response head arrived
+        self.side = side
+        self.headers: Headers = _NO_HEADERS  # the response's (lower-case bytes names), read at the end
 
     def start(self) -> int:
         """t0: just before the request's first byte is written."""
@@ -59,14 +73,20 @@ class RequestState:
     def responded(self) -> bool:
         return self.status != 0
 
-    def response(self, status: int, now: int) -> None:
+    def response(self, status: int, now: int, headers: Headers | None = None) -> None:
         """The response head arrived: the status the server sent, and TTFB unless the first byte
-        already stamped it (SDK mode stamps both here)."""
+        already stamped it (SDK mode stamps both here); the server's own request id from its
+        headers (a failure keeps it too)."""
         self.status = status
         rec = self.record
         if rec.ttfb_ns is None:
             rec.ttfb_ns = now - rec.t0_ns
         rec.http_status = status
+        side = self.side
+        if headers is not None and side is not None:
+            self.headers = headers
+            if side.id_headers:
+                rec.server_request_id = side.request_id(headers, rec.request_id)
 
     def handle(self, events: Iterable[Event], now: int) -> None:
         rec = self.record
@@ -85,6 +105,8 @@ class RequestState:
                 raise self.server_error(ev)  # type: ignore[arg-type]
             elif cls is ModelName and rec.server_model is None:
                 rec.server_model = ev.name  # type: ignore[union-attr]
+            elif cls is ResponseId and rec.server_request_id is None:
+                rec.server_request_id = ev.id  # type: ignore[union-attr]
 
     def server_error(self, ev: ServerError) -> ServerStreamError:
         """An error payload inside a 200 stream: ``server_overloaded`` when its kind says
@@ -102,6 +124,9 @@ class RequestState:
         if not self.parser.complete:
             raise StreamTruncated("stream ended without the protocol's terminator")
         rec.settle_tokens()
+        side = self.side
+        if side is not None and side.timings is not None:
+            rec.server_timings = side.timings(rec.server, self.headers)
 
 
 def mark_failed(rec: RequestRecord, exc: LLMRequestError, now: int) -> None:

@@ -167,7 +167,11 @@ class SDKSession:
         now = perf_counter_ns()
         state = self.streaming.get(getcurrent())
         if state is not None:
-            state.response(response.status_code, now)
+            side = state.side
+            headers = response.headers
+            kept = {n.encode(): v.encode("latin-1") for n in side.wanted if (v := headers.get(n)) is not None} \
+                if side is not None else None
+            state.response(response.status_code, now, kept)
             stream = response.extensions.get("network_stream")
             if stream is not None and stream is self._reuse_candidate:  # a connection carried another request
                 keepalive.learn(self._server, closes=False, label=self._label)
@@ -183,7 +187,7 @@ class SDKSession:
         self._reuse_candidate, self._last_stream = self._last_stream, None
         req = self.route.build(spec)
         body = orjson.loads(req.body)
-        state = RequestState(rec, self.route.parser(), overload_statuses)
+        state = RequestState(rec, self.route.parser(), overload_statuses, self.route.server_side)
         parser = state.parser
         me = getcurrent()
         self.streaming[me] = state

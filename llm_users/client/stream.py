@@ -57,6 +57,7 @@ from llm_users.errors import (
 )
 from llm_users.metrics import RequestRecord
 from llm_users.protocols.base import HTTPRequest, StreamParser, error_message
+from llm_users.protocols.server_side import ServerSide
 from llm_users.settings import Timeouts  # the time limits are part of the configuration
 
 perf_counter_ns = time.perf_counter_ns
@@ -98,7 +99,7 @@ class _Exchange:
     def on_headers_complete(self) -> None:
         status = self.http.get_status_code()
         self.failed = status >= 300
-        self.state.response(status, self.now)
+        self.state.response(status, self.now, self.headers)
 
     def on_body(self, body: bytes) -> None:
         if self.failed:
@@ -213,14 +214,14 @@ class StreamClient:
             raise ProtocolError(f"{req.method} {req.path} did not return JSON") from None
 
     def stream(self, req: HTTPRequest, parser: StreamParser, record: RequestRecord,
-               overload_statuses: frozenset[int] = DEFAULT_OVERLOAD) -> RequestRecord:
+               overload_statuses: frozenset[int] = DEFAULT_OVERLOAD, side: ServerSide | None = None) -> RequestRecord:
         """Send ``req``, feed the response body to ``parser``, fill ``record``.
 
         Returns the record on success; raises an :class:`LLMRequestError` (with the record
         filled as far as the request got) on failure. A greenlet kill (Locust stopping a user)
         propagates untouched and leaves no half-open connection behind.
         """
-        state = RequestState(record, parser, overload_statuses)
+        state = RequestState(record, parser, overload_statuses, side)
         total = Timeout(self.timeouts.total)
         total.start()
         try:

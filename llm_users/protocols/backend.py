@@ -29,6 +29,7 @@ from typing import Any
 from llm_users.errors import ConfigError
 from llm_users.protocols.base import HTTPRequest, StreamParser
 from llm_users.protocols.sampling import Sampling
+from llm_users.protocols.server_side import ServerSide
 
 Messages = list[dict[str, Any]]
 
@@ -121,6 +122,8 @@ class Route:
     protocol: str
     sdk: SDKBinding | None = None
     chunk_has_a_token: bool = False
+    #: the server's own timings and request id (headers kept, where they are): server_side.py
+    server_side: ServerSide | None = None
 
 
 @dataclass(frozen=True, slots=True)

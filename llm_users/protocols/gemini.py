@@ -35,6 +35,7 @@ from llm_users.protocols.base import (
     Finish,
     HTTPRequest,
     ModelName,
+    ResponseId,
     ServerError,
     Usage,
     error_message,
@@ -114,6 +115,8 @@ class GeminiStreamParser(SSEJSONParser):
         if not self._model and obj.get("modelVersion"):
             self._model = True
             events.append(ModelName(str(obj["modelVersion"])))
+            if obj.get("responseId"):
+                events.append(ResponseId(str(obj["responseId"])))
         reason = None
         candidates = obj.get("candidates")
         if candidates:

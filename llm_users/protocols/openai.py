@@ -34,6 +34,7 @@ from llm_users.protocols.base import (
     Finish,
     HTTPRequest,
     ModelName,
+    ResponseId,
     ServerError,
     Usage,
     bearer,
@@ -41,6 +42,7 @@ from llm_users.protocols.base import (
     json_post,
 )
 from llm_users.protocols.sampling import Sampling
+from llm_users.protocols.server_side import OPENAI as OPENAI_SIDE
 from llm_users.protocols.sse import SSEJSONParser
 
 Dialect = Literal["openai", "vllm", "compat"]
@@ -127,6 +129,9 @@ class OpenAIStreamParser(SSEJSONParser):
             if model:
                 self._model = True
                 events.append(ModelName(str(model)))
+                rid = obj.get("id")
+                if rid:  # the stream's own id (TGI's Messages API sends an empty one)
+                    events.append(ResponseId(str(rid)))
         choices = obj.get("choices")
         if choices:
             for choice in choices:
@@ -194,7 +199,7 @@ def _route(endpoint: Endpoint, dialect: Dialect) -> Route:
                              endpoint=endpoint, dialect=dialect, api_key=spec.api_key)
 
     return Route(endpoint, PATHS[endpoint], build, OpenAIStreamParser, protocol="openai", sdk=SDK,
-                 chunk_has_a_token=True)
+                 chunk_has_a_token=True, server_side=OPENAI_SIDE)
 
 
 def compat_route(endpoint: str) -> Route:
@@ -202,7 +207,7 @@ def compat_route(endpoint: str) -> Route:
     /v1): ``max_tokens`` only."""
     r = _route("chat", "compat")
     return Route(endpoint, r.path, r.build, r.parser, r.protocol, sdk=r.sdk,
-                 chunk_has_a_token=r.chunk_has_a_token)
+                 chunk_has_a_token=r.chunk_has_a_token, server_side=r.server_side)
 
 
 # the tokenize endpoints OpenAI-compatible servers have (shapes from the servers' sources), tried in turn
