@@ -24,7 +24,6 @@ from llm_users.protocols.base import (
     Event,
     Finish,
     ModelName,
-    ResponseId,
     ServerError,
     StreamParser,
     Usage,
@@ -105,20 +104,26 @@ class RequestState:
                 raise self.server_error(ev)  # type: ignore[arg-type]
             elif cls is ModelName and rec.server_model is None:
                 rec.server_model = ev.name  # type: ignore[union-attr]
-            elif cls is ResponseId and rec.server_request_id is None:
-                rec.server_request_id = ev.id  # type: ignore[union-attr]
 
     def server_error(self, ev: ServerError) -> ServerStreamError:
         """An error payload inside a 200 stream: ``server_overloaded`` when its kind says
         overloaded or its code is one of the backend's overload statuses, else ``server_error``."""
+        self._take_id()
         kind = (ev.kind or "").lower()
         cls = ServerOverloaded if "overload" in kind or ev.status in self.overload else ServerStreamError
         return cls(ev.message, code=ev.status if ev.status is not None else ev.kind)
+
+    def _take_id(self) -> None:
+        """The stream's own id (the parser's ``response_id``) where the headers gave none."""
+        rec = self.record
+        if rec.server_request_id is None:
+            rec.server_request_id = getattr(self.parser, "response_id", None)
 
     def finish(self, now: int) -> None:
         """The body ended cleanly: judge the end signal, settle token counts."""
         rec = self.record
         rec.e2e_ns = now - rec.t0_ns
+        self._take_id()
         if not self.parser.frames:
             raise EmptyResponse(f"HTTP {self.status or 200} and headers, then the body ended without any event")
         if not self.parser.complete:

@@ -40,7 +40,6 @@ from llm_users.protocols.base import (
     Finish,
     HTTPRequest,
     ModelName,
-    ResponseId,
     ServerError,
     Usage,
     bearer,
@@ -141,7 +140,7 @@ class AnthropicStreamParser(SSEJSONParser):
                 events.append(ModelName(str(model)))
             mid = (obj.get("message") or {}).get("id")
             if mid:
-                events.append(ResponseId(str(mid)))
+                self.response_id = str(mid)
             usage = (obj.get("message") or {}).get("usage") or {}
             self._input = usage.get("input_tokens")
             self._note_cache(usage)

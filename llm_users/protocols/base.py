@@ -14,9 +14,9 @@ Events are small slotted objects (treat them as read-only):
 - :class:`Finish`: the finish/stop reason.
 - :class:`ServerError`: an error payload inside a stream (these arrive on HTTP 200).
 - :class:`ModelName`: the model the server says answered (once per stream).
-- :class:`ResponseId`: the server's own id for this answer (once per stream; the join key with
-  its logs, see :mod:`~llm_users.protocols.server_side`).
 
+``parser.response_id`` (where a parser has it) is the server's own id for the answer, once the
+stream gave it (the join key with its logs, see :mod:`~llm_users.protocols.server_side`).
 ``parser.complete`` is true once the protocol's terminator was seen ([DONE], a finish reason,
 the final frame, ``done: true``...) and ``parser.frames`` counts the payloads decoded. ``close()``
 returns the events of whatever complete frame was left; the caller
@@ -66,12 +66,7 @@ class ModelName:
     name: str
 
 
-@dataclass(slots=True, frozen=True)
-class ResponseId:
-    id: str
-
-
-Event = Content | Usage | Finish | ServerError | ModelName | ResponseId
+Event = Content | Usage | Finish | ServerError | ModelName
 
 
 class StreamParser(Protocol):

@@ -35,7 +35,6 @@ from llm_users.protocols.base import (
     Finish,
     HTTPRequest,
     ModelName,
-    ResponseId,
     ServerError,
     Usage,
     error_message,
@@ -116,7 +115,7 @@ class GeminiStreamParser(SSEJSONParser):
             self._model = True
             events.append(ModelName(str(obj["modelVersion"])))
             if obj.get("responseId"):
-                events.append(ResponseId(str(obj["responseId"])))
+                self.response_id = str(obj["responseId"])
         reason = None
         candidates = obj.get("candidates")
         if candidates:

@@ -34,7 +34,6 @@ from llm_users.protocols.base import (
     Finish,
     HTTPRequest,
     ModelName,
-    ResponseId,
     ServerError,
     Usage,
     bearer,
@@ -131,7 +130,7 @@ class OpenAIStreamParser(SSEJSONParser):
                 events.append(ModelName(str(model)))
                 rid = obj.get("id")
                 if rid:  # the stream's own id (TGI's Messages API sends an empty one)
-                    events.append(ResponseId(str(rid)))
+                    self.response_id = str(rid)
         choices = obj.get("choices")
         if choices:
             for choice in choices:

@@ -29,7 +29,7 @@ gives one, else the sum of the three parts when all are known.
 The server's own id (``server_request_id``, to join our records with its logs and traces): the
 first of ``id_headers`` it sent (OpenAI ``x-request-id``, Anthropic ``request-id``), unless it
 only echoes our ``X-Request-Id`` back; else the stream's own id (OpenAI-style ``id``, Anthropic's
-message id, Gemini's ``responseId``), which the parser reports as a ``ResponseId`` event.
+message id, Gemini's ``responseId``), which the parser keeps as its ``response_id``.
 Pure: no I/O.
 """
 

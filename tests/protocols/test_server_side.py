@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from llm_users.client.request_state import RequestState
+from llm_users.errors import ServerStreamError, StreamTruncated
 from llm_users.metrics import RequestRecord
 from llm_users.metrics.breakdown import TOLERANCE_NS, BreakdownTracker, console_line, implausible, split
 from llm_users.protocols.backend import get_backend
@@ -104,11 +105,24 @@ def test_anthropic_message_id_and_gemini_response_id() -> None:
     state.response(200, rec.t0_ns + 10, {})
     state.handle(state.parser.feed(b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_01",'
                                    b'"model":"c","usage":{"input_tokens":3,"output_tokens":1}}}\n\n'), rec.t0_ns + 20)
+    with pytest.raises(StreamTruncated):  # a cut stream keeps the id it had
+        state.finish(rec.t0_ns + 30)
     assert rec.server_request_id == "msg_01"
     state, rec = _state("gemini")
-    state.handle(state.parser.feed(b'data: {"candidates":[{"content":{"parts":[{"text":"a"}],"role":"model"}}],'
-                                   b'"modelVersion":"g","responseId":"resp-5"}\r\n\r\n'), rec.t0_ns + 20)
+    state.handle(state.parser.feed(b'data: {"candidates":[{"content":{"parts":[{"text":"a"}],"role":"model"},'
+                                   b'"finishReason":"STOP"}],"modelVersion":"g","responseId":"resp-5"}\r\n\r\n'),
+                 rec.t0_ns + 20)
+    state.finish(rec.t0_ns + 30)
     assert rec.server_request_id == "resp-5"
+
+
+def test_an_in_stream_error_keeps_the_streams_id() -> None:
+    state, rec = _state("vllm")
+    with pytest.raises(ServerStreamError):
+        state.handle(state.parser.feed(b'data: {"id":"chatcmpl-8","model":"m","choices":[{"index":0,"delta":'
+                                       b'{"content":"a"}}]}\n\ndata: {"error":{"message":"boom","code":500}}\n\n'),
+                     rec.t0_ns + 20)
+    assert rec.server_request_id == "chatcmpl-8"
 
 
 def test_every_route_of_the_openai_shape_reads_the_same_timings() -> None:
