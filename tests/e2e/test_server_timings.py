@@ -14,7 +14,7 @@ chunk). With more users than ``--max-batch`` requests queue, and:
   (merged on the master across two workers), the console line says it;
 - the server's own id (the stream's ``id``) is kept as ``server_request_id``.
 
-Raw mode locally, SDK mode with ``--processes 2``, and Ollama's durations.
+Raw mode locally and with ``--processes 2`` (merged on the master), SDK mode, and Ollama's durations.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from llm_users.metrics.breakdown import split
 from llm_users.metrics.record import RequestRecord
 from tests.helpers import read_records, read_summary, run_locust
 
-SIM = ["--max-batch", "2", "--timings", "--ttft-ms", "20", "--itl-ms", "2", "--output-tokens", "8"]
+SIM = ["--max-batch", "1", "--timings", "--ttft-ms", "20", "--itl-ms", "2", "--output-tokens", "8"]
 MS = 1_000_000
 
 
@@ -67,7 +67,7 @@ def check_against_truth(report: Path, trace: Path, source: str) -> tuple[list[di
         for r in measured:
             d.add(split(RequestRecord.from_dict(r))[part])
         assert b[part]["p99"] == d.summary_ms()["p99"] and b[part]["count"] == len(measured), part
-    assert b["queue"]["p50"] > 10  # 6 users on 2 slots: queueing dominates TTFT
+    assert b["queue"]["p50"] > 10  # 6 users on 1 slot: queueing dominates TTFT
     assert 0 < b["client_network_ttft"]["p50"] < 5  # loopback
     return records, b
 
@@ -83,15 +83,16 @@ def test_vllm_metrics_raw_local(tmp_path) -> None:
     assert "Where the latency goes" in (tmp_path / "r" / "report.html").read_text()
 
 
-@pytest.mark.slow
-def test_vllm_metrics_sdk_two_processes(sim_factory, tmp_path) -> None:
+@pytest.mark.parametrize(("client", "processes"), [("sdk", 1), pytest.param("raw", 2, marks=pytest.mark.slow)])
+def test_vllm_metrics_sdk_and_two_processes(sim_factory, client: str, processes: int, tmp_path) -> None:
     trace = tmp_path / "trace.jsonl"
     sim = sim_factory(*SIM, "--trace-file", str(trace))
-    proc = run_locust("vllm.py", "--host", sim.url, "-u", "6", "-r", "6", "-t", "5s", "--processes", "2",
-                      "--llm-client", "sdk", "--llm-prometheus-port", "0", report=tmp_path / "r")
+    more = ["--processes", str(processes)] if processes > 1 else []
+    proc = run_locust("vllm.py", "--host", sim.url, "-u", "6", "-r", "6", "-t", "5s", *more,
+                      "--llm-client", client, "--llm-prometheus-port", "0", report=tmp_path / "r")
     assert proc.returncode == 0, proc.stderr[-3000:]
     records, _ = check_against_truth(tmp_path / "r", trace, "vllm")
-    assert {r["client"] for r in records} == {"sdk"} and len({r["worker"] for r in records}) == 2
+    assert {r["client"] for r in records} == {client} and len({r["worker"] for r in records}) == processes
 
 
 def test_ollama_durations(tmp_path) -> None:
