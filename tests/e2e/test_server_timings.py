@@ -102,3 +102,19 @@ def test_ollama_durations(tmp_path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     records, b = check_against_truth(tmp_path / "r", trace, "ollama")
     assert all(r["server_timings"]["server_total_ns"] == r["server"]["total_duration"] for r in records)
+
+
+@pytest.mark.parametrize(("locustfile", "expected"), [("claude.py", "req_sim"), ("gemini.py", "sim")])
+def test_the_servers_own_id_in_sdk_mode(locustfile: str, expected: str, tmp_path) -> None:
+    """Anthropic's ``request-id`` header (read from the SDK's response) and Gemini's
+    ``responseId`` (in the SDK's chunks): the join key, one per request."""
+    proc = run_locust(locustfile, "-u", "2", "-r", "2", "-t", "2s", "--llm-client", "sdk", "--llm-prometheus-port", "0",
+                      "--llm-sim-args", "--output-tokens 5", report=tmp_path / "r",
+                      env={"ANTHROPIC_API_KEY": "sk-ant-test", "GEMINI_API_KEY": "gm-test"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = [r for r in read_records(tmp_path / "r") if r["status"] == "ok"]  # not those cut by the stop
+    ids = [r["server_request_id"] for r in records]
+    assert records and all(i and i.startswith(expected) for i in ids), ids[:3]
+    assert len(set(ids)) == len(ids)
+    assert all(r["server_timings"] is None for r in records)  # neither reports timings
+    assert read_summary(tmp_path / "r")["overall"]["breakdown"] is None
