@@ -19,15 +19,7 @@ from llm_users.errors import (
     StreamTruncated,
 )
 from llm_users.metrics import RequestRecord
-from llm_users.protocols.base import (
-    Content,
-    Event,
-    Finish,
-    ModelName,
-    ServerError,
-    StreamParser,
-    Usage,
-)
+from llm_users.protocols.base import Content, Event, Finish, ModelName, ServerError, StreamParser, Usage
 from llm_users.protocols.server_side import Headers, ServerSide
 
 perf_counter_ns = time.perf_counter_ns
