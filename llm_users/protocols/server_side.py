@@ -2,26 +2,21 @@
 
 A route's :class:`ServerSide` (``Route.server_side``, in the backend descriptor) says which
 response headers to keep, where the server's own request id is, and how to read the server's
-timings. Every server's source is here, in one table, and nowhere else:
+timings. Every server's source is here, and nowhere else:
 
-========================  ==========================================================  =====================
-source                    where                                                       gives
-========================  ==========================================================  =====================
-``vllm``                  usage chunk ``metrics`` (``--enable-per-request-metrics``):  queue, prefill, decode
-                          ``queue_time_ms``, ``time_to_first_token_ms`` (scheduled ->
-                          first token), ``generation_time_ms`` (first -> last token)
-``llama.cpp``             final chunk ``timings``: ``prompt_ms``, ``predicted_ms``     prefill, decode
-``ollama``                last line, integer ns: ``total_duration``,                  queue*, prefill, decode, total
-                          ``prompt_eval_duration``, ``eval_duration``
-                          (*queue = total - prompt_eval - eval: scheduling, model
-                          load and waiting, before the prompt is evaluated)
-``tgi``                   headers ``x-queue-time``, ``x-inference-time``,              queue, total
-                          ``x-total-time`` (ms; TGI sends them on non-streaming
-                          answers only: its streams carry none)
-``openai``                header ``openai-processing-ms``                              total
-========================  ==========================================================  =====================
+- ``vllm``: the usage chunk's ``metrics`` (vLLM started with ``--enable-per-request-metrics``):
+  ``queue_time_ms`` (queue), ``time_to_first_token_ms`` (scheduled -> first token: prefill),
+  ``generation_time_ms`` (first -> last token: decode);
+- ``llama.cpp``: the final chunk's ``timings``: ``prompt_ms`` (prefill), ``predicted_ms``
+  (decode); no queue;
+- ``ollama``: the last line, integer ns: ``prompt_eval_duration`` (prefill), ``eval_duration``
+  (decode), ``total_duration`` (total); queue = total - prefill - decode (scheduling, model
+  load and waiting, before the prompt is evaluated);
+- ``tgi``: headers ``x-queue-time``, ``x-total-time`` (ms): queue and total (TGI sends them on
+  non-streaming answers only: its streams carry none);
+- ``openai``: header ``openai-processing-ms``: a total only.
 
-:func:`server_timings` returns the record's ``server_timings``: ``queue_ns``, ``prefill_ns``,
+A ``ServerSide.timings`` reader returns the record's ``server_timings`` (built by :func:`make`): ``queue_ns``, ``prefill_ns``,
 ``decode_ns``, ``server_total_ns`` (integer ns, None where the source says nothing) and
 ``source``; None when no source answered. ``server_total_ns`` is the server's own total where it
 gives one, else the sum of the three parts when all are known.
