@@ -16,10 +16,10 @@ timings. Every server's source is here, and nowhere else:
   non-streaming answers only: its streams carry none);
 - ``openai``: header ``openai-processing-ms``: a total only.
 
-A ``ServerSide.timings`` reader returns the record's ``server_timings`` (built by :func:`make`): ``queue_ns``, ``prefill_ns``,
-``decode_ns``, ``server_total_ns`` (integer ns, None where the source says nothing) and
-``source``; None when no source answered. ``server_total_ns`` is the server's own total where it
-gives one, else the sum of the three parts when all are known.
+A ``ServerSide.timings`` reader returns the record's ``server_timings`` (built by :func:`make`):
+``queue_ns``, ``prefill_ns``, ``decode_ns``, ``server_total_ns`` (integer ns, None where the
+source says nothing) and ``source``; None when no source answered. ``server_total_ns`` is the
+server's own total where it gives one, else the sum of the three parts when all are known.
 
 The server's own id (``server_request_id``, to join our records with its logs and traces): the
 first of ``id_headers`` it sent (OpenAI ``x-request-id``, Anthropic ``request-id``), unless it
