@@ -17,7 +17,9 @@ we saw pass), and the request is flagged and counted (``flagged``); its figures 
 run merges: local, or the master with every worker's records), so its percentiles are exact
 across workers: the same HDR distributions as our own figures, fed from the union of records.
 Successful measured requests only (not warm-up, cool-down, failures). summary.json:
-``overall.breakdown`` (None when no request carried server timings).
+``overall.breakdown`` (None when no request carried server timings); in a step run or sweep
+(records with a ``stage``) also ``by_stage``: per stage or point, its requests, flagged count
+and each part's p50 and p99, so a study can tell which part grew with the load.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ def implausible(parts: dict[str, int]) -> bool:
 class BreakdownTracker:
     """Exact distributions of every part over the merged records, the flagged count, the sources."""
 
-    __slots__ = ("dists", "flagged", "sources", "requests", "without")
+    __slots__ = ("dists", "flagged", "sources", "requests", "without", "stages")
 
     def __init__(self) -> None:
         self.dists = {p: Distribution() for p in PARTS}
@@ -68,6 +70,7 @@ class BreakdownTracker:
         self.sources: Counter[str] = Counter()
         self.requests = 0  # measured successes with server timings
         self.without = 0  # measured successes without
+        self.stages: dict[int, tuple[dict[str, Distribution], list[int]]] = {}  # stage: (parts, [requests, flagged])
 
     def add(self, rec: RequestRecord) -> None:
         if not rec.ok or rec.warmup or rec.cooldown:
@@ -78,10 +81,20 @@ class BreakdownTracker:
             return
         self.requests += 1
         self.sources[str((rec.server_timings or {}).get("source"))] += 1
+        bad = implausible(parts)
         for k, v in parts.items():
             self.dists[k].add(v)
-        if implausible(parts):
+        if bad:
             self.flagged += 1
+        if rec.stage is not None:
+            dists, counts = self.stages.setdefault(rec.stage, ({}, [0, 0]))
+            counts[0] += 1
+            counts[1] += bad
+            for k, v in parts.items():
+                d = dists.get(k)
+                if d is None:
+                    d = dists[k] = Distribution()
+                d.add(v)
 
     def summary(self) -> dict[str, Any] | None:
         if not self.requests:
@@ -99,6 +112,12 @@ class BreakdownTracker:
         for p in PARTS:
             d = self.dists[p]
             out[p] = d.summary_ms() if d.count else None
+        if self.stages:
+            out["by_stage"] = [
+                {"stage": i, "requests": counts[0], "flagged": counts[1],
+                 **{p: {"p50": dists[p].percentile_ms(50.0), "p99": dists[p].percentile_ms(99.0)}
+                    for p in PARTS if p in dists}}
+                for i, (dists, counts) in sorted(self.stages.items())]
         return out
 
 

@@ -168,3 +168,15 @@ def test_tracker_counts_measured_successes_only_and_flags() -> None:
     line = console_line(b)
     assert "queue 5.0" in line and "WARNING: 1 requests" in line
     assert BreakdownTracker().summary() is None
+
+
+def test_tracker_by_stage() -> None:
+    t = BreakdownTracker()
+    for stage, queue in ((0, 1), (0, 1), (1, 40)):
+        rec = _rec(queue + 25, 120, q=queue, p=20, d=50)
+        rec.stage = stage
+        t.add(rec)
+    by = t.summary()["by_stage"]
+    assert [(s["stage"], s["requests"], s["flagged"]) for s in by] == [(0, 2, 0), (1, 1, 0)]
+    assert by[0]["queue"]["p50"] == pytest.approx(1.0) and by[1]["queue"]["p99"] == pytest.approx(40.0)
+    assert by[1]["client_network_ttft"]["p50"] == pytest.approx(5.0)
