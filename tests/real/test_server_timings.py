@@ -15,12 +15,12 @@ pytestmark = pytest.mark.slow
 @pytest.mark.parametrize("client", ["raw", "sdk"])
 def test_llamacpp_timings_for_every_request_and_the_breakdown(llama, client: str, tmp_path) -> None:
     report = tmp_path / "r"
-    proc = run_locust("vllm.py", "--host", llama.url, "-u", "2", "-r", "2", "-t", "5s", "--stop-timeout", "60",
+    proc = run_locust("vllm.py", "--host", llama.url, "-u", "2", "-r", "2", "-t", "8s", "--stop-timeout", "60",
                       "--llm-model", "gemma-3-270m", "--llm-max-tokens", "16", "--llm-client", client,
                       "--llm-preflight", "off", report=report, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = [r for r in read_records(report) if r["status"] == "ok"]
-    assert len(records) >= 4
+    assert len(records) >= 3  # a CPU model on a loaded machine: a few seconds a request
     for r in records:
         st, t = r["server_timings"], r["server"]["timings"]
         assert st["source"] == "llama.cpp" and st["queue_ns"] is None, st
