@@ -214,7 +214,8 @@ class LLMUser(User):
             req.headers.update(self.extra_headers)
             req.headers["X-Request-Id"] = rec.request_id
             parser = self.new_parser()
-            run = lambda: client.stream(req, parser, rec, overload, cancel)  # noqa: E731
+            side = self.route.server_side
+            run = lambda: client.stream(req, parser, rec, overload, cancel, side)  # noqa: E731
         rec.scheduled_ns = scheduled_ns
         rec.inflight_wait_ns = inflight_wait_ns
         rec.target_output_tokens = settings.sampling.max_tokens

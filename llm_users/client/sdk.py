@@ -170,7 +170,11 @@ class SDKSession:
         now = perf_counter_ns()
         state = self.streaming.get(getcurrent())
         if state is not None:
-            state.response(response.status_code, now)
+            side = state.side
+            headers = response.headers
+            kept = {n.encode(): v.encode("latin-1") for n in side.wanted if (v := headers.get(n)) is not None} \
+                if side is not None else None
+            state.response(response.status_code, now, kept)
             self._responses[getcurrent()] = response
             stream = response.extensions.get("network_stream")
             if stream is not None and stream is self._reuse_candidate:  # a connection carried another request
@@ -191,7 +195,8 @@ class SDKSession:
         self._reuse_candidate, self._last_stream = self._last_stream, None
         req = self.route.build(spec)
         body = orjson.loads(req.body)
-        state = RequestState(rec, self.route.parser(), overload_statuses, cancel.after_tokens or 0 if cancel else 0)
+        state = RequestState(rec, self.route.parser(), overload_statuses, cancel.after_tokens or 0 if cancel else 0,
+                             self.route.server_side)
         parser = state.parser
         me = getcurrent()
         self.streaming[me] = state

@@ -59,6 +59,7 @@ from llm_users.errors import (
 )
 from llm_users.metrics import RequestRecord
 from llm_users.protocols.base import HTTPRequest, StreamParser, error_message
+from llm_users.protocols.server_side import ServerSide
 from llm_users.settings import Timeouts  # the time limits are part of the configuration
 
 perf_counter_ns = time.perf_counter_ns
@@ -100,7 +101,7 @@ class _Exchange:
     def on_headers_complete(self) -> None:
         status = self.http.get_status_code()
         self.failed = status >= 300
-        self.state.response(status, self.now)
+        self.state.response(status, self.now, self.headers)
 
     def on_body(self, body: bytes) -> None:
         if self.failed:
@@ -215,7 +216,8 @@ class StreamClient:
             raise ProtocolError(f"{req.method} {req.path} did not return JSON") from None
 
     def stream(self, req: HTTPRequest, parser: StreamParser, record: RequestRecord,
-               overload_statuses: frozenset[int] = DEFAULT_OVERLOAD, cancel: CancelPlan | None = None) -> RequestRecord:
+               overload_statuses: frozenset[int] = DEFAULT_OVERLOAD, cancel: CancelPlan | None = None,
+               side: ServerSide | None = None) -> RequestRecord:
         """Send ``req``, feed the response body to ``parser``, fill ``record``.
 
         Returns the record on success; raises an :class:`LLMRequestError` (with the record
@@ -224,7 +226,7 @@ class StreamClient:
         the request at that point (:mod:`.cancel`): raises :class:`Cancelled` with the
         connection closed, never reused.
         """
-        state = RequestState(record, parser, overload_statuses, cancel.after_tokens or 0 if cancel else 0)
+        state = RequestState(record, parser, overload_statuses, cancel.after_tokens or 0 if cancel else 0, side)
         cancel_timer = cancel_timeout(cancel)
         total = Timeout(self.timeouts.total)
         total.start()

@@ -51,6 +51,10 @@ class RequestRecord:
     sampling_issues: list[str] | None = None  # what the server did not honour (see sampling_issues())
     response_bytes: int = 0
     server: dict[str, Any] | None = None  # server-side figures (Ollama durations, vLLM metrics)
+    # the server's own timings (protocols/server_side.py): queue_ns, prefill_ns, decode_ns,
+    # server_total_ns (None where it says nothing) and source; None when the server gives none
+    server_timings: dict[str, Any] | None = None
+    server_request_id: str | None = None  # the server's own id for this request (join key with its logs)
     worker: str | None = None
     user: int | None = None
     warmup: bool = False  # excluded from statistics: warm-up (kept in requests.jsonl)

@@ -154,6 +154,10 @@ def summary_table(summary: dict[str, Any]) -> str:
         lines.append(f"measured window: {window['measured_s']:.1f} s; warm-up excluded: {ov.get('excluded_warmup', 0)} "
                      f"requests ({how})" + (f"; cool-down excluded: {ov.get('excluded_cooldown')}"
                                              if ov.get("excluded_cooldown") else ""))
+    if ov.get("breakdown"):  # the server's own timings: where TTFT goes (metrics/breakdown.py)
+        from llm_users.metrics.breakdown import console_line as breakdown_line
+
+        lines.append(breakdown_line(ov["breakdown"]))
     slo = ov.get("slo")
     if slo and not slo.get("pooled_over_loads"):  # a study's: labelled in its lines (study_console)
         share = slo["share_meeting_all"]

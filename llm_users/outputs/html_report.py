@@ -81,6 +81,21 @@ def self_check_details(check: dict[str, Any]) -> str:
     return f"<details class='note'><summary>Self-check details ({len(lines)})</summary><ul>{items}</ul></details>"
 
 
+def _breakdown(b: dict[str, Any] | None) -> str:
+    """Where the latency goes, by the server's own timings (metrics/breakdown.py)."""
+    if not b:
+        return ""
+    from llm_users.metrics.breakdown import PARTS, console_line
+
+    keys = ("p50", "p90", "p99", "mean")
+    rows = "".join(f"<tr><td>{p.replace('_', ' ')}</td>" + "".join(
+        f"<td>{(b[p] or {}).get(k) or 0:.2f}</td>" if b.get(p) else "<td>-</td>" for k in keys) + "</tr>"
+        for p in PARTS)
+    return (f"<h2>Where the latency goes (server timings)</h2><p>{html.escape(console_line(b))}</p>"
+            "<p>TTFT = client and network + queue + prefill; E2E = TTFT's parts + decode (ms).</p>"
+            f"<table><tr><th>part</th>{''.join(f'<th>{k}</th>' for k in keys)}</tr>{rows}</table>")
+
+
 def render(summary: dict[str, Any], rows: list[dict[str, Any]], stats: Any = None) -> str:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>locust-llm report</title>"
              f"<style>{CSS}{HEADLINE_CSS}</style></head><body><h1>locust-llm report</h1>"]
@@ -103,6 +118,7 @@ def render(summary: dict[str, Any], rows: list[dict[str, Any]], stats: Any = Non
     parts.append("<h2>Per request name</h2>" + _table(summary))
     parts.append("<h2>Latency percentiles (all names)</h2>" + _percentile_table(summary))
     parts.append(reasoning_html(ov))
+    parts.append(_breakdown(ov.get("breakdown")))
     parts.append(workload_sections(summary))
     parts += report_sections(summary)  # the load profiles' (open loop, stages, sweep: outputs/study_report.py)
     charts = []

@@ -116,6 +116,8 @@ class GeminiStreamParser(SSEJSONParser):
         if not self._model and obj.get("modelVersion"):
             self._model = True
             events.append(ModelName(str(obj["modelVersion"])))
+            if obj.get("responseId"):
+                self.response_id = str(obj["responseId"])
         reason = None
         candidates = obj.get("candidates")
         if candidates:

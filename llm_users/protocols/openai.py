@@ -43,6 +43,7 @@ from llm_users.protocols.base import (
     json_post,
 )
 from llm_users.protocols.sampling import Sampling
+from llm_users.protocols.server_side import OPENAI as OPENAI_SIDE
 from llm_users.protocols.sse import SSEJSONParser
 
 Dialect = Literal["openai", "vllm", "compat"]
@@ -129,6 +130,9 @@ class OpenAIStreamParser(SSEJSONParser):
             if model:
                 self._model = True
                 events.append(ModelName(str(model)))
+                rid = obj.get("id")
+                if rid:  # the stream's own id (TGI's Messages API sends an empty one)
+                    self.response_id = str(rid)
         choices = obj.get("choices")
         if choices:
             for choice in choices:
@@ -196,7 +200,7 @@ def _route(endpoint: Endpoint, dialect: Dialect) -> Route:
                              endpoint=endpoint, dialect=dialect, api_key=spec.api_key)
 
     return Route(endpoint, PATHS[endpoint], build, OpenAIStreamParser, protocol="openai", sdk=SDK,
-                 chunk_has_a_token=True)
+                 chunk_has_a_token=True, server_side=OPENAI_SIDE)
 
 
 def compat_route(endpoint: str) -> Route:
@@ -204,7 +208,7 @@ def compat_route(endpoint: str) -> Route:
     /v1): ``max_tokens`` only."""
     r = _route("chat", "compat")
     return Route(endpoint, r.path, r.build, r.parser, r.protocol, sdk=r.sdk,
-                 chunk_has_a_token=r.chunk_has_a_token)
+                 chunk_has_a_token=r.chunk_has_a_token, server_side=r.server_side)
 
 
 # the tokenize endpoints OpenAI-compatible servers have (shapes from the servers' sources), tried in turn

@@ -135,6 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--prefix-cache-block", type=_nonneg(int), default=0, help="model automatic prefix "
                    "caching in blocks of N tokens: OpenAI-route usage reports prompt_tokens_details.cached_tokens "
                    "(default 0: off)")
+    g.add_argument("--timings", action="store_true", help="OpenAI-route usage chunks carry the server's own "
+                   "per-request timings as vLLM does with --enable-per-request-metrics (metrics: queue_time_ms, "
+                   "time_to_first_token_ms = prefill, generation_time_ms = decode), from the engine's ground truth; "
+                   "the Ollama route always reports its durations (default off)")
     g.add_argument("--cache-reset-routes", default="vllm,sglang", help="the prefix-cache reset routes served: "
                    "vllm (POST /reset_prefix_cache), sglang (/flush_cache), comma-separated, or none "
                    "(default vllm,sglang)")

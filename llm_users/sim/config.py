@@ -73,6 +73,7 @@ class SimConfig:
     template_tokens: int = 0
     tokenizer: str | None = None  # a Hugging Face tokenizer.json counts prompt tokens (default: words)
     prefix_cache_block: int = 0
+    timings: bool = False  # OpenAI-route usage chunks carry vLLM's per-request ``metrics`` (queue, prefill, decode)
     cache_reset_routes: str = "vllm,sglang"  # which reset routes answer (the others 404): vllm, sglang, none
 
     uvloop: bool = True

@@ -10,13 +10,17 @@ chunk carries ``finish_reason`` (vLLM style, with ``stop_reason``), then with
 ``continuous_usage_stats`` adds usage to every chunk. With ``--reasoning-tokens N`` the first N
 tokens of a chat answer stream as ``delta.reasoning`` (vLLM's field since 0.19; llama.cpp and older
 vLLM write ``reasoning_content``: the client reads both), then the answer as ``delta.content``;
-usage reports them in ``completion_tokens_details.reasoning_tokens``. Errors are vLLM's
+usage reports them in ``completion_tokens_details.reasoning_tokens``. ``--timings`` adds vLLM's per-request
+``metrics`` (``--enable-per-request-metrics``) to the usage chunk: ``queue_time_ms`` (arrival ->
+batch slot), ``time_to_first_token_ms`` (slot -> first token: prefill), ``generation_time_ms``
+(first -> last token: decode), from the engine's own stamps. Errors are vLLM's
 ``{"error": {message, type, param, code=int status}}``.
 """
 
 from __future__ import annotations
 
 import time
+from time import perf_counter_ns
 from typing import Any
 
 import orjson
@@ -68,8 +72,9 @@ def _usage(p: int, c: int, r: int = 0, cached: int | None = None) -> bytes:
 class _Base(Renderer):
     object_name = b""
 
-    def __init__(self, job: Job, *, include_usage: bool, continuous: bool) -> None:
+    def __init__(self, job: Job, *, include_usage: bool, continuous: bool, timings: bool = False) -> None:
         super().__init__(job)
+        self.timings = timings
         self.include_usage = include_usage
         self.continuous = continuous
         self.id = ("chatcmpl-" if job.route.endswith("chat/completions") else "cmpl-") + f"sim{job.seq:012x}"
@@ -91,7 +96,25 @@ class _Base(Renderer):
     def _usage_frame(self) -> bytes:
         if not self.include_usage:
             return b""
-        return b'data: %b"choices":[],"usage":%b}\n\n' % (self.obj_head, _usage(self.p, self.c, self.r, self.cached))
+        usage = _usage(self.p, self.c, self.r, self.cached)
+        if self.timings:
+            usage += b',"metrics":' + orjson.dumps(self._metrics())
+        return b'data: %b"choices":[],"usage":%b}\n\n' % (self.obj_head, usage)
+
+    def _metrics(self) -> dict[str, float | None]:
+        """vLLM's per-request metrics from the engine's stamps, as the last chunk is written."""
+        job = self.job
+        now = perf_counter_ns()
+        admitted = job.admitted_ns or job.arrival_ns
+        first = job.first_ns or now  # a one-chunk answer: its only chunk is the first
+        n = job.n
+        return {
+            "time_to_first_token_ms": round((first - admitted) / 1e6, 6),
+            "generation_time_ms": round((now - first) / 1e6, 6),
+            "queue_time_ms": round((admitted - job.arrival_ns) / 1e6, 6),
+            "mean_itl_ms": round((now - first) / 1e6 / (n - 1), 6) if n > 1 else None,
+            "tokens_per_second": round(n / ((now - admitted) / 1e9), 3) if now > admitted else None,
+        }
 
     def _cont(self, j: int) -> bytes:
         fixed = self.cont_fixed
@@ -117,8 +140,8 @@ class _Base(Renderer):
 class ChatRenderer(_Base):
     object_name = b"chat.completion.chunk"
 
-    def __init__(self, job: Job, *, include_usage: bool, continuous: bool) -> None:
-        super().__init__(job, include_usage=include_usage, continuous=continuous)
+    def __init__(self, job: Job, *, include_usage: bool, continuous: bool, timings: bool = False) -> None:
+        super().__init__(job, include_usage=include_usage, continuous=continuous, timings=timings)
         self.pre = b'data: %b"choices":[{"index":0,"delta":{' % self.obj_head
         self.mid = b'"},"logprobs":null,"finish_reason":null}]'
         self.role = b'%b"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]' % self.pre
@@ -154,8 +177,8 @@ class ChatRenderer(_Base):
 class CompletionRenderer(_Base):
     object_name = b"text_completion"
 
-    def __init__(self, job: Job, *, include_usage: bool, continuous: bool) -> None:
-        super().__init__(job, include_usage=include_usage, continuous=continuous)
+    def __init__(self, job: Job, *, include_usage: bool, continuous: bool, timings: bool = False) -> None:
+        super().__init__(job, include_usage=include_usage, continuous=continuous, timings=timings)
         self.pre = b'data: %b"choices":[{"index":0,"text":"' % self.obj_head
 
     def chunk(self, i: int, j: int, last: bool) -> bytes:
@@ -212,7 +235,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     prompt = join_prompt([content_text(m.get("content")) for m in messages if isinstance(m, dict)])
     job = new_job(sim, protocol="openai", route="/v1/chat/completions", model=body.get("model") or sim.cfg.model,
                   prompt=prompt, max_tokens=max_tokens, stream=stream, arrival_ns=arrival, messages=len(messages))
-    render = ChatRenderer(job, include_usage=include_usage, continuous=continuous)
+    render = ChatRenderer(job, include_usage=include_usage, continuous=continuous, timings=sim.cfg.timings)
     return await serve(sim, request, job, render, DIALECT)
 
 
@@ -238,7 +261,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
         return DIALECT.error(400, str(e))
     job = new_job(sim, protocol="openai", route="/v1/completions", model=body.get("model") or sim.cfg.model,
                   prompt=prompt, max_tokens=max_tokens, stream=stream, arrival_ns=arrival, input_tokens=input_tokens)
-    render = CompletionRenderer(job, include_usage=include_usage, continuous=continuous)
+    render = CompletionRenderer(job, include_usage=include_usage, continuous=continuous, timings=sim.cfg.timings)
     return await serve(sim, request, job, render, DIALECT)
 
 
