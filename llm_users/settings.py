@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from llm_users.client.cancel import CancelPlan, parse_cancel
 from llm_users.durations import parse_duration_s
 from llm_users.errors import ConfigError
 from llm_users.protocols.sampling import Sampling
@@ -63,6 +64,7 @@ class Settings:
     verify_tls: bool
     spawn_spread: bool = True  # first request at a random offset within the spawn interval
     think_jitter_s: float = 0.0  # each later request waits up to this much more (uniform)
+    cancel: CancelPlan | None = None  # --llm-cancel-after / --llm-cancel-rate (client/cancel.py)
 
     def api_key(self) -> str | None:
         """The key from the first named variable that is set (names are comma-separated)."""
@@ -124,7 +126,10 @@ def settings_for(user_cls: Any, options: Any) -> Settings:
     endpoint = str(get("llm_endpoint", user_cls.endpoint))
     descriptor = getattr(user_cls, "descriptor", None)
     if descriptor is not None:
-        descriptor.route(endpoint)  # ConfigError naming the endpoints there are
+        least = descriptor.route(endpoint).min_output_tokens  # ConfigError naming the endpoints there are
+        if sampling.max_tokens < least:
+            raise ConfigError(f"--llm-max-tokens must be at least {least} for {descriptor.name}'s {endpoint} endpoint "
+                              f"(the server refuses less), got {sampling.max_tokens}")
     key_env = get("llm_api_key_env", user_cls.api_key_env)
     for name in str(key_env or "").split(","):
         if name.strip() and not _ENV_NAME.match(name.strip()):
@@ -141,6 +146,7 @@ def settings_for(user_cls: Any, options: Any) -> Settings:
         verify_tls=not parse_bool(get("llm_insecure", False), "--llm-insecure"),
         spawn_spread=parse_bool(get("llm_spawn_spread", True), "--llm-spawn-spread"),
         think_jitter_s=_jitter(get("llm_think_jitter", None)),
+        cancel=parse_cancel(get("llm_cancel_after", None), get("llm_cancel_rate", None)),
     )
 
 

@@ -31,6 +31,7 @@ from llm_users.protocols.base import (
 from llm_users.protocols.images import Image, markdown_images, with_images
 from llm_users.protocols.openai import compat_route, messages_to_prompt
 from llm_users.protocols.sampling import Sampling
+from llm_users.protocols.server_side import TGI as TGI_SIDE
 from llm_users.protocols.sse import SSEJSONParser
 
 Path = Literal["/generate_stream", "/"]
@@ -113,7 +114,7 @@ def _route(endpoint: str, path: Path) -> Route:
         return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling,
                              api_key=spec.api_key, path=path, images=spec.images)
 
-    return Route(endpoint, path, build, TGIStreamParser, protocol="tgi", chunk_has_a_token=True)
+    return Route(endpoint, path, build, TGIStreamParser, protocol="tgi", chunk_has_a_token=True, server_side=TGI_SIDE)
 
 
 TGI = Backend(

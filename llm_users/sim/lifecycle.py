@@ -14,6 +14,7 @@ from time import perf_counter_ns
 
 from aiohttp import web
 
+from llm_users.sim import disconnect
 from llm_users.sim.base import Dialect, Job, Renderer
 from llm_users.sim.engine import QueueFull
 from llm_users.sim.faults import Fault, FaultHeaderError, draw_fault, parse_fault_header
@@ -21,7 +22,6 @@ from llm_users.sim.images import Images
 from llm_users.sim.state import SimState
 from llm_users.sim.stats import RouteStats
 from llm_users.sim.streamer import Streamer, chunked, reset_connection
-from llm_users.sim.text import count_input_tokens
 from llm_users.sim.timing import request_rng
 from llm_users.sim.trace import Record
 
@@ -35,7 +35,7 @@ def new_job(
     how many chat messages the prompt came from (each adds ``--template-tokens`` to the count);
     ``images``: the request's images, whose tokens add to it (sim/images.py)."""
     if input_tokens is None:
-        input_tokens = count_input_tokens(prompt) + sim.cfg.template_tokens * messages
+        input_tokens = sim.count_prompt(prompt) + sim.cfg.template_tokens * messages
     if images is not None:
         input_tokens += images.tokens
     cfg = sim.cfg
@@ -88,6 +88,7 @@ async def serve(sim: SimState, request: web.Request, job: Job, render: Renderer,
         return await _serve(sim, request, job, render, dialect, rs, rec)
     finally:
         stats.active -= 1
+        disconnect.unwatch(request.transport)
 
 
 def _refuse(sim: SimState, rs: RouteStats, rec: Record | None, resp: web.Response) -> web.Response:
@@ -107,6 +108,7 @@ def _abandon(sim: SimState, waiter: asyncio.Future[None] | None) -> None:
         sim.engine.release()
     else:
         waiter.cancel()
+        sim.engine.leave(waiter)
 
 
 async def _serve(
@@ -149,6 +151,8 @@ async def _serve(
 
     resp: web.StreamResponse | None = None
     transport = request.transport
+    gone = disconnect.ClientGone(waiter)  # the client leaving frees the slot or queue place at once
+    disconnect.watch(transport, gone)
     try:
         if job.stream:
             resp = web.StreamResponse(status=200, headers={"Content-Type": render.content_type, **render.headers()})
@@ -164,6 +168,8 @@ async def _serve(
             await waiter
     except BaseException:
         _abandon(sim, waiter)
+        if gone.fired and waiter is not None and waiter.cancelled():  # left while queued
+            return _finish(sim, rs, rec, job, "aborted", 0, resp or web.Response(), fault)
         raise
 
     now = perf_counter_ns()
@@ -174,7 +180,7 @@ async def _serve(
     stats.queue.observe((start - job.arrival_ns) * 1e-9)
     if rec is not None:
         rec.admitted_ns = now
-    if job.stream and (transport is None or transport.is_closing()):
+    if gone.fired or (job.stream and (transport is None or transport.is_closing())):
         sim.engine.release()
         return _finish(sim, rs, rec, job, "aborted", 0, resp or web.Response(), fault)
 
@@ -192,6 +198,7 @@ async def _serve(
     done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     st = Streamer(sim, job, render, transport, rec, fault, None if sim.itl.fixed else rng, done)
     st.start(target)
+    gone.streamer = st
     try:
         outcome = await done
     except BaseException:

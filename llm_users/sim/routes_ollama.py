@@ -8,7 +8,10 @@ sentinel; ``stream`` defaults to true; ``options.num_predict`` is the max (absen
 (``total_duration, load_duration, prompt_eval_count, prompt_eval_duration, eval_count,
 eval_duration``); zero-valued fields are left out, as Ollama does, except a count that
 ``--usage-zero`` zeroes (written as 0, as a gateway that reports 0 would). Errors are
-``{"error": "..."}``; a full queue is 503 "server busy"; mid-stream an ``{"error"}`` line.
+``{"error": "..."}``; a full queue is 503 "server busy"; mid-stream an ``{"error"}`` line. With
+``--reasoning-tokens N`` the first N tokens stream as ``message.thinking`` (/api/chat) or
+``thinking`` (/api/generate) with empty content, as Ollama streams a thinking model; ``eval_count``
+counts them too (Ollama reports no reasoning count of its own).
 """
 
 from __future__ import annotations
@@ -58,14 +61,17 @@ class OllamaRenderer(Renderer):
         self.head_bytes = head
         self.p, self.c, _ = job.reported()  # prompt_eval_count and eval_count as the answer says
         self.zeroed = tuple(k for k, z in (("prompt_eval_count", job.zero_input), ("eval_count", job.zero_output)) if z)
+        job.thinking = job.reasoning  # the first tokens stream as thinking (the streamer cuts chunks there)
         if chat:
             self.pre = head + b'"message":{"role":"assistant","content":"'
             self.post = b'"},"done":false}\n'
+            self.think_pre = head + b'"message":{"role":"assistant","content":"","thinking":"'
         else:
             self.pre = head + b'"response":"'
             self.post = b'","done":false}\n'
+            self.think_pre = head + b'"response":"","thinking":"'
 
-    def _final(self, *, content: bytes = b"") -> dict[str, Any]:
+    def _final(self, *, content: bytes = b"", thinking: bytes = b"") -> dict[str, Any]:
         job = self.job
         now = perf_counter_ns()
         out: dict[str, Any] = {"model": job.model, "created_at": _now_iso()}
@@ -73,6 +79,8 @@ class OllamaRenderer(Renderer):
             out["message"] = {"role": "assistant", "content": content.decode()}
         else:
             out["response"] = content.decode()
+        if thinking:
+            (out["message"] if self.chat else out)["thinking"] = thinking.decode()
         out["done"] = True
         out["done_reason"] = job.finish
         if not self.chat:
@@ -92,7 +100,7 @@ class OllamaRenderer(Renderer):
     def chunk(self, i: int, j: int, last: bool) -> bytes:
         words = self.job.words
         text = words[i] if j - i == 1 else b"".join(words[i:j])
-        line = b"%b%b%b" % (self.pre, text, self.post)
+        line = b"%b%b%b" % (self.think_pre if i < self.job.thinking else self.pre, text, self.post)
         if last:
             return line + orjson.dumps(self._final()) + b"\n"
         return line
@@ -104,7 +112,8 @@ class OllamaRenderer(Renderer):
         return self.head_bytes + b'"done":fal\n'
 
     def body(self) -> bytes:
-        return orjson.dumps(self._final(content=self.job.text()))
+        t = self.job.thinking
+        return orjson.dumps(self._final(content=self.job.text(t), thinking=self.job.text(0, t)))
 
 
 def _max_tokens(body: dict[str, Any]) -> int:

@@ -1,23 +1,32 @@
 """OpenAI-compatible routes, in vLLM's dialect: ``POST /v1/chat/completions``,
-``POST /v1/completions`` (streaming or not) and ``GET /v1/models``.
+``POST /v1/completions`` (streaming or not) and ``GET /v1/models``; ``POST /v1/responses`` comes
+from :mod:`llm_users.sim.routes_responses`.
 
 The same route stands in for TGI's Messages API and Ollama's /v1. Length comes from
 ``max_completion_tokens`` or ``max_tokens`` (chat default 512, completions default 16 like
 vLLM). Streams: the first chat chunk carries the role and empty content, the last token's
 chunk carries ``finish_reason`` (vLLM style, with ``stop_reason``), then with
 ``stream_options.include_usage`` a ``"choices":[]`` usage chunk, then ``data: [DONE]``.
-``continuous_usage_stats`` adds usage to every chunk. Errors are vLLM's
+``continuous_usage_stats`` adds usage to every chunk. With ``--reasoning-tokens N`` the first N
+tokens of a chat answer stream as ``delta.reasoning`` (vLLM's field since 0.19; llama.cpp and older
+vLLM write ``reasoning_content``: the client reads both), then the answer as ``delta.content``;
+usage reports them in ``completion_tokens_details.reasoning_tokens``. ``--timings`` adds vLLM's per-request
+``metrics`` (``--enable-per-request-metrics``) to the usage chunk: ``queue_time_ms`` (arrival ->
+batch slot), ``time_to_first_token_ms`` (slot -> first token: prefill), ``generation_time_ms``
+(first -> last token: decode), from the engine's own stamps. Errors are vLLM's
 ``{"error": {message, type, param, code=int status}}``.
 """
 
 from __future__ import annotations
 
 import time
+from time import perf_counter_ns
 from typing import Any
 
 import orjson
 from aiohttp import web
 
+from llm_users.sim import routes_responses
 from llm_users.sim.base import Dialect, Job, Renderer, int_param
 from llm_users.sim.images import openai_images
 from llm_users.sim.lifecycle import new_job, serve
@@ -64,8 +73,9 @@ def _usage(p: int, c: int, r: int = 0, cached: int | None = None) -> bytes:
 class _Base(Renderer):
     object_name = b""
 
-    def __init__(self, job: Job, *, include_usage: bool, continuous: bool) -> None:
+    def __init__(self, job: Job, *, include_usage: bool, continuous: bool, timings: bool = False) -> None:
         super().__init__(job)
+        self.timings = timings
         self.include_usage = include_usage
         self.continuous = continuous
         self.id = ("chatcmpl-" if job.route.endswith("chat/completions") else "cmpl-") + f"sim{job.seq:012x}"
@@ -87,7 +97,25 @@ class _Base(Renderer):
     def _usage_frame(self) -> bytes:
         if not self.include_usage:
             return b""
-        return b'data: %b"choices":[],"usage":%b}\n\n' % (self.obj_head, _usage(self.p, self.c, self.r, self.cached))
+        usage = _usage(self.p, self.c, self.r, self.cached)
+        if self.timings:
+            usage += b',"metrics":' + orjson.dumps(self._metrics())
+        return b'data: %b"choices":[],"usage":%b}\n\n' % (self.obj_head, usage)
+
+    def _metrics(self) -> dict[str, float | None]:
+        """vLLM's per-request metrics from the engine's stamps, as the last chunk is written."""
+        job = self.job
+        now = perf_counter_ns()
+        admitted = job.admitted_ns or job.arrival_ns
+        first = job.first_ns or now  # a one-chunk answer: its only chunk is the first
+        n = job.n
+        return {
+            "time_to_first_token_ms": round((first - admitted) / 1e6, 6),
+            "generation_time_ms": round((now - first) / 1e6, 6),
+            "queue_time_ms": round((admitted - job.arrival_ns) / 1e6, 6),
+            "mean_itl_ms": round((now - first) / 1e6 / (n - 1), 6) if n > 1 else None,
+            "tokens_per_second": round(n / ((now - admitted) / 1e9), 3) if now > admitted else None,
+        }
 
     def _cont(self, j: int) -> bytes:
         fixed = self.cont_fixed
@@ -113,20 +141,22 @@ class _Base(Renderer):
 class ChatRenderer(_Base):
     object_name = b"chat.completion.chunk"
 
-    def __init__(self, job: Job, *, include_usage: bool, continuous: bool) -> None:
-        super().__init__(job, include_usage=include_usage, continuous=continuous)
+    def __init__(self, job: Job, *, include_usage: bool, continuous: bool, timings: bool = False) -> None:
+        super().__init__(job, include_usage=include_usage, continuous=continuous, timings=timings)
         self.pre = b'data: %b"choices":[{"index":0,"delta":{' % self.obj_head
         self.mid = b'"},"logprobs":null,"finish_reason":null}]'
         self.role = b'%b"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]' % self.pre
+        job.thinking = job.reasoning  # the first tokens stream as reasoning (the streamer cuts chunks there)
 
     def chunk(self, i: int, j: int, last: bool) -> bytes:
         words = self.job.words
         text = words[i] if j - i == 1 else b"".join(words[i:j])
+        key = b'"reasoning":"' if i < self.job.thinking else b'"content":"'
         if not last:
-            out = b'%b"content":"%b%b%b' % (self.pre, text, self.mid, self._cont(j))
+            out = b'%b%b%b%b%b' % (self.pre, key, text, self.mid, self._cont(j))
         else:
-            out = b'%b"content":"%b"},"logprobs":null,"finish_reason":"%b","stop_reason":null}]%b%b%b' % (
-                self.pre, text, self.job.finish.encode(), self._cont(j), self._usage_frame(), DONE)
+            out = b'%b%b%b"},"logprobs":null,"finish_reason":"%b","stop_reason":null}]%b%b%b' % (
+                self.pre, key, text, self.job.finish.encode(), self._cont(j), self._usage_frame(), DONE)
         if i == 0:
             return self.role + self._cont(0) + out
         return out
@@ -137,7 +167,8 @@ class ChatRenderer(_Base):
             "id": self.id, "object": "chat.completion", "created": self.created, "model": job.model,
             "choices": [{
                 "index": 0,
-                "message": {"role": "assistant", "content": job.text().decode(), "tool_calls": []},
+                "message": {"role": "assistant", "content": job.text(job.thinking).decode(), "tool_calls": [],
+                            **({"reasoning": job.text(0, job.thinking).decode()} if job.thinking else {})},
                 "logprobs": None, "finish_reason": job.finish, "stop_reason": None,
             }],
             "usage": self.usage_dict(),
@@ -147,8 +178,8 @@ class ChatRenderer(_Base):
 class CompletionRenderer(_Base):
     object_name = b"text_completion"
 
-    def __init__(self, job: Job, *, include_usage: bool, continuous: bool) -> None:
-        super().__init__(job, include_usage=include_usage, continuous=continuous)
+    def __init__(self, job: Job, *, include_usage: bool, continuous: bool, timings: bool = False) -> None:
+        super().__init__(job, include_usage=include_usage, continuous=continuous, timings=timings)
         self.pre = b'data: %b"choices":[{"index":0,"text":"' % self.obj_head
 
     def chunk(self, i: int, j: int, last: bool) -> bytes:
@@ -207,7 +238,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     job = new_job(sim, protocol="openai", route="/v1/chat/completions", model=body.get("model") or sim.cfg.model,
                   prompt=prompt, max_tokens=max_tokens, stream=stream, arrival_ns=arrival, messages=len(messages),
                   images=images)
-    render = ChatRenderer(job, include_usage=include_usage, continuous=continuous)
+    render = ChatRenderer(job, include_usage=include_usage, continuous=continuous, timings=sim.cfg.timings)
     return await serve(sim, request, job, render, DIALECT)
 
 
@@ -233,7 +264,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
         return DIALECT.error(400, str(e))
     job = new_job(sim, protocol="openai", route="/v1/completions", model=body.get("model") or sim.cfg.model,
                   prompt=prompt, max_tokens=max_tokens, stream=stream, arrival_ns=arrival, input_tokens=input_tokens)
-    render = CompletionRenderer(job, include_usage=include_usage, continuous=continuous)
+    render = CompletionRenderer(job, include_usage=include_usage, continuous=continuous, timings=sim.cfg.timings)
     return await serve(sim, request, job, render, DIALECT)
 
 
@@ -254,3 +285,4 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_post("/v1/completions", completions)
     app.router.add_get("/v1/models", models)
+    routes_responses.add_routes(app)  # /v1/responses: the OpenAI and vLLM backends' ``responses`` route

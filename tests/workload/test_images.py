@@ -98,6 +98,8 @@ def test_a_route_without_images_refuses_them_at_start() -> None:
     with pytest.raises(ConfigError, match="--llm-images: /v1/completions takes no images; use --llm-endpoint chat"):
         check(w, get_backend("vllm"), "completions")
     check(WorkloadOptions(), get_backend("vllm"), "completions")  # no images: nothing to refuse
+    with pytest.raises(ConfigError, match="--llm-images: --llm-endpoint responses sends no images yet"):
+        check(w, get_backend("openai"), "responses")  # not dropped silently
 
 
 def _files(tmp_path):
