@@ -45,6 +45,7 @@ CASES = [
     (["--llm-responses-chain", "sometimes"], "--llm-responses-chain", "full or previous_id"),
     (["--llm-images", "2", "--llm-image-size", "big"], "--llm-image-size", "WIDTHxHEIGHT"),
     (["--llm-images", "1", "--llm-endpoint", "completions"], "--llm-images", "use --llm-endpoint chat"),
+    (["--llm-images", "1", "--llm-trace", "{file}"], "--llm-images", "--llm-trace builds its own prompts"),
 ]
 
 
