@@ -182,8 +182,8 @@ def images_of(items: Any) -> tuple[int, int]:
 # images named by a dataset item ----------------------------------------------------------------
 
 def dataset_images(obj: Any, base: str | None, where: str, cache: dict[str, Image]) -> tuple[Image, ...]:
-    """The images a dataset item names: ``"image": PATH`` (ShareGPT-4V, LLaVA) or ``"images":
-    [PATH, ...]``, each relative to the dataset file's folder (or absolute), read once (``cache``)
+    """The images a dataset item names: ``"image": PATH`` (ShareGPT-4V, LLaVA; a list too) or
+    ``"images": [PATH, ...]``, each relative to the dataset file's folder (or absolute), read once (``cache``)
     and checked (PNG, JPEG, GIF or WebP). A ConfigError names the file and line."""
     if not isinstance(obj, dict):
         return ()
@@ -192,9 +192,9 @@ def dataset_images(obj: Any, base: str | None, where: str, cache: dict[str, Imag
         return ()
     if one is not None and many is not None:
         raise ConfigError(f"{where}: give 'image' or 'images', not both")
-    paths = [one] if one is not None else many
+    paths = (one if isinstance(one, list) else [one]) if one is not None else many
     if not isinstance(paths, list) or not all(isinstance(p, str) and p.strip() for p in paths):
-        raise ConfigError(f"{where}: 'image' must be a path and 'images' a list of paths")
+        raise ConfigError(f"{where}: 'image' must be a path (or a list of them) and 'images' a list of paths")
     out = []
     for p in paths:
         if re.match(r"^[a-z][a-z0-9+.-]*://", p, re.I) or p.startswith("data:"):

@@ -119,12 +119,13 @@ def test_jsonl_with_image_paths(tmp_path) -> None:
         {"prompt": "one", "image": "img/a.png"},
         {"messages": [{"role": "user", "content": "two"}], "images": ["img/a.png", "img/b.jpg"]},
         {"prompt": "none"},
+        {"prompt": "a list under image", "image": ["img/b.jpg"]},
     )))
     ds = load_dataset(str(f))
     assert [[(im.mime, im.width, im.height) for im in i.images] for i in ds.items] == [
-        [("image/png", 40, 30)], [("image/png", 40, 30), ("image/jpeg", 20, 10)], []]
+        [("image/png", 40, 30)], [("image/png", 40, 30), ("image/jpeg", 20, 10)], [], [("image/jpeg", 20, 10)]]
     assert ds.items[0].images[0] is ds.items[1].images[0]  # a file is read once
-    assert ds.describe()["images"] == 3 and ds.describe()["image_files"] == 2
+    assert ds.describe()["images"] == 4 and ds.describe()["image_files"] == 2
     item = build_source(WorkloadOptions(dataset=str(f))).lane(0).next()
     assert item.messages == [{"role": "user", "content": "one"}] and len(item.images) == 1
     with pytest.raises(ConfigError, match="names its own images; give one or the other"):
