@@ -15,7 +15,8 @@ The rule (docs/metrics.md, "Why the knee"): each cause is named when its figures
 than noise between the two points: *queueing* (waiting requests up by more than half a request
 and at least one on average, or the queue-time p99 at least doubled and up 5 ms), *KV cache
 full* (usage at least 95%), *preemptions* (any per second), *decode slowing as the batch grows*
-(the server's time per token, else our TPOT p50, up 15% while the running batch grew),
+(the server's time per token, else our TPOT p50 where the server tells its batch, up 15% while
+the running batch grew),
 *prefill* (its p99 up 50% and 5 ms). Per-request server timings in the records
 (``server_timings``: ``queue_ns``, ``prefill_ns``, ``decode_ns``; summarised per point as
 ``server_timings``) come first (queue p99); the /metrics series otherwise (the queue time's
@@ -141,8 +142,8 @@ def causes(b: dict[str, float | None], a: dict[str, float | None]) -> list[str]:
     rb, ra = b["running"], a["running"]
     tb, ta = b["per_token"], a["per_token"]
     what = "server time per token"
-    if tb is None or ta is None:
-        tb, ta, what = b["tpot_p50"], a["tpot_p50"], "TPOT p50"
+    if (tb is None or ta is None) and ra is not None:  # a server with a batch but no per-token time
+        tb, ta, what = b["tpot_p50"], a["tpot_p50"], "our TPOT p50"
     grew = ra is None or rb is None or ra > rb + 0.5
     if tb is not None and ta is not None and tb > 0 and ta >= 1.15 * tb and grew and not (queued and ra == rb):
         running = f"running requests {_change(rb, ra)}, " if ra is not None else ""
