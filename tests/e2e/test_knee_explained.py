@@ -1,48 +1,89 @@
 """Issue 32 items 2, 3: the server's /metrics found without any option and read on the run's time
 axis, and a knee that explains itself, on simulator step runs whose cause is known.
 
-- Queueing: ``--max-batch 4`` and 2, 4, 8 users, TTFT SLO 150 ms. A request is served in
+- Queueing: ``--max-batch 4`` and 2, 4, 8 users, TTFT SLO 150 ms, with a GPU sidecar (fake
+  NVML) whose utilisation follows the batch. A request is served in
   20 + 19 x 10 = 210 ms; at 4 users none waits, at 8 four wait for a slot, so the simulator's
   waiting gauge is about 4 (less while slots turn over) and a request queues for up to one
   service time: the sentence must name queueing, with those figures.
 - Decode slope: ``--itl-slope-ms 1`` (ITL = 10 + (running - 1) ms), an unlimited batch and
-  4, 14, 24 users (the first stage longer: two worker processes start their SDK clients under
-  load), TPOT SLO 20 ms: nothing waits, the batch grows and each token slows; the
-  sentence must name decode, never queueing. Run distributed (``--processes 2``, the records
-  merged on the master, which alone scrapes) and in SDK mode.
+  4, 14, 24 users, TPOT SLO 20 ms: nothing waits, the batch grows and each token slows; the
+  sentence must name decode, never queueing.
+- The same server in a distributed run (``--processes 2``, SDK mode; the records merged on the
+  master, which alone scrapes).
 
-Local raw mode and distributed SDK mode share the two runs.
+The page is found on ``--host`` without any option in all three.
 """
 
 from __future__ import annotations
 
 import csv
 import re
+import threading
+import urllib.request
+from collections.abc import Iterator
 
 import pytest
+from prometheus_client import CollectorRegistry
 
+from exporters.nvml import GPUCollector, serve
+from tests.exporters.fake_nvml import FakeGPU, FakeNVML
 from tests.helpers import free_port, read_summary, run_locust
 
 pytestmark = pytest.mark.slow
 
 
-def sim_url(stdout: str) -> str:
-    m = re.search(r"started the embedded simulator \(.*\) at (http://\S+)", stdout)
-    assert m, stdout[-2000:]
-    return m.group(1)
+class GPUFollowingTheBatch:
+    """A GPU sidecar over the fake NVML whose utilisation follows the simulator's batch
+    (25% per running request of 4) and holds 20 of 80 GiB; started once the simulator is known."""
+
+    def __init__(self) -> None:
+        self.gpu = FakeGPU(uuid="GPU-knee", name="Fake H100", memory_used=20 * 1024**3)
+        nvml = FakeNVML([self.gpu])
+        nvml.nvmlInit()
+        registry = CollectorRegistry()
+        registry.register(GPUCollector(nvml))
+        self.server, _ = serve(registry, "127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self.stop = threading.Event()
+
+    def follow(self, sim_url: str) -> None:
+        def loop() -> None:
+            while not self.stop.wait(0.2):
+                try:
+                    with urllib.request.urlopen(sim_url + "/metrics", timeout=2) as r:
+                        text = r.read().decode()
+                except OSError:
+                    continue
+                m = re.search(r"^vllm:num_requests_running\{[^}]*\} ([\d.]+)", text, re.M)
+                if m:
+                    self.gpu.util_gpu = int(25 * float(m.group(1)))
+
+        threading.Thread(target=loop, daemon=True).start()
 
 
-def test_queueing_knee_named_with_the_servers_figures(tmp_path) -> None:
+@pytest.fixture
+def gpu() -> Iterator[GPUFollowingTheBatch]:
+    g = GPUFollowingTheBatch()
+    yield g
+    g.stop.set()
+    g.server.shutdown()
+    g.server.server_close()
+
+
+def test_queueing_knee_named_with_the_servers_and_gpus_figures(sim_factory, gpu, tmp_path) -> None:
+    sim = sim_factory("--max-batch", "4", "--ttft-ms", "20", "--itl-ms", "10", "--output-tokens", "20", "--seed", "1")
+    gpu.follow(sim.url)
     report = tmp_path / "r"
-    proc = run_locust("vllm.py", "--llm-stages", "2:3s,4:3s,8:3s", "--llm-slo", "ttft=150ms",
-                      "--llm-sim-args", "--max-batch 4 --ttft-ms 20 --itl-ms 10 --output-tokens 20 --seed 1",
-                      "--llm-scrape-interval", "0.5", "--llm-prometheus-port", "0", report=report, timeout=150)
+    proc = run_locust("vllm.py", "--host", sim.url, "--llm-stages", "2:3s,4:3s,8:3s", "--llm-slo", "ttft=150ms",
+                      "--llm-gpu-sidecar", gpu.url, "--llm-scrape-interval", "0.5", "--llm-prometheus-port", "0",
+                      report=report, timeout=150)
     assert proc.returncode == 0, proc.stderr[-3000:]
     s = read_summary(report)
     # found without any option
     found = s["server_metrics"]
     assert found["mode"] == "auto" and found["dialect"] == "vllm", found
-    assert found["url"] == sim_url(proc.stdout) + "/metrics"
+    assert found["url"] == sim.url + "/metrics"
     assert s["scrape"]["errors"] == 0
     stages = s["stages"]
     assert [st["users"] for st in stages] == [2, 4, 8]
@@ -63,6 +104,11 @@ def test_queueing_knee_named_with_the_servers_figures(tmp_path) -> None:
     assert m, why
     assert float(m.group(2)) == pytest.approx(waiting, abs=0.051) and float(m.group(4)) == pytest.approx(queue, rel=0.01)
     # the console, the report, timeseries.csv
+    # the GPU on the same axis and in the sentence: busy at 2 users' half batch, full from 4
+    util = [st["server_metrics"]["gpu_0_utilization_ratio"]["mean"] for st in stages]
+    assert 0.3 <= util[0] <= 0.6 and util[2] >= 0.9, util
+    g = re.search(r"; GPU utilisation (\d+)% -> (\d+)%, memory 25%$", why)
+    assert g and int(g.group(2)) == round(100 * util[2]) and int(g.group(1)) == round(100 * util[1]), why
     assert f"why the knee: {why}" in proc.stdout
     html = (report / "report.html").read_text()
     assert "Why the knee:" in html and "Server latency beside ours" in html and "Server batch and queue" in html
