@@ -59,10 +59,10 @@ class Live:
 
     # events ---------------------------------------------------------------------------------
     def on_test_start(self, **_: Any) -> None:
-        if self.auto:
-            self.discover()
         if self.scraper is not None:
             self.scraper.start()
+        if self.auto:  # beside the load, never holding up its start (a silent host takes the timeout)
+            gevent.spawn(self.discover)
 
     def discover(self) -> None:
         """Look for the server's /metrics on --host (once per host: the web UI may change it)."""

@@ -123,10 +123,11 @@ class Scraper:
     # one round ------------------------------------------------------------------------------
     def scrape_once(self, now: float | None = None) -> dict[str, float]:
         t = time.time() if now is None else now
-        jobs = [gevent.spawn(self._get, target) for target in self.targets]
+        targets = list(self.targets)  # a page found meanwhile (set_server) joins at the next round
+        jobs = [gevent.spawn(self._get, target) for target in targets]
         gevent.joinall(jobs)
         values: dict[str, float] = {}
-        for target, job in zip(self.targets, jobs, strict=True):
+        for target, job in zip(targets, jobs, strict=True):
             if job.value is not None:
                 target.scrapes += 1
                 values.update(self._ingest(target, job.value, t))

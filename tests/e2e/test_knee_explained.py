@@ -103,12 +103,12 @@ def test_queueing_knee_named_with_the_servers_and_gpus_figures(sim_factory, gpu,
     m = re.search(r"waiting requests ([\d.]+) -> ([\d.]+), queue time mean ([\d.]+) -> ([\d.]+) ms", why)
     assert m, why
     assert float(m.group(2)) == pytest.approx(waiting, abs=0.051) and float(m.group(4)) == pytest.approx(queue, rel=0.01)
-    # the console, the report, timeseries.csv
-    # the GPU on the same axis and in the sentence: busy at 2 users' half batch, full from 4
+    # the GPU on the same axis and in the sentence: 2 users run 1 or 2 of 4 (25-50%), 8 fill the batch
     util = [st["server_metrics"]["gpu_0_utilization_ratio"]["mean"] for st in stages]
-    assert 0.3 <= util[0] <= 0.6 and util[2] >= 0.9, util
+    assert 0.2 <= util[0] <= 0.55 and util[2] >= 0.9, util
     g = re.search(r"; GPU utilisation (\d+)% -> (\d+)%, memory 25%$", why)
     assert g and int(g.group(2)) == round(100 * util[2]) and int(g.group(1)) == round(100 * util[1]), why
+    # the console, the report, timeseries.csv
     assert f"why the knee: {why}" in proc.stdout
     html = (report / "report.html").read_text()
     assert "Why the knee:" in html and "Server latency beside ours" in html and "Server batch and queue" in html
