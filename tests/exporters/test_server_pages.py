@@ -135,3 +135,23 @@ def test_discovery_finds_the_simulator(sim_factory) -> None:
     assert (found.url, found.dialect) == (sim.url + "/metrics", "vllm")
     with urllib.request.urlopen(found.url, timeout=5) as r:
         assert b"vllm:request_queue_time_seconds_bucket" in r.read()
+
+
+def test_a_page_found_mid_round_joins_the_next_round() -> None:
+    from exporters.scrape import Scraper
+
+    rows: list[dict[str, float]] = []
+    page = LLAMA.format(prompt=1, gen=1, running=2, deferred=1)
+
+    def fetch(url: str, timeout: float) -> str:
+        if "sidecar" in url:
+            scraper.set_server("http://llama:8080/metrics")  # discovery finishing during a round
+            return "gpu_utilization_ratio{gpu=\"0\"} 0.5\n"
+        return page
+
+    scraper = Scraper(["sidecar:9835"], None, 1.0, lambda t, v: rows.append(v), fetch=fetch)
+    first = scraper.scrape_once(100.0)
+    assert first == {"gpu_0_utilization_ratio": 0.5}
+    second = scraper.scrape_once(101.0)
+    assert second["server_num_requests_running"] == 2 and second["server_num_requests_waiting"] == 1
+    assert scraper.sections(None, None, 0)["server"]["dialect"] == "llamacpp"
