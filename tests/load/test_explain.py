@@ -143,3 +143,26 @@ def test_kv_cache_named_from_95_percent(kv: float) -> None:
     after["server_metrics"] = {"server_kv_cache_usage_ratio": {"mean": kv, "max": kv}}
     assert figures(after)["kv"] == kv
     assert ("KV cache" in explain(None, after, "X")) is (kv >= 0.95)
+
+
+def test_server_timings_per_point_and_the_residual() -> None:
+    """Records carrying the server's own timings (``server_timings``, ns) are summarised per point,
+    with the residual client and network = TTFT - queue - prefill per request."""
+    from types import SimpleNamespace
+
+    from llm_users.load.stages import add_timings
+    from llm_users.metrics import Distribution
+
+    into: dict[str, Any] = {}
+    for q in (0, 1_000_000, 2_000_000):
+        rec = SimpleNamespace(ttft_ns=30_400_000 + q, server_timings={
+            "queue_ns": q, "prefill_ns": 30_000_000, "decode_ns": 100_000_000, "server_total_ns": 130_000_000 + q,
+            "source": "timings"})
+        add_timings(into, rec, Distribution)
+    add_timings(into, SimpleNamespace(ttft_ns=None, server_timings={"queue_ns": 5_000_000, "source": "x"}),
+                Distribution)
+    assert sorted(into) == ["client_network", "decode", "prefill", "queue", "server_total"]
+    assert into["queue"].count == 4 and into["prefill"].count == 3
+    net = into["client_network"].summary_ms()
+    assert net["count"] == 3 and net["min"] == pytest.approx(0.4, abs=0.001) and net["max"] == pytest.approx(0.4, abs=0.001)
+    assert into["queue"].summary_ms()["max"] == pytest.approx(5.0, rel=0.01)
