@@ -92,6 +92,9 @@ _RATES = {
     "llamacpp": {"server_generation_tokens_per_s": ("llamacpp:tokens_predicted_total",),
                  "server_prompt_tokens_per_s": ("llamacpp:prompt_tokens_total",)},
 }
+#: a rate needs at least this long since the previous pull (the last pull at the stop may come
+#: a few ms after the one before: its counter rise then waits, and is not turned into a rate)
+MIN_RATE_S = 0.2
 #: the metric prefix that names each server, in the order they are tried
 PREFIXES = (("vllm", "vllm:"), ("sglang", "sglang:"), ("tgi", "tgi_"), ("llamacpp", "llamacpp:"))
 
@@ -244,14 +247,20 @@ class ServerSeries:
                 if pq is not None:
                     cols[col + "_p50_ms"], cols[col + "_p99_ms"] = pq[0] * 1000.0, pq[1] * 1000.0
         dt = t - self._prev_t if self._prev_t is not None else 0.0
+        short = self._prev_t is not None and dt < MIN_RATE_S  # e.g. the last pull at the stop
         for col, names in _RATES[d].items():
             v = next((x for x in (_total(samples, n) for n in names) if x is not None), None)
             if v is not None:
+                if short and col in self._prev:  # a few tokens over a few ms is no rate: carry on
+                    now[col] = self._prev[col]
+                    continue
                 now[col] = v
                 dv = self._delta(col, v)
                 if dv is not None and dt > 0:
                     cols[col] = dv / dt
-        self._prev, self._prev_t, self._prev_hists = now, t, hists
+        self._prev, self._prev_hists = now, hists
+        if not short:
+            self._prev_t = t
         return cols
 
     def _delta(self, key: str, value: float) -> float | None:

@@ -77,6 +77,16 @@ def test_llamacpp_page_maps_running_deferred_and_token_rates() -> None:
                     "server_prompt_tokens_per_s": 50.0, "server_generation_tokens_per_s": 100.0}
 
 
+def test_no_rate_over_a_few_milliseconds() -> None:
+    s = ServerSeries()
+    s.update(parse(LLAMA.format(prompt=100, gen=200, running=1, deferred=0), SERVER_SAMPLES), 0.0)
+    # the last pull at the stop, 50 ms after the one before: no 2000 tokens/s burst
+    short = s.update(parse(LLAMA.format(prompt=100, gen=300, running=1, deferred=0), SERVER_SAMPLES), 0.05)
+    assert "server_generation_tokens_per_s" not in short and short["server_num_requests_running"] == 1
+    later = s.update(parse(LLAMA.format(prompt=100, gen=400, running=1, deferred=0), SERVER_SAMPLES), 1.0)
+    assert later["server_generation_tokens_per_s"] == pytest.approx(200.0)  # the rise over the whole second
+
+
 def test_bucket_quantiles() -> None:
     cum = [(0.1, 0.0), (0.5, 50.0), (1.0, 100.0), (float("inf"), 100.0)]
     assert bucket_quantile(0.5, cum) == pytest.approx(0.5)
