@@ -89,7 +89,8 @@ def add_arguments(parser: Any) -> None:
     opt("--llm-prometheus-host", "address the Prometheus exporter listens on (default 0.0.0.0)")
     opt("--llm-prometheus-linger", "seconds the exporter keeps serving after the test stops (default 0)")
     opt("--llm-gpu-sidecar", "GPU sidecar URLs to pull during the run, comma-separated (host:port or URL)")
-    opt("--llm-server-metrics", "the LLM server's own /metrics URL to pull during the run (vLLM, TGI)")
+    opt("--llm-server-metrics", "the LLM server's own /metrics: URL, or off (default auto: found on --host for "
+        "vLLM, SGLang, TGI, llama.cpp)")
     opt("--llm-scrape-interval", "seconds between pulls of the sidecars and server metrics (default 2)")
     from llm_users.workload.build import add_arguments as add_workload_arguments
 
@@ -154,6 +155,8 @@ class RunConfig:
     scrape_interval_s: float = DEFAULT_SCRAPE_INTERVAL_S
     gpu_sidecars: tuple[str, ...] = ()
     server_metrics: str | None = None
+    #: look for the server's /metrics on --host (``--llm-server-metrics`` not given; off: False)
+    server_metrics_auto: bool = True
     user_settings: Mapping[type, Settings] = field(default_factory=dict)
     backoff: bool = True
     #: the workload options (a User class's own ``prompts`` where no dataset is given: workload_for)
@@ -202,6 +205,7 @@ class RunConfig:
             scrape_interval_s=interval,
             gpu_sidecars=sidecars,
             server_metrics=_server_metrics(options),
+            server_metrics_auto=str(_given(options, "llm_server_metrics") or "auto").strip().lower() == "auto",
             user_settings=settings,
             backoff=_backoff(options),
             workload=_workload(options),
@@ -323,7 +327,9 @@ def _fail_stop(options: Any) -> float | None:
 
 def _server_metrics(options: Any) -> str | None:
     url = str(_given(options, "llm_server_metrics") or "").strip()
-    return check_url(url, "--llm-server-metrics") if url else None
+    if url.lower() in ("", "auto", "off"):
+        return None
+    return check_url(url, "--llm-server-metrics (a URL, off, or auto)")
 
 
 def _port(options: Any) -> int:
