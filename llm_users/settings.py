@@ -1,5 +1,5 @@
 """What one user runs with: its :class:`Settings` (model, endpoint, sampling, client, the four
-time limits, TLS, spawn spread), resolved from its User class's attributes and the ``--llm-*``
+time limits, TLS, spawn spread, tools and answer format), resolved from its User class's attributes and the ``--llm-*``
 options. Part of the configuration: :mod:`llm_users.options` parses the options once and keeps
 one Settings per User class; the stream client takes its :class:`Timeouts` from here.
 
@@ -17,6 +17,7 @@ from typing import Any
 from llm_users.durations import parse_duration_s
 from llm_users.errors import ConfigError
 from llm_users.protocols.sampling import Sampling
+from llm_users.protocols.tools import ToolSpec, check_route, parse_tool_options
 
 MAX_TEMPERATURE = 2.0  # OpenAI, Gemini and vLLM accept 0..2 (Anthropic 0..1)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -63,6 +64,7 @@ class Settings:
     verify_tls: bool
     spawn_spread: bool = True  # first request at a random offset within the spawn interval
     think_jitter_s: float = 0.0  # each later request waits up to this much more (uniform)
+    tools: ToolSpec | None = None  # --llm-tools / --llm-response-format, sent with every request
 
     def api_key(self) -> str | None:
         """The key from the first named variable that is set (names are comma-separated)."""
@@ -123,8 +125,10 @@ def settings_for(user_cls: Any, options: Any) -> Settings:
             raise ConfigError(f"{option} must be a number of seconds above 0, got {value:g}")
     endpoint = str(get("llm_endpoint", user_cls.endpoint))
     descriptor = getattr(user_cls, "descriptor", None)
+    tools = parse_tool_options(get("llm_tools", None), get("llm_response_format", None))
     if descriptor is not None:
-        descriptor.route(endpoint)  # ConfigError naming the endpoints there are
+        route = descriptor.route(endpoint)  # ConfigError naming the endpoints there are
+        check_route(tools, route.protocol, route.path, descriptor.name)
     key_env = get("llm_api_key_env", user_cls.api_key_env)
     for name in str(key_env or "").split(","):
         if name.strip() and not _ENV_NAME.match(name.strip()):
@@ -141,6 +145,7 @@ def settings_for(user_cls: Any, options: Any) -> Settings:
         verify_tls=not parse_bool(get("llm_insecure", False), "--llm-insecure"),
         spawn_spread=parse_bool(get("llm_spawn_spread", True), "--llm-spawn-spread"),
         think_jitter_s=_jitter(get("llm_think_jitter", None)),
+        tools=tools,
     )
 
 

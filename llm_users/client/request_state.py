@@ -75,8 +75,10 @@ class RequestState:
             if cls is Content:
                 rec.token_chunk(now, self.last_ns, 0 if ev.reasoning else len(ev.text))  # type: ignore[union-attr]
                 self.last_ns = now
+                if ev.tool:  # type: ignore[union-attr]
+                    rec.tool_call = True
                 if rec.reply is not None and not ev.reasoning:  # type: ignore[union-attr]
-                    rec.reply.append(ev.text)  # type: ignore[union-attr]  # a session's next turn needs it
+                    rec.reply.append(ev.text)  # type: ignore[union-attr]  # a session's next turn, a JSON check
             elif cls is Usage:
                 rec.usage(ev.input_tokens, ev.output_tokens, ev.reasoning_tokens, ev.server)  # type: ignore[union-attr]
             elif cls is Finish:

@@ -9,7 +9,9 @@ Dialects differ only in how the request says "how many tokens":
 - ``compat``: ``max_tokens`` only (TGI Messages API, Ollama /v1, which honour nothing else).
 
 Every request streams with ``stream_options.include_usage`` so token counts come from the
-server. The parser yields :mod:`~llm_users.protocols.base` events from body bytes.
+server. Chat requests carry ``tools``/``response_format`` when the run gives them
+(:mod:`~llm_users.protocols.tools`); ``delta.tool_calls[].function.arguments`` pieces are
+token-bearing output (``Content(tool=True)``). The parser yields :mod:`~llm_users.protocols.base` events from body bytes.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from llm_users.protocols.base import (
 )
 from llm_users.protocols.sampling import Sampling
 from llm_users.protocols.sse import SSEJSONParser
+from llm_users.protocols.tools import ToolSpec, openai_fields
 
 Dialect = Literal["openai", "vllm", "compat"]
 Endpoint = Literal["chat", "completions"]
@@ -58,8 +61,9 @@ def build_request(
     dialect: Dialect = "openai",
     api_key: str | None = None,
     extra_headers: dict[str, str] | None = None,
+    tools: ToolSpec | None = None,
 ) -> HTTPRequest:
-    """A streaming chat or completions request in the given dialect."""
+    """A streaming chat or completions request in the given dialect (``tools``: chat only)."""
     body: dict[str, Any] = {"model": model}
     if endpoint == "chat":
         body["messages"] = messages
@@ -82,6 +86,8 @@ def build_request(
             body["ignore_eos"] = True
         if sampling.min_tokens is not None:
             body["min_tokens"] = sampling.min_tokens
+    if tools is not None and endpoint == "chat":
+        body.update(openai_fields(tools))
     body["stream"] = True
     body["stream_options"] = {"include_usage": True}
     return json_post(PATHS[endpoint], body, accept="text/event-stream", auth=bearer(api_key),
@@ -136,6 +142,12 @@ class OpenAIStreamParser(SSEJSONParser):
                     if reasoning:
                         events.append(Content(reasoning, reasoning=True))
                     text = delta.get("content")
+                    calls = delta.get("tool_calls")
+                    if calls:
+                        for call in calls:
+                            args = (call.get("function") or {}).get("arguments")
+                            if args:
+                                events.append(Content(args, tool=True))
                 else:
                     text = choice.get("text")
                 if text:
@@ -191,7 +203,7 @@ SDK = SDKBinding("openai", "openai", _sdk_client, _sdk_stream)
 def _route(endpoint: Endpoint, dialect: Dialect) -> Route:
     def build(spec: RequestSpec) -> HTTPRequest:
         return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling,
-                             endpoint=endpoint, dialect=dialect, api_key=spec.api_key)
+                             endpoint=endpoint, dialect=dialect, api_key=spec.api_key, tools=spec.tools)
 
     return Route(endpoint, PATHS[endpoint], build, OpenAIStreamParser, protocol="openai", sdk=SDK,
                  chunk_has_a_token=True)

@@ -6,7 +6,9 @@ The same route stands in for TGI's Messages API and Ollama's /v1. Length comes f
 vLLM). Streams: the first chat chunk carries the role and empty content, the last token's
 chunk carries ``finish_reason`` (vLLM style, with ``stop_reason``), then with
 ``stream_options.include_usage`` a ``"choices":[]`` usage chunk, then ``data: [DONE]``.
-``continuous_usage_stats`` adds usage to every chunk. Errors are vLLM's
+``continuous_usage_stats`` adds usage to every chunk. A chat request with ``tools`` is answered
+with a tool call (``delta.tool_calls``, ``finish_reason: "tool_calls"``), one with
+``response_format`` json_object/json_schema with JSON text (:mod:`llm_users.sim.tools`). Errors are vLLM's
 ``{"error": {message, type, param, code=int status}}``.
 """
 
@@ -22,6 +24,7 @@ from llm_users.sim.base import Dialect, Job, Renderer, int_param
 from llm_users.sim.lifecycle import new_job, serve
 from llm_users.sim.state import SIM_KEY, admit
 from llm_users.sim.text import content_text, join_prompt
+from llm_users.sim.tools import openai_shape
 
 ERROR_TYPES = {
     400: "BadRequestError",
@@ -143,6 +146,31 @@ class ChatRenderer(_Base):
         })
 
 
+class ToolCallRenderer(ChatRenderer):
+    """A chat answer that is one tool call: the first chunk names the function (``id``, ``type``,
+    ``name``, empty ``arguments``) with the role, each token chunk carries an ``arguments`` piece,
+    the last ``finish_reason: "tool_calls"``, as OpenAI and vLLM stream one."""
+
+    def __init__(self, job: Job, name: str, *, include_usage: bool, continuous: bool) -> None:
+        super().__init__(job, include_usage=include_usage, continuous=continuous)
+        call = b'{"index":0,"id":"call_sim%012x","type":"function","function":{"name":%b,"arguments":""}}' % (
+            job.seq, orjson.dumps(name))
+        self.role = b'%b"role":"assistant","content":null,"tool_calls":[%b]},"logprobs":null,"finish_reason":null}]' % (
+            self.pre, call)
+        self.args = b'%b"tool_calls":[{"index":0,"function":{"arguments":"' % self.pre
+
+    def chunk(self, i: int, j: int, last: bool) -> bytes:
+        text = b"".join(self.job.words[i:j])
+        if not last:
+            out = b'%b%b"}}]},"logprobs":null,"finish_reason":null}]%b' % (self.args, text, self._cont(j))
+        else:
+            out = b'%b%b"}}]},"logprobs":null,"finish_reason":"tool_calls","stop_reason":null}]%b%b%b' % (
+                self.args, text, self._cont(j), self._usage_frame(), DONE)
+        if i == 0:
+            return self.role + self._cont(0) + out
+        return out
+
+
 class CompletionRenderer(_Base):
     object_name = b"text_completion"
 
@@ -204,7 +232,13 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     prompt = join_prompt([content_text(m.get("content")) for m in messages if isinstance(m, dict)])
     job = new_job(sim, protocol="openai", route="/v1/chat/completions", model=body.get("model") or sim.cfg.model,
                   prompt=prompt, max_tokens=max_tokens, stream=stream, arrival_ns=arrival, messages=len(messages))
-    render = ChatRenderer(job, include_usage=include_usage, continuous=continuous)
+    shape = openai_shape(body)  # tools / response_format: a tool call or a JSON answer (sim/tools.py)
+    if shape is not None:
+        shape.apply(job)
+    if shape is not None and shape.tool is not None:
+        render: ChatRenderer = ToolCallRenderer(job, shape.tool, include_usage=include_usage, continuous=continuous)
+    else:
+        render = ChatRenderer(job, include_usage=include_usage, continuous=continuous)
     return await serve(sim, request, job, render, DIALECT)
 
 
