@@ -66,3 +66,37 @@ def test_tools_are_accepted_and_the_text_answer_is_timed(llama, locustfile: str,
         assert r["output_tokens"] == 16 and r["chunks"] >= 8 and r["ttft_ns"] is not None
     assert ov["tool_calls"] == 0
     assert sum(r["output_tokens"] for r in records) == window.delta("tokens_predicted_total")
+
+
+@pytest.mark.parametrize(("locustfile", "client", "both"), [("gemini.py", "raw", True), ("gemini.py", "sdk", True),
+                                                           ("claude.py", "sdk", False)])
+def test_litellm_bridges_accept_the_shapes(litellm, llama, locustfile: str, client: str, both: bool,
+                                           tmp_path) -> None:
+    """LiteLLM's own Gemini and Anthropic parsers take our tools (``functionDeclarations`` with
+    ``parametersJsonSchema``; ``tools`` with ``input_schema``) and Gemini's JSON answer format:
+    HTTP 200, each request reaches the model once. LiteLLM 1.80.17 constrains nothing on the way
+    to llama.cpp (measured: ``responseJsonSchema`` and ``responseSchema`` alike give text), so the
+    answers are text, judged and counted as such."""
+    from tests.real.servers import LITELLM_KEY
+
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps(TOOLS))
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps(SCHEMA))
+    fmt = ["--llm-response-format", f"schema:{schema}"] if both else []
+    report = tmp_path / "r"
+    backend = Window.open(llama)
+    proc = run_locust(locustfile, "--host", litellm.url, "-u", "2", "-r", "2", "-t", "6s", "--stop-timeout", "60",
+                      "--llm-model", "gemma-3-270m", "--llm-max-tokens", "16", "--llm-client", client,
+                      "--llm-preflight", "off", "--llm-warmup", "0", "--llm-tools", str(tools), *fmt,
+                      report=report, env={"ANTHROPIC_API_KEY": LITELLM_KEY, "GEMINI_API_KEY": LITELLM_KEY},
+                      timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = read_records(report)
+    assert len(records) >= 2 and [r["error_message"] for r in records if r["status"] != "ok"] == []
+    assert backend.generations() == len(records)
+    assert all(r["tool_call"] is False and r["chunks"] > 0 for r in records)
+    ov = read_summary(report)["overall"]
+    judged = [r["structured_valid"] for r in records]
+    assert all(v is not None for v in judged) if both else all(v is None for v in judged)
+    assert (ov["structured_valid"], ov["structured_invalid"]) == (judged.count(True), judged.count(False))
