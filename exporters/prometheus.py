@@ -42,6 +42,12 @@ LABELS = ["backend", "model", "name"]
 HISTOGRAMS: dict[str, tuple[str, tuple[float, ...], str]] = {
     "ttft": ("llm_time_to_first_token_seconds", LATENCY_BUCKETS,
              "Time to first token: first token-bearing chunk minus t0 (request written), successful measured requests."),
+    "ttfo": ("llm_time_to_first_output_token_seconds", LATENCY_BUCKETS,
+             "Time to first output token: first answer chunk (reasoning excluded) minus t0; equals TTFT without "
+             "reasoning. Successful measured requests."),
+    "ttst": ("llm_time_to_second_token_seconds", LATENCY_BUCKETS,
+             "Time to second token: second token-bearing chunk (reasoning or answer) minus t0, successful measured "
+             "requests of two chunks or more."),
     "itl": ("llm_inter_token_latency_seconds", ITL_BUCKETS,
             "Gaps between consecutive token-bearing chunks, pooled over successful measured requests."),
     "tpot": ("llm_time_per_output_token_seconds", ITL_BUCKETS,
@@ -140,21 +146,27 @@ class LLMCollector(Collector):
             "llm_requests", "Measured LLM requests (warm-up and cool-down excluded) by outcome: "
             "status is ok or the error category.", labels=[*LABELS, "status"])
         excluded = CounterMetricFamily(
-            "llm_excluded_requests", "Requests kept out of every statistic: reason is warmup or cooldown.",
+            "llm_excluded_requests", "Requests kept out of every statistic: reason is warmup, cooldown or "
+            "cancelled (--llm-cancel-after).",
             labels=[*LABELS, "reason"])
         out_tok = CounterMetricFamily("llm_output_tokens", "Output tokens of successful measured requests.",
                                       labels=LABELS)
         in_tok = CounterMetricFamily("llm_input_tokens", "Input (prompt) tokens of successful measured requests.",
                                      labels=LABELS)
+        reason_tok = CounterMetricFamily("llm_reasoning_tokens", "Reasoning tokens (part of the output tokens) of "
+                                         "successful measured requests: the server's count, else reasoning chunks.",
+                                         labels=LABELS)
         for labels, s in series:
             requests.add_metric([*labels, "ok"], s.requests - s.failures)
             for category, n in sorted(s.failures_by_category.items()):
                 requests.add_metric([*labels, category], n)
             excluded.add_metric([*labels, "warmup"], s.excluded)
             excluded.add_metric([*labels, "cooldown"], s.excluded_cooldown)
+            excluded.add_metric([*labels, "cancelled"], s.cancelled)
             out_tok.add_metric(labels, s.output_tokens)
             in_tok.add_metric(labels, s.input_tokens)
-        yield from (requests, excluded, out_tok, in_tok)
+            reason_tok.add_metric(labels, s.reasoning.reasoning_tokens)
+        yield from (requests, excluded, out_tok, in_tok, reason_tok)
         for key, (name, bounds, doc) in HISTOGRAMS.items():
             hist = HistogramMetricFamily(name, doc + " Seconds.", labels=LABELS)
             summ = Metric(name + "_quantile", doc + " Exact HDR quantiles over the run so far, seconds.", "summary")

@@ -20,7 +20,9 @@ keeps the server's own words where there are any. Raw and SDK mode raise the sam
     │   └── EmptyResponse           empty_response
     ├── ServerStreamError           server_error (payload code in ``code``)
     │   └── ServerOverloaded        server_overloaded
-    └── SDKError                    sdk_error (an SDK exception nothing else explains)
+    ├── SDKError                    sdk_error (an SDK exception nothing else explains)
+    └── Cancelled                   cancelled: NOT a failure; the client abandoned the request on
+                                    purpose (--llm-cancel-after), recorded as status ``cancelled``
 """
 
 from __future__ import annotations
@@ -133,6 +135,14 @@ class SDKError(LLMRequestError):
     """An SDK raised something no other category explains (the message names it)."""
 
     category = "sdk_error"
+
+
+class Cancelled(LLMRequestError):
+    """The client abandoned the request on purpose (``--llm-cancel-after``, :mod:`llm_users.client.cancel`).
+    Raised through the same paths as a failure so the connection is closed, never reused; the
+    user records it with status ``cancelled`` (``mark_cancelled``), not as a failure."""
+
+    category = "cancelled"
 
 
 class ConfigError(Exception):

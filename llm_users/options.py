@@ -57,7 +57,7 @@ def add_arguments(parser: Any) -> None:
     opt("--llm-temperature", "sampling temperature (default 0)", web=True)
     opt("--llm-top-p", "nucleus sampling top_p (default 1)", web=True)
     opt("--llm-ignore-eos", "true/false: keep generating past EOS where the backend can (default true)", web=True)
-    opt("--llm-endpoint", "chat | completions (OpenAI-style), chat | generate (Ollama)", web=True)
+    opt("--llm-endpoint", "chat | completions | responses (OpenAI-style), chat | generate (Ollama)", web=True)
     opt("--llm-prompts", "the same as --llm-dataset (kept for existing command lines)", web=True)
     opt("--llm-api-key-env", "NAME of the environment variable that holds the API key (never the key)", web=True)
     opt("--llm-client", "raw (default: our streaming client) | sdk (the backend's official SDK)", web=True)
@@ -66,6 +66,10 @@ def add_arguments(parser: Any) -> None:
     opt("--llm-read-timeout", "longest gap between reads mid-stream, seconds (default 60)", web=True)
     opt("--llm-timeout", "whole-request time limit, seconds (default 600)", web=True)
     opt("--llm-insecure", "true/false: skip TLS certificate verification (default false)", web=True)
+    opt("--llm-cancel-after", "abandon requests (close the stream) after N token chunks (20tokens, 20 tokens) or "
+        "a duration from sending (1.5s, 800ms); recorded as status cancelled, never a failure (default off)")
+    opt("--llm-cancel-rate", "share 0..1 of requests --llm-cancel-after applies to, chosen reproducibly by "
+        "--llm-seed (default 1: every request)")
     opt("--llm-spawn-spread", "on/off: each new user waits a random part of its spawn interval (<= 1 s) before "
         "its first request, so a batch of -r users does not stream in phase (default on)", web=True)
     opt("--llm-think-jitter", "extra random pause before each later request, up to this long, e.g. 200ms "

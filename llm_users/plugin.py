@@ -99,6 +99,9 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
         from llm_users.metrics.outages import attach as attach_outages
 
         attach_outages(environment, run)  # summary.json's outages (server down and back)
+        from llm_users.metrics.breakdown import attach as attach_breakdown
+
+        attach_breakdown(environment, run)  # summary.json's overall.breakdown (the server's own timings)
         if isinstance(run, MergingRun):  # extensions attach here (e.g. exporters.register)
             environment.events.llm_run_ready.fire(environment=environment, run=run)
         from llm_users.outputs.environment import attach as attach_environment

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from llm_users.client.cancel import CancelPlan, parse_cancel
 from llm_users.durations import parse_duration_s
 from llm_users.errors import ConfigError
 from llm_users.protocols.sampling import Sampling
@@ -64,6 +65,7 @@ class Settings:
     verify_tls: bool
     spawn_spread: bool = True  # first request at a random offset within the spawn interval
     think_jitter_s: float = 0.0  # each later request waits up to this much more (uniform)
+    cancel: CancelPlan | None = None  # --llm-cancel-after / --llm-cancel-rate (client/cancel.py)
     tools: ToolSpec | None = None  # --llm-tools / --llm-response-format, sent with every request
 
     def api_key(self) -> str | None:
@@ -129,6 +131,10 @@ def settings_for(user_cls: Any, options: Any) -> Settings:
     if descriptor is not None:
         route = descriptor.route(endpoint)  # ConfigError naming the endpoints there are
         check_route(tools, route.protocol, route.path, descriptor.name)
+        least = route.min_output_tokens
+        if sampling.max_tokens < least:
+            raise ConfigError(f"--llm-max-tokens must be at least {least} for {descriptor.name}'s {endpoint} endpoint "
+                              f"(the server refuses less), got {sampling.max_tokens}")
     key_env = get("llm_api_key_env", user_cls.api_key_env)
     for name in str(key_env or "").split(","):
         if name.strip() and not _ENV_NAME.match(name.strip()):
@@ -145,6 +151,7 @@ def settings_for(user_cls: Any, options: Any) -> Settings:
         verify_tls=not parse_bool(get("llm_insecure", False), "--llm-insecure"),
         spawn_spread=parse_bool(get("llm_spawn_spread", True), "--llm-spawn-spread"),
         think_jitter_s=_jitter(get("llm_think_jitter", None)),
+        cancel=parse_cancel(get("llm_cancel_after", None), get("llm_cancel_rate", None)),
         tools=tools,
     )
 

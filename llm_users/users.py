@@ -28,10 +28,11 @@ from locust import User, constant, task
 
 from llm_users import protocols
 from llm_users.client.backoff import Backoff
+from llm_users.client.cancel import chosen
 from llm_users.client.failure_table import for_locust
-from llm_users.client.request_state import mark_failed, mark_interrupted
+from llm_users.client.request_state import mark_cancelled, mark_failed, mark_interrupted
 from llm_users.client.stream import StreamClient, new_request_id
-from llm_users.errors import LLMRequestError
+from llm_users.errors import Cancelled, LLMRequestError
 from llm_users.health.idle import serve_ready_io
 from llm_users.load.spawn import first_request_delay, think_jitter, user_rng
 from llm_users.metrics import RequestRecord, check_usage, prompt_tokens_guess, sampling_issues
@@ -49,6 +50,9 @@ from llm_users.workload.source import Messages, WorkItem
 from llm_users.workload.tokenizer import ServerProbe
 
 log = logging.getLogger(__name__)
+#: Locust's table shows cancelled requests (--llm-cancel-after) in a row of their own, the request's
+#: name with this suffix, never as failures: their times (to the cancel) stay out of the request's row
+CANCELLED_SUFFIX = " (cancelled)"
 _user_numbers = itertools.count()
 _prepare_lock = BoundedSemaphore()
 
@@ -105,6 +109,8 @@ class LLMUser(User):
                                  else self.warmup_requests)
         self.user_number = next(_user_numbers)
         self.rng = user_rng(config.spawn_seed, environment, self.user_number)  # spawn offset, think jitter
+        self._seed = config.spawn_seed  # and which requests --llm-cancel-rate picks (client/cancel.py)
+        self._worker = getattr(getattr(environment, "runner", None), "worker_index", 0) or 0
         self.source = source_for(config.workload_for(type(self)))
         self.lane = self.source.lane(self.user_number)
         self.api_key = self.settings.api_key()
@@ -194,6 +200,7 @@ class LLMUser(User):
     def _send(self, messages: Messages, item: WorkItem | None, settings: Settings, client: StreamClient,
               scheduled_ns: int | None, inflight_wait_ns: int | None) -> RequestRecord:
         overload = self.descriptor.overload_statuses
+        cancel = chosen(settings.cancel, self._seed, self._worker, self.user_number, self._sent)
         if settings.client == "sdk":
             spec = self.request_spec(messages, settings)
             from llm_users.client.sdk import (
@@ -201,14 +208,15 @@ class LLMUser(User):
             )
 
             rec = self._new_record(self.sdk_name(spec))
-            run = lambda: sdk_stream(self, spec, rec)  # noqa: E731
+            run = lambda: sdk_stream(self, spec, rec, cancel)  # noqa: E731
         else:
             req = self.build_request(messages, settings)
             rec = self._new_record(req.name)
             req.headers.update(self.extra_headers)
             req.headers["X-Request-Id"] = rec.request_id
             parser = self.new_parser()
-            run = lambda: client.stream(req, parser, rec, overload)  # noqa: E731
+            side = self.route.server_side
+            run = lambda: client.stream(req, parser, rec, overload, cancel, side)  # noqa: E731
         rec.scheduled_ns = scheduled_ns
         rec.inflight_wait_ns = inflight_wait_ns
         rec.target_output_tokens = settings.sampling.max_tokens
@@ -226,6 +234,8 @@ class LLMUser(User):
         started = time.perf_counter_ns()
         try:
             run()
+        except Cancelled as e:  # --llm-cancel-after: on purpose, not a failure
+            mark_cancelled(rec, e, time.perf_counter_ns())
         except LLMRequestError as e:
             exc = e
             if not rec.t0_ns:  # failed before anything was sent (connect)
@@ -244,11 +254,13 @@ class LLMUser(User):
             rec.sampling_issues = sampling_issues(rec, s.max_tokens, s.ignore_eos and self.descriptor.sends_ignore_eos)
             if answer_format is not None:
                 rec.structured_valid = structured_valid("".join(rec.reply or ()), answer_format)
+            if item is not None and item.wants_reply and rec.server and rec.server.get("response_id"):
+                item.meta["response_id"] = rec.server["response_id"]  # a session may chain by it (sessions.py)
         rec.backoff_s = self.backoff.after(rec)
         elapsed_ns = rec.e2e_ns if rec.e2e_ns is not None else time.perf_counter_ns() - rec.t0_ns
         self.environment.events.request.fire(
             request_type="POST",
-            name=rec.name,
+            name=rec.name if rec.status != "cancelled" else rec.name + CANCELLED_SUFFIX,  # its own row, no failure
             response_time=elapsed_ns / 1e6,
             response_length=rec.response_bytes,
             exception=for_locust(exc) if exc is not None else None,  # one table row per kind, not per request

@@ -53,7 +53,8 @@ def test_watch_says_lost_when_silent_and_refused() -> None:
     while not lost and time.monotonic() - t0 < 5:
         gevent.sleep(0.05)
     watch.stop()
-    assert len(lost) == 1 and re.fullmatch(rf"no heartbeat from the master for [67] s and 127.0.0.1:{port} does not answer", lost[0])
+    assert len(lost) == 1 and re.fullmatch(rf"no heartbeat from the master for [67] s and 127.0.0.1:{port} refuses "
+                                           "connections", lost[0])
     assert time.monotonic() - t0 < 2.0
 
 
@@ -70,6 +71,24 @@ def test_watch_waits_for_a_slow_master_that_answers_and_a_fresh_heartbeat() -> N
         w.stop()
     srv.close()
     assert lost == []
+
+
+def test_a_master_that_does_not_answer_is_waited_out_longer(monkeypatch) -> None:
+    # a partition (packets dropped: the connection attempt times out) may heal: wait no_answer_s
+    import llm_users.health.master_watch as mw
+
+    monkeypatch.setattr(mw, "probe_master", lambda host, port, timeout=1.0: "silent")
+    lost: list[str] = []
+    now = time.time()
+    short = MasterWatch(_runner(free_port(), now - 6), lost.append, no_answer_s=30)
+    gevent.sleep(1.2)
+    short.stop()
+    assert lost == []  # 6 s silent: a refused port would be lost by now (the test above)
+    long = MasterWatch(_runner(free_port(), time.time() - 31), lost.append, no_answer_s=30)
+    gevent.sleep(1.2)
+    long.stop()
+    assert len(lost) == 1 and re.fullmatch(r"no heartbeat from the master for 3[12] s and 127.0.0.1:\d+ does not answer",
+                                           lost[0]), lost
 
 
 def test_unshipped_file(tmp_path: Path) -> None:

@@ -7,6 +7,9 @@ failures of one kind (:func:`backoff_kind`):
 - a connection that could not be made (``connect_error``, ``connect_timeout``,
   ``connection_error``, ``tls_error``): kind ``connect``;
 - the same 4xx status (``http_401`` ...);
+- the same 5xx status with the same message (``http_503`` ``Loading model``: llama.cpp's answer for
+  the second or two a restarted server loads its model, some 500 requests in that time without
+  this; a gateway's 502 while its upstream is down);
 - an empty answer (``empty_response``: status 200 and headers, then no event; llama.cpp's answer
   to an over-long streamed prompt): kind ``empty_response``;
 - the same in-stream error (``server_error`` / ``server_overloaded`` with the same code and
@@ -18,7 +21,8 @@ From the :data:`AFTER` th such failure on, the user waits before its next reques
 seconds, doubling each time, at most :data:`MAX_S` (bounded exponential). Any success or a
 different failure resets it. ``--llm-backoff off`` turns it off. The wait is recorded on the
 request (``backoff_s``) so the summary counts it. A failure that varies (a reset or a timeout at a
-random point, a 5xx status) does not count: it says nothing about the next request.
+random point, 5xx answers whose messages differ) does not count: it says nothing about the next
+request.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ def backoff_kind(rec: RequestRecord) -> str | None:
         return "connect"
     if rec.http_status is not None and 400 <= rec.http_status < 500:
         return f"http_{rec.http_status}"
+    if rec.http_status is not None and rec.http_status >= 500:
+        return f"http_{rec.http_status}:{(rec.error_message or '')[:MESSAGE_CHARS]}"
     if cat == "empty_response":
         return "empty_response"
     if cat in STREAM_ERROR_CATEGORIES:

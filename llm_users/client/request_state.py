@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterable
 
 from llm_users.errors import (
+    Cancelled,
     EmptyResponse,
     LLMRequestError,
     ServerOverloaded,
@@ -20,26 +21,33 @@ from llm_users.errors import (
 )
 from llm_users.metrics import RequestRecord
 from llm_users.protocols.base import Content, Event, Finish, ModelName, ServerError, StreamParser, Usage
+from llm_users.protocols.server_side import Headers, ServerSide
 
 perf_counter_ns = time.perf_counter_ns
 
 DEFAULT_OVERLOAD = frozenset({429, 503, 529})
+_NO_HEADERS: Headers = {}
 
 
 class RequestState:
     """Fills ``record`` as a request goes: :meth:`start`, :meth:`response`, :meth:`handle`
     (any number of times), then :meth:`finish` at the end of the body. ``parser`` is the
-    route's parser: its ``frames`` and ``complete`` decide the end rule."""
+    route's parser: its ``frames`` and ``complete`` decide the end rule; ``side`` the route's
+    :class:`~llm_users.protocols.server_side.ServerSide` (the server's own timings and id)."""
 
-    __slots__ = ("record", "parser", "overload", "last_ns", "status")
+    __slots__ = ("record", "parser", "overload", "last_ns", "status", "cancel_chunks", "side", "headers")
 
     def __init__(self, record: RequestRecord, parser: StreamParser,
-                 overload_statuses: frozenset[int] = DEFAULT_OVERLOAD) -> None:
+                 overload_statuses: frozenset[int] = DEFAULT_OVERLOAD, cancel_chunks: int = 0,
+                 side: ServerSide | None = None) -> None:
         self.record = record
         self.parser = parser
         self.overload = overload_statuses
         self.last_ns = 0
         self.status = 0  # the HTTP status once the response head arrived
+        self.cancel_chunks = cancel_chunks  # --llm-cancel-after N tokens: raise Cancelled at the Nth chunk
+        self.side = side
+        self.headers: Headers = _NO_HEADERS  # the response's (lower-case bytes names), read at the end
 
     def start(self) -> int:
         """t0: just before the request's first byte is written."""
@@ -59,26 +67,35 @@ class RequestState:
     def responded(self) -> bool:
         return self.status != 0
 
-    def response(self, status: int, now: int) -> None:
+    def response(self, status: int, now: int, headers: Headers | None = None) -> None:
         """The response head arrived: the status the server sent, and TTFB unless the first byte
-        already stamped it (SDK mode stamps both here)."""
+        already stamped it (SDK mode stamps both here); the server's own request id from its
+        headers (a failure keeps it too)."""
         self.status = status
         rec = self.record
         if rec.ttfb_ns is None:
             rec.ttfb_ns = now - rec.t0_ns
         rec.http_status = status
+        side = self.side
+        if headers is not None and side is not None:
+            self.headers = headers
+            if side.id_headers:
+                rec.server_request_id = side.request_id(headers, rec.request_id)
 
     def handle(self, events: Iterable[Event], now: int) -> None:
         rec = self.record
         for ev in events:
             cls = ev.__class__
             if cls is Content:
-                rec.token_chunk(now, self.last_ns, 0 if ev.reasoning else len(ev.text))  # type: ignore[union-attr]
+                reasoning = ev.reasoning  # type: ignore[union-attr]
+                rec.token_chunk(now, self.last_ns, 0 if reasoning else len(ev.text), reasoning)  # type: ignore[union-attr]
                 self.last_ns = now
                 if ev.tool:  # type: ignore[union-attr]
                     rec.tool_call = True
-                if rec.reply is not None and not ev.reasoning:  # type: ignore[union-attr]
+                if rec.reply is not None and not reasoning:
                     rec.reply.append(ev.text)  # type: ignore[union-attr]  # a session's next turn, a JSON check
+                if rec.chunks == self.cancel_chunks:
+                    raise Cancelled(f"the client cancelled the request after {rec.chunks} token chunks")
             elif cls is Usage:
                 rec.usage(ev.input_tokens, ev.output_tokens, ev.reasoning_tokens, ev.server)  # type: ignore[union-attr]
             elif cls is Finish:
@@ -91,19 +108,30 @@ class RequestState:
     def server_error(self, ev: ServerError) -> ServerStreamError:
         """An error payload inside a 200 stream: ``server_overloaded`` when its kind says
         overloaded or its code is one of the backend's overload statuses, else ``server_error``."""
+        self._take_id()
         kind = (ev.kind or "").lower()
         cls = ServerOverloaded if "overload" in kind or ev.status in self.overload else ServerStreamError
         return cls(ev.message, code=ev.status if ev.status is not None else ev.kind)
+
+    def _take_id(self) -> None:
+        """The stream's own id (the parser's ``response_id``) where the headers gave none."""
+        rec = self.record
+        if rec.server_request_id is None:
+            rec.server_request_id = getattr(self.parser, "response_id", None)
 
     def finish(self, now: int) -> None:
         """The body ended cleanly: judge the end signal, settle token counts."""
         rec = self.record
         rec.e2e_ns = now - rec.t0_ns
+        self._take_id()
         if not self.parser.frames:
             raise EmptyResponse(f"HTTP {self.status or 200} and headers, then the body ended without any event")
         if not self.parser.complete:
             raise StreamTruncated("stream ended without the protocol's terminator")
         rec.settle_tokens()
+        side = self.side
+        if side is not None and side.timings is not None:
+            rec.server_timings = side.timings(rec.server, self.headers)
 
 
 def mark_failed(rec: RequestRecord, exc: LLMRequestError, now: int) -> None:
@@ -127,6 +155,16 @@ def mark_interrupted(rec: RequestRecord, now: int) -> None:
     rec.status = "interrupted"
     rec.error_category = "interrupted"
     rec.error_message = "the run stopped while the request was in flight"
+    _cut(rec, now)
+
+
+def mark_cancelled(rec: RequestRecord, exc: LLMRequestError, now: int) -> None:
+    """The client abandoned the request on purpose (``--llm-cancel-after``): kept, as
+    ``cancelled``, with what was measured until then (TTFB, TTFT, ITL, chunks), out of the
+    success and failure statistics; e2e is the time from t0 to the cancel."""
+    rec.status = "cancelled"
+    rec.error_category = "cancelled"
+    rec.error_message = exc.message
     _cut(rec, now)
 
 

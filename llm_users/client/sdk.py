@@ -32,9 +32,11 @@ import orjson
 from gevent import Timeout, getcurrent
 
 from llm_users.client import keepalive
+from llm_users.client.cancel import CancelPlan
 from llm_users.client.failures import from_sdk_exception
 from llm_users.client.request_state import RequestState
-from llm_users.errors import ConfigError, LLMRequestError, TotalTimeout
+from llm_users.client.stream import cancel_timeout
+from llm_users.errors import Cancelled, ConfigError, LLMRequestError, TotalTimeout
 from llm_users.metrics import RequestRecord
 from llm_users.protocols.backend import SDKSetup, all_backends
 
@@ -131,6 +133,7 @@ class SDKSession:
         self._last_stream: Any = None  # the network stream the last response came on (httpcore's)
         self._reuse_candidate: Any = None
         self._response_stream: dict[Any, Any] = {}  # by greenlet, as ``streaming``
+        self._responses: dict[Any, Any] = {}  # the httpx response each greenlet streams (closed on a cancel)
         self._last_end_ns = 0
 
     def _before_send(self) -> None:
@@ -167,7 +170,12 @@ class SDKSession:
         now = perf_counter_ns()
         state = self.streaming.get(getcurrent())
         if state is not None:
-            state.response(response.status_code, now)
+            side = state.side
+            headers = response.headers
+            kept = {n.encode(): v.encode("latin-1") for n in side.wanted if (v := headers.get(n)) is not None} \
+                if side is not None else None
+            state.response(response.status_code, now, kept)
+            self._responses[getcurrent()] = response
             stream = response.extensions.get("network_stream")
             if stream is not None and stream is self._reuse_candidate:  # a connection carried another request
                 keepalive.learn(self._server, closes=False, label=self._label)
@@ -176,22 +184,32 @@ class SDKSession:
         # bytes flow from here on: the longest gap between reads is the read limit
         response.request.extensions["timeout"]["read"] = self.timeouts.read
 
-    def stream(self, spec: Any, rec: RequestRecord, overload_statuses: frozenset[int]) -> RequestRecord:
-        """One request through the SDK; fills ``rec`` or raises the error tree."""
+    def stream(self, spec: Any, rec: RequestRecord, overload_statuses: frozenset[int],
+               cancel: CancelPlan | None = None) -> RequestRecord:
+        """One request through the SDK; fills ``rec`` or raises the error tree. ``cancel``:
+        abandon it at that point (raises :class:`Cancelled`; the SDK's stream is closed, so
+        its connection is closed, not returned to the pool)."""
+
         self._before_send()
         # the connection this request may reuse; the last stream is set again when it ends well
         self._reuse_candidate, self._last_stream = self._last_stream, None
         req = self.route.build(spec)
         body = orjson.loads(req.body)
-        state = RequestState(rec, self.route.parser(), overload_statuses)
+        state = RequestState(rec, self.route.parser(), overload_statuses, cancel.after_tokens or 0 if cancel else 0,
+                             self.route.server_side)
         parser = state.parser
         me = getcurrent()
         self.streaming[me] = state
+        cancel_timer = cancel_timeout(cancel)
+        chunks: Any = None
         total = Timeout(self.timeouts.total)
         total.start()
         try:
             state.start()
-            for obj, name in self.binding.stream(self.client, spec, body):
+            if cancel_timer is not None:
+                cancel_timer.start()
+            chunks = self.binding.stream(self.client, spec, body)
+            for obj, name in chunks:
                 now = perf_counter_ns()
                 state.handle(parser.payload(obj, name), now)
             state.finish(perf_counter_ns())
@@ -200,20 +218,54 @@ class SDKSession:
             if t is not total:
                 raise
             raise TotalTimeout(f"request exceeded the total limit of {self.timeouts.total:g}s") from None
+        except Cancelled:
+            self._abandon(me)
+            raise
         except LLMRequestError:
             raise
         except Exception as e:  # whatever the SDK raises: the category raw mode gives that fault
+            cancelled = _cancel_in(e)
+            if cancelled is not None:  # the cancel timer fired inside the SDK, which wrapped it
+                self._abandon(me)
+                raise cancelled from None
             raise from_sdk_exception(e, state) from e
         finally:
             total.close()
+            if cancel_timer is not None:
+                cancel_timer.close()
+            if chunks is not None and getattr(chunks, "close", None) is not None:
+                chunks.close()  # a stream left early (cancelled, failed): the SDK closes its response
             del self.streaming[me]
             self._response_stream.pop(me, None)
+            self._responses.pop(me, None)
         return rec
 
+    def _abandon(self, me: Any) -> None:
+        """A cancelled request: close its response now, so its connection closes (the server
+        sees the client leave) instead of waiting in the SDK's stream object for the garbage
+        collector (the openai SDK's stream refers to itself through its generator)."""
+        response = self._responses.get(me)
+        if response is not None:
+            try:
+                response.close()
+            except Exception:  # noqa: BLE001 - closing is all that is left to do
+                pass
 
-def sdk_stream(user: Any, spec: Any, rec: RequestRecord) -> RequestRecord:
+
+def _cancel_in(exc: BaseException | None) -> Cancelled | None:
+    """The :class:`Cancelled` an SDK exception wraps (as its cause or context), if any."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, Cancelled):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
+def sdk_stream(user: Any, spec: Any, rec: RequestRecord, cancel: CancelPlan | None = None) -> RequestRecord:
     """Run one request (its ``spec`` built by the user) through the user's SDK session (made
     in ``on_start``, or here on first use)."""
     if user._sdk is None:
         user._sdk = SDKSession(user)
-    return user._sdk.stream(spec, rec, user.descriptor.overload_statuses)
+    return user._sdk.stream(spec, rec, user.descriptor.overload_statuses, cancel)

@@ -41,9 +41,11 @@ import orjson
 from gevent import Timeout
 
 from llm_users.client import keepalive
+from llm_users.client.cancel import CancelPlan
 from llm_users.client.connection import Connection, ReadDeadline
 from llm_users.client.request_state import DEFAULT_OVERLOAD, RequestState
 from llm_users.errors import (
+    Cancelled,
     ConnectError,
     ConnectionResetError_,
     ConnectTimeout,
@@ -57,6 +59,7 @@ from llm_users.errors import (
 )
 from llm_users.metrics import RequestRecord
 from llm_users.protocols.base import HTTPRequest, StreamParser, error_message
+from llm_users.protocols.server_side import ServerSide
 from llm_users.settings import Timeouts  # the time limits are part of the configuration
 
 perf_counter_ns = time.perf_counter_ns
@@ -98,7 +101,7 @@ class _Exchange:
     def on_headers_complete(self) -> None:
         status = self.http.get_status_code()
         self.failed = status >= 300
-        self.state.response(status, self.now)
+        self.state.response(status, self.now, self.headers)
 
     def on_body(self, body: bytes) -> None:
         if self.failed:
@@ -213,25 +216,34 @@ class StreamClient:
             raise ProtocolError(f"{req.method} {req.path} did not return JSON") from None
 
     def stream(self, req: HTTPRequest, parser: StreamParser, record: RequestRecord,
-               overload_statuses: frozenset[int] = DEFAULT_OVERLOAD) -> RequestRecord:
+               overload_statuses: frozenset[int] = DEFAULT_OVERLOAD, cancel: CancelPlan | None = None,
+               side: ServerSide | None = None) -> RequestRecord:
         """Send ``req``, feed the response body to ``parser``, fill ``record``.
 
         Returns the record on success; raises an :class:`LLMRequestError` (with the record
         filled as far as the request got) on failure. A greenlet kill (Locust stopping a user)
-        propagates untouched and leaves no half-open connection behind.
+        propagates untouched and leaves no half-open connection behind. ``cancel``: abandon
+        the request at that point (:mod:`.cancel`): raises :class:`Cancelled` with the
+        connection closed, never reused.
         """
-        state = RequestState(record, parser, overload_statuses)
+        state = RequestState(record, parser, overload_statuses, cancel.after_tokens or 0 if cancel else 0, side)
+        cancel_timer = cancel_timeout(cancel)
         total = Timeout(self.timeouts.total)
         total.start()
         try:
-            return self._stream_once(req, state, total)
+            return self._stream_once(req, state, total, cancel_timer)
         except Timeout as t:
             if t is total:
                 self.close()
                 raise TotalTimeout(f"request exceeded the total limit of {self.timeouts.total:g}s") from None
             raise
+        except Cancelled:
+            self.close()  # abandoned: the server sees the connection close
+            raise
         finally:
             total.close()
+            if cancel_timer is not None:
+                cancel_timer.close()
 
     def _ready_connection(self, record: RequestRecord) -> Connection:
         """The keep-alive connection if it is still good, else a new one. Checked before
@@ -256,14 +268,15 @@ class StreamClient:
             record.connect_ns = self._connect_ns
         return conn
 
-    def _stream_once(self, req: HTTPRequest, state: RequestState, total: Timeout) -> RequestRecord:
+    def _stream_once(self, req: HTTPRequest, state: RequestState, total: Timeout,
+                     cancel_timer: Timeout | None = None) -> RequestRecord:
         record = state.record
         conn = self._ready_connection(record)
         data = self._request_bytes(req)
         ex = _Exchange(state)
         http = ex.http = httptools.HttpResponseParser(ex)
         try:
-            return self._exchange(conn, data, state, ex, http, total)
+            return self._exchange(conn, data, state, ex, http, total, cancel_timer)
         finally:
             # the parser holds the exchange's bound callbacks and the exchange the parser: a
             # reference cycle per request, left for the garbage collector (and its gen1
@@ -271,9 +284,11 @@ class StreamClient:
             ex.http = None
 
     def _exchange(self, conn: Connection, data: bytes, state: RequestState, ex: _Exchange, http: Any,
-                  total: Timeout) -> RequestRecord:
+                  total: Timeout, cancel_timer: Timeout | None = None) -> RequestRecord:
         record = state.record
         state.start()
+        if cancel_timer is not None:  # --llm-cancel-after DURATION: from t0
+            cancel_timer.start()
         first_byte = Timeout(self.timeouts.first_byte)  # a fresh one per request (see recv_into)
         try:
             conn.send_all(data)
@@ -405,6 +420,15 @@ def _status_error(ex: _Exchange) -> HTTPStatusError:
     retry = ex.headers.get(b"retry-after")
     msg = f"HTTP {status}" + (f": {message}" if message else "")
     return HTTPStatusError(msg, status=status, retry_after=retry.decode("latin-1") if retry else None)
+
+
+def cancel_timeout(plan: CancelPlan | None) -> Timeout | None:
+    """``--llm-cancel-after DURATION``: a timer (not started) that raises :class:`Cancelled` in
+    the request's greenlet wherever it waits; None when the plan counts tokens or is off."""
+    if plan is None or plan.after_ns is None:
+        return None
+    return Timeout(plan.after_ns / 1e9, Cancelled(f"the client cancelled the request {plan.after_ns / 1e6:g} ms "
+                                                  "after it was sent"))
 
 
 def new_request_id() -> str:

@@ -160,7 +160,7 @@ class Ended:
 def nothing_measured(overall: dict[str, Any], ended: Ended, warmup: dict[str, Any], max_tokens: int | None,
                      run_s: float | None) -> str | None:
     """The line for a test with no successful request in its measured window (None otherwise)."""
-    if overall.get("successes"):
+    if overall.get("successes") or overall.get("cancelled"):  # cancelled on purpose: what was asked
         return None
     failures = overall.get("failures") or 0
     if failures:
@@ -195,7 +195,7 @@ def _attach_merging(environment: Any, run: MergingRun) -> None:
     def observe(rec: RequestRecord) -> None:
         ended.add(rec)
         watch = state["watch"]
-        if watch is not None and rec.status != "interrupted":
+        if watch is not None and rec.status not in ("interrupted", "cancelled"):
             watch.record(rec.ok, rec.error_category, time.monotonic())
 
     run.collector.observers.append(observe)

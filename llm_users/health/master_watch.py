@@ -3,10 +3,13 @@
 Locust's own worker waits 60 s without a master heartbeat (``MASTER_HEARTBEAT_TIMEOUT``) before
 it quits, and then exits 0; its users keep sending meanwhile, and whatever it had not shipped
 is lost without a word. :class:`MasterWatch` runs on every worker: once no heartbeat from the
-master has arrived for :data:`MASTER_SILENCE_S` and a TCP connection to the master's port fails
-(refused, or no answer within :data:`PROBE_TIMEOUT_S`), the master is lost. A master that is
-only slow (its loop busy writing a large report) still accepts connections and is waited for,
-up to Locust's own 60 s. The worker then stops its users, writes the records the master has not
+master has arrived for :data:`MASTER_SILENCE_S` and a TCP connection to the master's port is
+refused (its host is up, its process is not), the master is lost. A connection that gets no
+answer within :data:`PROBE_TIMEOUT_S` (a partition, or a master host that is gone) is waited
+out for :data:`NO_ANSWER_SILENCE_S`: a short partition heals, Locust's master re-admits the
+worker it had marked missing, and the records queued meanwhile arrive. A master that is only
+slow (its loop busy writing a large report) still accepts connections and is waited for, up to
+Locust's own 60 s. The worker then stops its users, writes the records the master has not
 confirmed to :func:`unshipped_path` and exits 1 (``run.WorkerRun.on_master_lost``;
 docs/decisions/distribution.md, "The master dies").
 
@@ -25,27 +28,38 @@ from typing import Any
 import gevent
 import orjson
 
-MASTER_SILENCE_S = 5.0
+MASTER_SILENCE_S = 5.0  # no heartbeat this long, and the master's port refuses: lost
+NO_ANSWER_SILENCE_S = 30.0  # no heartbeat this long, and the master's port does not answer: lost
 PROBE_TIMEOUT_S = 1.0
 CHECK_EVERY_S = 0.5
 
 
 def master_answers(host: str, port: int, timeout: float = PROBE_TIMEOUT_S) -> bool:
     """Whether a TCP connection to the master's port opens (its process is alive)."""
+    return probe_master(host, port, timeout) == "answers"
+
+
+def probe_master(host: str, port: int, timeout: float = PROBE_TIMEOUT_S) -> str:
+    """``answers`` (the port accepts), ``refused`` (the host says no one listens) or ``silent``
+    (no answer in ``timeout``: a partition, or no such host any more)."""
     try:
         with socket.create_connection((host, port), timeout=timeout):
-            return True
+            return "answers"
+    except ConnectionRefusedError:
+        return "refused"
     except OSError:
-        return False
+        return "silent"
 
 
 class MasterWatch:
     """Calls ``on_lost(reason)`` once, when the master has gone silent and does not answer."""
 
-    def __init__(self, runner: Any, on_lost: Callable[[str], None], silence_s: float = MASTER_SILENCE_S) -> None:
+    def __init__(self, runner: Any, on_lost: Callable[[str], None], silence_s: float = MASTER_SILENCE_S,
+                 no_answer_s: float = NO_ANSWER_SILENCE_S) -> None:
         self.runner = runner
         self.on_lost = on_lost
         self.silence_s = silence_s
+        self.no_answer_s = no_answer_s
         self.greenlet = gevent.spawn(self._loop)
 
     def silent_for(self, now: float) -> float:
@@ -60,9 +74,13 @@ class MasterWatch:
             if silent < self.silence_s:
                 continue
             host, port = self.runner.master_host, self.runner.master_port
-            if master_answers(host, port):
+            state = probe_master(host, port)
+            if state == "answers":
                 continue  # alive, only slow: Locust's own heartbeat timeout is the last word
-            self.on_lost(f"no heartbeat from the master for {silent:.0f} s and {host}:{port} does not answer")
+            if state == "silent" and silent < self.no_answer_s:
+                continue  # a partition may heal: wait it out, longer
+            why = "refuses connections" if state == "refused" else "does not answer"
+            self.on_lost(f"no heartbeat from the master for {silent:.0f} s and {host}:{port} {why}")
             return
 
     def stop(self) -> None:

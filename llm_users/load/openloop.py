@@ -30,6 +30,7 @@ from typing import Any
 import gevent
 from gevent.event import Event
 from gevent.pool import Group
+from gevent.queue import Queue
 
 from llm_users.load.arrivals import ArrivalLaw, parse_arrival
 from llm_users.load.plans import parse_cap, parse_rate  # noqa: F401 - parsed in plans.py (light)
@@ -40,6 +41,8 @@ log = logging.getLogger(__name__)
 RATE_MESSAGE = "llm_rate"
 RATE_REQUEST = "llm_rate_request"  # worker -> master: "my test started and I have no share"
 MAX_ORIGIN_SKEW_S = 5.0
+REPLAY_LEAD_S = 0.5  # trace replay: the schedule starts this long after the share, the first prompts built
+REPLAY_AHEAD = 256  # trace replay: rows whose prompts are built ahead of their due times
 
 
 def draw_item(user: Any) -> Any:
@@ -194,19 +197,37 @@ class Scheduler:
                 due += int(self.law.gap_s(self.rate, self._rng) * 1e9)
 
     def _replay(self) -> None:
-        """Trace replay: this worker's share of the trace's rows, each at its own offset."""
+        """Trace replay: this worker's share of the trace's rows, each at its own offset. The
+        schedule starts REPLAY_LEAD_S after the share's origin (on every worker alike); a
+        builder greenlet makes the prompts ahead of their due times (up to REPLAY_AHEAD
+        rows), starting in that lead, so rows due at once (a BurstGPT second) are sent back to
+        back instead of each waiting for the next one's prompt to be fitted."""
         if hasattr(self.source, "prepare_for"):
             self.source.prepare_for(self._templates[0])  # prompts of the rows' exact input lengths
         while self.rate <= 0:  # wait for the first share (it says which rows are ours)
             self._wake.clear()
             self._wake.wait()
-        origin = self._origin_ns()
-        for offset_s, item in self.source.rows(self.index, self.n):
-            due = origin + int(offset_s * 1e9)
-            now = perf_counter_ns()
-            if due > now:
-                gevent.sleep((due - now) / 1e9)
-            self._requests.spawn(self._fire, due, item)
+        origin = self._origin_ns() + int(REPLAY_LEAD_S * 1e9)
+        ahead: Queue = Queue(maxsize=REPLAY_AHEAD)
+        builder = gevent.spawn(self._build_ahead, ahead)
+        try:
+            while (got := ahead.get()) is not None:
+                offset_s, item = got
+                due = origin + int(offset_s * 1e9)
+                now = perf_counter_ns()
+                if due > now:
+                    gevent.sleep((due - now) / 1e9)
+                self._requests.spawn(self._fire, due, item)
+        finally:
+            builder.kill(block=False)
+
+    def _build_ahead(self, ahead: Queue) -> None:
+        try:
+            for row in self.source.rows(self.index, self.n):
+                ahead.put(row)
+        except Exception:  # a row that cannot be built ends the replay with a line, not a hang
+            log.exception("locust-llm: trace replay stopped: a request could not be built")
+        ahead.put(None)
 
     def _origin_ns(self) -> int:
         """Where this share's schedule starts, on this process's perf_counter: the master's

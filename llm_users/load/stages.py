@@ -163,7 +163,7 @@ def stage_summary(st: StageRecord, now: float | None = None, measured: float | N
     out.update({"requests": s["requests"], "excluded": excluded, "excluded_settle": st.excluded_settle,
                 "excluded_tail": st.excluded_tail, "excluded_warmup": s["excluded_warmup"],
                 "excluded_cooldown": s["excluded_cooldown"]})
-    for k in ("successes", "failures", "failures_by_category", "ttft", "ttfb", "itl", "tpot", "e2e",
+    for k in ("successes", "failures", "failures_by_category", "ttft", "ttfo", "ttst", "ttfb", "itl", "tpot", "e2e",
               "input_tokens", "output_tokens", "output_tokens_per_s", "requests_per_s", "slo"):
         if k in s:
             out[k] = s[k]

@@ -69,9 +69,10 @@ def prompt_text(row: TraceRow, index: int) -> str:
 class TraceSource:
     """The rows a worker sends, as workload items (messages, max output tokens)."""
 
-    def __init__(self, rows: list[TraceRow], speedup: float = 1.0) -> None:
+    def __init__(self, rows: list[TraceRow], speedup: float = 1.0, tokenizer: str | None = None) -> None:
         self._rows = rows
         self.speedup = speedup
+        self.tokenizer = tokenizer  # --llm-tokenizer: a local tokenizer.json counts the prompts
         self.fitter = Fitter()
         self._blocks: OrderedDict[int, tuple[str, int]] = OrderedDict()  # id -> (text, words), LRU
         self.prepared = False
@@ -82,15 +83,20 @@ class TraceSource:
     def prepare(self, probe: Probe) -> None:
         """Measure the server once (tokenizer and template overhead, or calibration)."""
         if not self.prepared:
-            self.fitter.prepare(probe, random.Random("trace:calibration"))
+            local = None
+            if self.tokenizer:
+                from llm_users.workload.local_tokenizer import LocalTokenizer
+
+                local = LocalTokenizer(self.tokenizer)
+            self.fitter.prepare(probe, random.Random("trace:calibration"), local)
             self.prepared = True
 
     # prompts ------------------------------------------------------------------------------------
     def _count(self, text: str) -> int:
         f = self.fitter
-        if f.method == "tokenizer" and f.count is not None:
+        if f.method in ("tokenizer", "local_tokenizer") and f.count is not None:
             n = f.count(text)
-            f.tokenize_calls += 1
+            f.tokenize_calls += f.method == "tokenizer"
             if n is not None:
                 return n
         if f.method == "calibration":
@@ -126,7 +132,10 @@ class TraceSource:
             seen.add(n)
             step = (want - got) if abs(want - got) <= 2 else round((want - got) / tpw)
             n = max(1, min(len(pool), n + (step or (1 if want > got else -1))))
-        return " ".join(head + pool[:best[1] if best else n])
+        n = best[1] if best else n
+        if best and best[0] and self.fitter.method == "local_tokenizer":  # counting is cheap: land on it
+            return self.fitter.finish_local(" ".join(head) + " " if head else "", pool[:n], want, random.Random(want))
+        return " ".join(head + pool[:n])
 
     def content(self, row: TraceRow, index: int) -> str:
         """The prompt's content: the prompt, as sent, counts ``row.input_tokens`` tokens."""

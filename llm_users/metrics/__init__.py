@@ -26,9 +26,9 @@ from llm_users.metrics.distribution import (
     bucket_floor_us,
     new_histogram,
 )
-from llm_users.metrics.record import LATENCY_METRICS, RequestRecord
+from llm_users.metrics.record import FIRST_TOKEN_METRICS, LATENCY_METRICS, RequestRecord
 from llm_users.metrics.stats import Stats, StatsByName
 
-__all__ = ["LATENCY_METRICS", "PERCENTILES", "SAMPLING_HINTS", "SLO_METRICS", "TOKEN_REASONS", "BucketCounts",
+__all__ = ["FIRST_TOKEN_METRICS", "LATENCY_METRICS", "PERCENTILES", "SAMPLING_HINTS", "SLO_METRICS", "TOKEN_REASONS", "BucketCounts",
            "Distribution", "RequestRecord", "Stats", "StatsByName", "acyclic", "bucket_counts", "bucket_floor_us",
            "check_usage", "new_histogram", "prompt_tokens_guess", "sampling_issues", "slo_results"]

@@ -48,7 +48,7 @@ class OutageTracker:
         self._index: dict[str, int] = {"ok": _OK}
 
     def add(self, rec: RequestRecord) -> None:
-        if rec.status == "interrupted":
+        if rec.status in ("interrupted", "cancelled"):  # neither a success nor a failure
             return
         end = rec.start_time + (rec.e2e_ns or 0) / 1e9
         if rec.ok:

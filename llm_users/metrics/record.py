@@ -7,6 +7,9 @@ from typing import Any
 
 #: Latency metrics kept as histograms, in the order reports show them.
 LATENCY_METRICS = ("ttft", "ttfb", "itl", "tpot", "e2e")
+#: Reasoning-aware first-token metrics (kept apart from LATENCY_METRICS so summary.csv's columns stay as
+#: they were): TTFO, the first *answer* chunk (reasoning excluded), and TTST, the second chunk of any kind.
+FIRST_TOKEN_METRICS = ("ttfo", "ttst")
 
 
 @dataclass(slots=True)
@@ -22,6 +25,8 @@ class RequestRecord:
     connect_ns: int | None = None  # TCP/TLS connect time when this request opened a connection
     ttfb_ns: int | None = None
     ttft_ns: int | None = None
+    ttfo_ns: int | None = None  # time to first output (answer) chunk: reasoning excluded; == ttft without reasoning
+    ttst_ns: int | None = None  # time to second token-bearing chunk, reasoning or answer
     e2e_ns: int | None = None
     itl_ns: list[int] = field(default_factory=list)
     chunks: int = 0  # token-bearing chunks received
@@ -29,11 +34,13 @@ class RequestRecord:
     input_tokens: int | None = None
     output_tokens: int | None = None
     reasoning_tokens: int | None = None
+    reasoning_chunks: int = 0  # token-bearing chunks that were reasoning (thinking) text
+    reasoning_tokens_source: str = "none"  # "usage" (server count) | "estimated" (reasoning chunks) | "none"
     tokens_source: str = "none"  # "usage" (server count) | "estimated" (chunk count) | "none"
     tokens_reason: str | None = None  # why estimated: "no_usage" | "usage_implausible" (see check_usage)
     input_tokens_source: str = "none"  # "usage" | "estimated" (the server said 0 for a prompt) | "none"
     finish_reason: str | None = None
-    status: str = "ok"  # "ok" | "error" | "interrupted" (in flight when the run stopped)
+    status: str = "ok"  # "ok" | "error" | "interrupted" (in flight when the run stopped) | "cancelled" (--llm-cancel-after)
     error_category: str | None = None
     error_message: str | None = None
     http_status: int | None = None  # the status line the server sent (200 for in-stream failures)
@@ -44,6 +51,10 @@ class RequestRecord:
     sampling_issues: list[str] | None = None  # what the server did not honour (see sampling_issues())
     response_bytes: int = 0
     server: dict[str, Any] | None = None  # server-side figures (Ollama durations, vLLM metrics)
+    # the server's own timings (protocols/server_side.py): queue_ns, prefill_ns, decode_ns,
+    # server_total_ns (None where it says nothing) and source; None when the server gives none
+    server_timings: dict[str, Any] | None = None
+    server_request_id: str | None = None  # the server's own id for this request (join key with its logs)
     worker: str | None = None
     user: int | None = None
     warmup: bool = False  # excluded from statistics: warm-up (kept in requests.jsonl)
@@ -74,15 +85,30 @@ class RequestRecord:
             return None
         return (self.e2e_ns - self.ttft_ns) / (self.output_tokens - 1)
 
-    def token_chunk(self, now_ns: int, prev_ns: int, chars: int) -> None:
+    @property
+    def answer_tokens(self) -> int | None:
+        """Output tokens that were the answer: output minus reasoning (both counted as
+        ``tokens_source`` and ``reasoning_tokens_source`` say)."""
+        if self.output_tokens is None:
+            return None
+        return max(self.output_tokens - (self.reasoning_tokens or 0), 0)
+
+    def token_chunk(self, now_ns: int, prev_ns: int, chars: int, reasoning: bool = False) -> None:
         """A token-bearing chunk arrived at ``now_ns``; ``prev_ns`` is when the previous one did.
-        The first sets TTFT, every later one adds an ITL gap. ``chars``: output text length
-        (0 for reasoning text)."""
-        if self.ttft_ns is None:
+        The first sets TTFT, the second TTST, every later one adds an ITL gap; the first that is
+        not ``reasoning`` sets TTFO. ``chars``: output text length (0 for reasoning text)."""
+        chunks = self.chunks
+        if not chunks:
             self.ttft_ns = now_ns - self.t0_ns
         else:
             self.itl_ns.append(now_ns - prev_ns)
-        self.chunks += 1
+            if chunks == 1:
+                self.ttst_ns = now_ns - self.t0_ns
+        if reasoning:
+            self.reasoning_chunks += 1
+        elif self.ttfo_ns is None:
+            self.ttfo_ns = now_ns - self.t0_ns
+        self.chunks = chunks + 1
         self.output_chars += chars
 
     def usage(self, input_tokens: int | None, output_tokens: int | None,
@@ -96,6 +122,7 @@ class RequestRecord:
             self.tokens_source = "usage"
         if reasoning_tokens is not None:
             self.reasoning_tokens = reasoning_tokens
+            self.reasoning_tokens_source = "usage"
         if server:
             self.server = server
 
@@ -105,6 +132,9 @@ class RequestRecord:
             self.output_tokens = self.chunks
             self.tokens_source = "estimated"
             self.tokens_reason = "no_usage"
+        if self.reasoning_chunks and not self.reasoning_tokens:  # no count, or 0 for streamed reasoning
+            self.reasoning_tokens = self.reasoning_chunks  # one token a reasoning chunk: a lower bound
+            self.reasoning_tokens_source = "estimated"
 
     @property
     def end_time(self) -> float:
@@ -115,6 +145,7 @@ class RequestRecord:
         ITL list, which showed up in the client's profile)."""
         d = {name: getattr(self, name) for name in _RECORD_ORDER}
         d["tpot_ns"] = self.tpot_ns
+        d["answer_tokens"] = self.answer_tokens
         return d
 
     @classmethod

@@ -7,7 +7,8 @@ from typing import Any
 
 from llm_users.metrics.checks import SAMPLING_HINTS, TOKEN_REASONS, slo_results
 from llm_users.metrics.distribution import BucketCounts, Distribution, bucket_counts
-from llm_users.metrics.record import LATENCY_METRICS, RequestRecord
+from llm_users.metrics.reasoning import ReasoningStats
+from llm_users.metrics.record import FIRST_TOKEN_METRICS, LATENCY_METRICS, RequestRecord
 from llm_users.metrics.tokens import TokenCounts
 
 
@@ -23,7 +24,8 @@ class Stats:
         self.good = 0
         self.slo_met: Counter[str] = Counter()
         self.excluded_cooldown = 0
-        self.dists = {m: Distribution() for m in LATENCY_METRICS}
+        self.dists = {m: Distribution() for m in (*LATENCY_METRICS, *FIRST_TOKEN_METRICS)}
+        self.reasoning = ReasoningStats()
         self.requests = 0
         self.failures = 0
         self.failures_by_category: Counter[str] = Counter()
@@ -34,6 +36,7 @@ class Stats:
         self.token_reasons: Counter[str] = Counter()  # records with an estimated count, by reason
         self.excluded = 0
         self.interrupted = 0
+        self.cancelled = 0  # --llm-cancel-after: abandoned on purpose, counted, out of the statistics
         self.stale_reconnects = 0
         self.sampling: Counter[str] = Counter()
         self.first_start: float | None = None
@@ -47,6 +50,9 @@ class Stats:
             self.stale_reconnects += 1
         if rec.status == "interrupted":  # cut by the stop: counted, never a success or failure
             self.interrupted += 1
+            return
+        if rec.status == "cancelled":  # abandoned by the client on purpose: counted, never a success or failure
+            self.cancelled += 1
             return
         if rec.warmup:
             self.excluded += 1
@@ -72,6 +78,10 @@ class Stats:
             d["ttfb"].add(rec.ttfb_ns)
         if rec.ttft_ns is not None:
             d["ttft"].add(rec.ttft_ns)
+        if rec.ttfo_ns is not None:
+            d["ttfo"].add(rec.ttfo_ns)
+        if rec.ttst_ns is not None:
+            d["ttst"].add(rec.ttst_ns)
         if itl is None and rec.itl_ns:
             itl = bucket_counts(rec.itl_ns)
         if itl is not None:
@@ -85,6 +95,7 @@ class Stats:
         self.output_tokens += rec.output_tokens or 0
         self.input_per_request.add(rec.input_tokens or 0)
         self.output_per_request.add(rec.output_tokens or 0)
+        self.reasoning.add(rec)
         if rec.sampling_issues:
             self.sampling.update(rec.sampling_issues)
         if rec.tool_call:
@@ -122,6 +133,7 @@ class Stats:
             "excluded_warmup": self.excluded,
             "excluded_cooldown": self.excluded_cooldown,
             "interrupted": self.interrupted,
+            "cancelled": self.cancelled,
             "stale_reconnects": self.stale_reconnects,
             "sampling_issues": {k: {"requests": n, "hint": SAMPLING_HINTS.get(k, "")}
                                 for k, n in sorted(self.sampling.items())},
@@ -130,6 +142,7 @@ class Stats:
             out[m] = dist.summary_ms()
         out["input_tokens"] = self.input_tokens
         out["output_tokens"] = self.output_tokens
+        out["reasoning"] = self.reasoning.summary(self.output_tokens)
         out["estimated_token_requests"] = self.estimated_token_requests
         out["estimated_token_reasons"] = {k: {"requests": n, "hint": TOKEN_REASONS.get(k, "")}
                                           for k, n in sorted(self.token_reasons.items())}
@@ -169,10 +182,12 @@ class Stats:
             "excluded": self.excluded,
             "excluded_cooldown": self.excluded_cooldown,
             "interrupted": self.interrupted,
+            "cancelled": self.cancelled,
             "stale_reconnects": self.stale_reconnects,
             "sampling": dict(self.sampling),
             "good": self.good,
             "slo_met": dict(self.slo_met),
+            "reasoning": self.reasoning.to_wire(),
             "first_start": self.first_start,
             "last_end": self.last_end,
             "tool_calls": self.tool_calls,
@@ -193,10 +208,12 @@ class Stats:
         self.excluded += w["excluded"]
         self.excluded_cooldown += w["excluded_cooldown"]
         self.interrupted += w.get("interrupted", 0)
+        self.cancelled += w.get("cancelled", 0)
         self.stale_reconnects += w.get("stale_reconnects", 0)
         self.sampling.update(w.get("sampling", {}))
         self.good += w["good"]
         self.slo_met.update(w["slo_met"])
+        self.reasoning.merge_wire(w.get("reasoning"))
         self._window(w["first_start"], w["last_end"])
         self.tool_calls += w.get("tool_calls", 0)
         self.structured.update(w.get("structured", {}))
@@ -230,7 +247,7 @@ class StatsByName:
     @property
     def empty(self) -> bool:
         t = self.total
-        return not (t.requests or t.excluded or t.excluded_cooldown or t.interrupted)
+        return not (t.requests or t.excluded or t.excluded_cooldown or t.interrupted or t.cancelled)
 
     def merge_wire(self, w: dict[str, Any]) -> None:
         self.total.merge_wire(w["total"])

@@ -15,8 +15,11 @@ from typing import Any
 
 import orjson
 
+from llm_users.outputs.reasoning_view import reasoned
+
 #: Latency metrics with per-request values in requests.jsonl (ms), for the bootstrap.
-RECORD_METRICS = {"ttft": "ttft_ns", "ttfb": "ttfb_ns", "tpot": "tpot_ns", "e2e": "e2e_ns"}
+RECORD_METRICS = {"ttft": "ttft_ns", "ttfb": "ttfb_ns", "tpot": "tpot_ns", "e2e": "e2e_ns", "ttfo": "ttfo_ns",
+                  "ttst": "ttst_ns"}
 LATENCY_STATS = ("p50", "p90", "p99", "mean")
 #: metric -> True when higher is better
 DIRECTION = {"output_tokens_per_s": True, "requests_per_s": True, "goodput_rps": True}
@@ -71,11 +74,14 @@ def headline(summary: dict[str, Any]) -> dict[str, float | None]:
     """The flat metric table: ``ttft.p50`` (ms), ``output_tokens_per_s``, ``failures``, ..."""
     ov = summary.get("overall") or {}
     out: dict[str, float | None] = {}
-    for m in ("ttft", "ttfb", "itl", "tpot", "e2e"):
+    for m in ("ttft", "ttfo", "ttst", "ttfb", "itl", "tpot", "e2e"):  # ttfo/ttst: absent from older summaries
         for k in LATENCY_STATS:
             out[f"{m}.{k}"] = (ov.get(m) or {}).get(k)
     for k in ("requests", "failures", "output_tokens_per_s", "requests_per_s", "input_tokens", "output_tokens"):
         out[k] = ov.get(k)
+    if reasoned(ov):
+        out["reasoning_tokens"] = ov["reasoning"].get("reasoning_tokens")
+        out["answer_tokens"] = ov["reasoning"].get("answer_tokens")
     req = ov.get("requests") or 0
     out["error_rate"] = (ov.get("failures") or 0) / req if req else None
     slo = ov.get("slo")
@@ -125,7 +131,8 @@ def verdicts(base: Run, other: Run, resamples: int, min_effect: float, seed: int
              confidence: float = 0.99) -> list[Verdict]:
     out = []
     rng = random.Random(seed)
-    for m in ("ttft", "tpot", "e2e"):
+    ttfo = any(reasoned(r.summary.get("overall") or {}) for r in (base, other))  # else TTFO is TTFT
+    for m in ("ttft", *(("ttfo",) if ttfo else ()), "tpot", "e2e"):
         a, b = base.values.get(m) or [], other.values.get(m) or []
         for stat in ("p50", "p99"):
             name = f"{m}.{stat}"
@@ -211,7 +218,8 @@ def _fmt(v: Any) -> str:
 def table(runs: list[Run]) -> list[list[str]]:
     """Rows: metric, then each run's value, then for each non-baseline run its delta."""
     base = runs[0].metrics
-    keys = [k for k in base if any(r.metrics.get(k) is not None for r in runs)]
+    ttfo = any(reasoned(r.summary.get("overall") or {}) for r in runs)  # without reasoning TTFO repeats TTFT
+    keys = [k for k in base if any(r.metrics.get(k) is not None for r in runs) and (ttfo or not k.startswith("ttfo."))]
     rows = []
     for k in keys:
         row = [k] + [_fmt(r.metrics.get(k)) for r in runs]

@@ -16,6 +16,7 @@ from typing import Any
 
 from llm_users.load.registry import console_lines
 from llm_users.outputs.final import FinalData
+from llm_users.outputs.reasoning_view import first_token_metrics, reasoning_line
 
 #: A percentile computed from fewer samples than this is marked ``*`` in the table (a p99
 #: from 4 samples is the largest of them, not a tail).
@@ -99,15 +100,26 @@ def tools_line(overall: dict[str, Any]) -> str | None:
     return "answers: " + "; ".join(parts) if parts else None
 
 
+#: Columns shown after TTFT's when present (outputs/reasoning_view.py: TTFO only when the run reasoned).
+_FIRST_TOKEN_COLUMNS = {"ttfo": [("TTFO p50", 9, ("ttfo", "p50")), ("p99", 8, ("ttfo", "p99"))],
+                        "ttst": [("TTST p50", 9, ("ttst", "p50"))]}
+
+
+def _columns(overall: dict[str, Any]) -> list[tuple[str, int, tuple[str, ...] | None]]:
+    extra = [c for m in first_token_metrics(overall) for c in _FIRST_TOKEN_COLUMNS[m]]
+    return [*_COLUMNS[:6], *extra, *_COLUMNS[6:]]  # after TTFT p50/p90/p99
+
+
 def summary_table(summary: dict[str, Any]) -> str:
     """Per name and aggregated; latencies in ms."""
-    head = " ".join(f"{t:<{w}}" if i == 0 else f"{t:>{w}}" for i, (t, w, _) in enumerate(_COLUMNS))
+    columns = _columns(summary["overall"])
+    head = " ".join(f"{t:<{w}}" if i == 0 else f"{t:>{w}}" for i, (t, w, _) in enumerate(columns))
     lines = ["LLM summary (latencies in ms; warm-up excluded)", head, "-" * len(head)]
     rows = list(summary["by_name"].items()) + [("Aggregated", summary["overall"])]
     marked = False
     for name, stats in rows:
         cells = [f"{name[:28]:<28}"]
-        cells += [f"{_cell(stats, path):>{w}}" for _, w, path in _COLUMNS[1:] if path]
+        cells += [f"{_cell(stats, path):>{w}}" for _, w, path in columns[1:] if path]
         marked = marked or any(c.endswith(MARK) for c in cells[1:])
         lines.append(" ".join(cells))
     if marked:
@@ -117,6 +129,9 @@ def summary_table(summary: dict[str, Any]) -> str:
     tokens = token_line(ov)
     if tokens:
         lines.append(tokens)
+    reasoning = reasoning_line(ov)
+    if reasoning:
+        lines.append(reasoning)
     if ov.get("failures_by_category"):
         cats = ", ".join(f"{k}={v}" for k, v in sorted(ov["failures_by_category"].items()))
         lines.append(f"failures by category: {cats}")
@@ -124,7 +139,13 @@ def summary_table(summary: dict[str, Any]) -> str:
     if interrupted:
         lines.append(f"interrupted: {interrupted} requests were in flight when the run stopped (kept in "
                      "requests.jsonl with their TTFB/TTFT so far; not in these statistics)")
-    completed = (ov.get("requests") or 0) + (ov.get("excluded_warmup") or 0) + (ov.get("excluded_cooldown") or 0)
+    cancelled = ov.get("cancelled") or 0
+    if cancelled:
+        lines.append(f"cancelled: {cancelled} requests were abandoned by the client on purpose (--llm-cancel-after; "
+                     "in requests.jsonl with what was measured until then, in Locust's table as '<name> (cancelled)'; "
+                     "not failures, not in these statistics)")
+    completed = (cancelled + (ov.get("requests") or 0) + (ov.get("excluded_warmup") or 0)
+                 + (ov.get("excluded_cooldown") or 0))
     if not completed:
         why = (f"all {interrupted} requests sent were still in flight at the stop (interrupted): a request takes "
                "longer than the run; run longer, or check that the server honours the max-token setting"
@@ -148,6 +169,10 @@ def summary_table(summary: dict[str, Any]) -> str:
         lines.append(f"measured window: {window['measured_s']:.1f} s; warm-up excluded: {ov.get('excluded_warmup', 0)} "
                      f"requests ({how})" + (f"; cool-down excluded: {ov.get('excluded_cooldown')}"
                                              if ov.get("excluded_cooldown") else ""))
+    if ov.get("breakdown"):  # the server's own timings: where TTFT goes (metrics/breakdown.py)
+        from llm_users.metrics.breakdown import console_line as breakdown_line
+
+        lines.append(breakdown_line(ov["breakdown"]))
     slo = ov.get("slo")
     if slo and not slo.get("pooled_over_loads"):  # a study's: labelled in its lines (study_console)
         share = slo["share_meeting_all"]

@@ -108,7 +108,9 @@ def cells(summary: dict[str, Any]) -> list[tuple[str, str]]:
         ("Server", _server(env)), ("Locustfile", str(locustfile)),
         ("Load plan", plan), ("Workload", _workload(setup) if setup else "-"),
         ("Max tokens", _sampling(setup)), ("SLOs", _slos(setup, summary)),
-        ("Requests", f"{ov['requests']} measured, {ov['failures']} failed"),
+        ("Requests", f"{ov['requests']} measured, {ov['failures']} failed"
+                     + (f", {ov['cancelled']} cancelled by the client (--llm-cancel-after; not in the statistics)"
+                        if ov.get("cancelled") else "")),
     ] + ([("Outages", _outages(summary))] if summary.get("outages") else [])
 
 

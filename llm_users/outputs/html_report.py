@@ -20,6 +20,7 @@ from llm_users.outputs.html_headline import CSS as HEADLINE_CSS
 from llm_users.outputs.html_headline import headline
 from llm_users.outputs.html_timecharts import time_charts
 from llm_users.outputs.html_workload import sections as workload_sections
+from llm_users.outputs.reasoning_view import first_token_metrics, reasoning_html
 
 _CDF_POINTS = [p / 10 for p in range(0, 1000)] + [99.9, 99.95, 99.99, 100.0]
 
@@ -45,13 +46,14 @@ def cdf_chart(dists: dict[str, Distribution], title: str) -> str | None:
 
 
 def _table(summary: dict[str, Any]) -> str:
-    head = ["name", "requests", "failures"] + [f"{m.upper()} {k}" for m in ("ttft", "itl", "tpot", "e2e")
+    metrics = ("ttft", *first_token_metrics(summary["overall"]), "itl", "tpot", "e2e")
+    head = ["name", "requests", "failures"] + [f"{m.upper()} {k}" for m in metrics
                                                  for k in ("p50", "p99")] + ["out tok/s", "req/s"]
     rows = list(summary["by_name"].items()) + [("Aggregated", summary["overall"])]
     out = ["<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
     for name, s in rows:
         cells = [name, s["requests"], s["failures"]]
-        cells += [s[m][k] for m in ("ttft", "itl", "tpot", "e2e") for k in ("p50", "p99")]
+        cells += [(s.get(m) or {}).get(k) for m in metrics for k in ("p50", "p99")]
         cells += [s["output_tokens_per_s"], s["requests_per_s"]]
         out.append("<tr>" + "".join(f"<td>{html.escape(_fmt(c))}</td>" for c in cells) + "</tr>")
     out.append("</table>")
@@ -62,7 +64,7 @@ def _percentile_table(summary: dict[str, Any]) -> str:
     ov = summary["overall"]
     keys = [*PERCENTILES, "mean", "min", "max"]
     out = ["<table><tr><th>metric (ms)</th>" + "".join(f"<th>{k}</th>" for k in keys) + "</tr>"]
-    for m in LATENCY_METRICS:
+    for m in (*LATENCY_METRICS, *first_token_metrics(ov)):
         out.append(f"<tr><td>{m.upper()}</td>" + "".join(f"<td>{_fmt(ov[m].get(k))}</td>" for k in keys) + "</tr>")
     out.append("</table>")
     return "".join(out)
@@ -78,6 +80,21 @@ def self_check_details(check: dict[str, Any]) -> str:
         return "".join(f"<p class='bad'>{html.escape(x)}</p>" for x in lines)
     items = "".join(f"<li>{html.escape(x)}</li>" for x in lines)
     return f"<details class='note'><summary>Self-check details ({len(lines)})</summary><ul>{items}</ul></details>"
+
+
+def _breakdown(b: dict[str, Any] | None) -> str:
+    """Where the latency goes, by the server's own timings (metrics/breakdown.py)."""
+    if not b:
+        return ""
+    from llm_users.metrics.breakdown import PARTS, console_line
+
+    keys = ("p50", "p90", "p99", "mean")
+    rows = "".join(f"<tr><td>{p.replace('_', ' ')}</td>" + "".join(
+        f"<td>{(b[p] or {}).get(k) or 0:.2f}</td>" if b.get(p) else "<td>-</td>" for k in keys) + "</tr>"
+        for p in PARTS)
+    return (f"<h2>Where the latency goes (server timings)</h2><p>{html.escape(console_line(b))}</p>"
+            "<p>TTFT = client and network + queue + prefill; E2E = TTFT's parts + decode (ms).</p>"
+            f"<table><tr><th>part</th>{''.join(f'<th>{k}</th>' for k in keys)}</tr>{rows}</table>")
 
 
 def render(summary: dict[str, Any], rows: list[dict[str, Any]], stats: Any = None) -> str:
@@ -104,6 +121,8 @@ def render(summary: dict[str, Any], rows: list[dict[str, Any]], stats: Any = Non
                  "".join(f"<div class='chart'>{c}</div>" for c in time_charts(summary, rows) if c) + "</div>")
     parts.append("<h2>Per request name</h2>" + _table(summary))
     parts.append("<h2>Latency percentiles (all names)</h2>" + _percentile_table(summary))
+    parts.append(reasoning_html(ov))
+    parts.append(_breakdown(ov.get("breakdown")))
     parts.append(workload_sections(summary))
     parts += report_sections(summary)  # the load profiles' (open loop, stages, sweep: outputs/study_report.py)
     charts = []

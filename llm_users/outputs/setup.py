@@ -94,4 +94,5 @@ def setup_block(config: Any, options: Mapping[str, Any]) -> dict[str, Any]:
         "temperature": _one([s.sampling.temperature for s in settings]),
         "ignore_eos": _one([s.sampling.ignore_eos for s in settings]),
         "slos_ms": slos,
+        "cancel": _one([s.cancel.describe() if getattr(s, "cancel", None) else None for s in settings]),
     }

@@ -123,7 +123,7 @@ class Timeline:
         return s
 
     def add(self, rec: RequestRecord) -> None:
-        if rec.warmup or rec.status == "interrupted":  # interrupted: in requests.jsonl only
+        if rec.warmup or rec.status in ("interrupted", "cancelled"):  # interrupted, cancelled: in requests.jsonl only
             return
         self._count(int(rec.start_time), "requests_started", 1)
         end = int(rec.end_time)

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Literal
 
+from llm_users.protocols import server_side
 from llm_users.protocols.backend import (
     Backend,
     BackendDocs,
@@ -146,6 +147,9 @@ class AnthropicStreamParser(SSEJSONParser):
             model = (obj.get("message") or {}).get("model")
             if model:
                 events.append(ModelName(str(model)))
+            mid = (obj.get("message") or {}).get("id")
+            if mid:
+                self.response_id = str(mid)
             usage = (obj.get("message") or {}).get("usage") or {}
             self._input = usage.get("input_tokens")
             self._note_cache(usage)
@@ -203,7 +207,8 @@ SDK = SDKBinding("anthropic", "anthropic", _sdk_client, _sdk_stream)
 
 CLAUDE = Backend(
     name="claude",
-    routes=(Route("messages", PATH, _build, AnthropicStreamParser, protocol="anthropic", sdk=SDK),),
+    routes=(Route("messages", PATH, _build, AnthropicStreamParser, protocol="anthropic", sdk=SDK,
+                  server_side=server_side.ANTHROPIC),),
     auth_header="x-api-key",
     api_key_env="ANTHROPIC_API_KEY",
     requires_api_key=True,

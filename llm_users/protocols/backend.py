@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from llm_users.errors import ConfigError
 from llm_users.protocols.base import HTTPRequest, StreamParser
 from llm_users.protocols.sampling import Sampling
+from llm_users.protocols.server_side import ServerSide
 
 if TYPE_CHECKING:
     from llm_users.protocols.tools import ToolSpec
@@ -125,6 +126,10 @@ class Route:
     protocol: str
     sdk: SDKBinding | None = None
     chunk_has_a_token: bool = False
+    #: the least ``--llm-max-tokens`` the server accepts (OpenAI's /v1/responses: 16); less stops the run at start
+    min_output_tokens: int = 1
+    #: the server's own timings and request id (headers kept, where they are): server_side.py
+    server_side: ServerSide | None = None
 
 
 @dataclass(frozen=True, slots=True)

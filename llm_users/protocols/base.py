@@ -16,6 +16,8 @@ Events are small slotted objects (treat them as read-only):
 - :class:`ServerError`: an error payload inside a stream (these arrive on HTTP 200).
 - :class:`ModelName`: the model the server says answered (once per stream).
 
+``parser.response_id`` (where a parser has it) is the server's own id for the answer, once the
+stream gave it (the join key with its logs, see :mod:`~llm_users.protocols.server_side`).
 ``parser.complete`` is true once the protocol's terminator was seen ([DONE], a finish reason,
 the final frame, ``done: true``...) and ``parser.frames`` counts the payloads decoded. ``close()``
 returns the events of whatever complete frame was left; the caller

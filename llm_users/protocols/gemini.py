@@ -9,7 +9,9 @@ Stream: SSE frames (``data: {...}`` separated by ``\\r\\n\\r\\n``), often severa
 Text is in ``candidates[0].content.parts[].text``; parts with ``"thought": true`` are reasoning;
 a ``functionCall`` part (sent whole) is a tool call, its ``args`` one piece of tool output.
 ``usageMetadata`` is cumulative: the last one that has ``candidatesTokenCount`` gives output
-tokens (``thoughtsTokenCount`` kept apart as reasoning tokens) and ``promptTokenCount`` input. The
+tokens and ``promptTokenCount`` input. Gemini's ``candidatesTokenCount`` leaves the thoughts out
+(``thoughtsTokenCount``): output is their sum, as every other dialect counts reasoning inside
+its output, and ``thoughtsTokenCount`` is kept as the reasoning tokens. The
 frame with ``finishReason`` completes the stream (the server then closes the connection; there is
 no sentinel), as does a prompt blocked with ``promptFeedback.blockReason``. Errors arrive as
 ``{"error": {"code", "message", "status"}}`` payloads.
@@ -124,6 +126,8 @@ class GeminiStreamParser(SSEJSONParser):
         if not self._model and obj.get("modelVersion"):
             self._model = True
             events.append(ModelName(str(obj["modelVersion"])))
+            if obj.get("responseId"):
+                self.response_id = str(obj["responseId"])
         reason = None
         candidates = obj.get("candidates")
         if candidates:
@@ -148,7 +152,7 @@ class GeminiStreamParser(SSEJSONParser):
             events.append(
                 Usage(
                     input_tokens=meta.get("promptTokenCount"),
-                    output_tokens=meta["candidatesTokenCount"],
+                    output_tokens=meta["candidatesTokenCount"] + (meta.get("thoughtsTokenCount") or 0),
                     reasoning_tokens=meta.get("thoughtsTokenCount"),
                     server={"cachedContentTokenCount": cached} if cached is not None else None,
                 )

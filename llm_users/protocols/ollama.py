@@ -41,6 +41,7 @@ from llm_users.protocols.base import (
 )
 from llm_users.protocols.openai import compat_route, messages_to_prompt
 from llm_users.protocols.sampling import Sampling
+from llm_users.protocols.server_side import OLLAMA as OLLAMA_SIDE
 from llm_users.protocols.sse import json_object
 from llm_users.protocols.tools import ToolSpec, ollama_fields
 
@@ -222,7 +223,8 @@ def _route(endpoint: Endpoint) -> Route:
         return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling,
                              api_key=spec.api_key, endpoint=endpoint, tools=spec.tools)
 
-    return Route(endpoint, PATHS[endpoint], build, OllamaStreamParser, protocol="ollama", sdk=SDK, chunk_has_a_token=True)
+    return Route(endpoint, PATHS[endpoint], build, OllamaStreamParser, protocol="ollama", sdk=SDK, chunk_has_a_token=True,
+                 server_side=OLLAMA_SIDE)
 
 
 OLLAMA = Backend(

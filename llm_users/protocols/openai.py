@@ -1,5 +1,6 @@
 """OpenAI-compatible protocol: chat and legacy completions, as spoken by OpenAI, vLLM, TGI's
-Messages API and Ollama's /v1 routes.
+Messages API and Ollama's /v1 routes; the OpenAI and vLLM backends also have the Responses API
+(``responses``, :mod:`llm_users.protocols.responses`).
 
 Dialects differ only in how the request says "how many tokens":
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Literal
 
+from llm_users.protocols import responses
 from llm_users.protocols.backend import (
     Backend,
     BackendDocs,
@@ -43,6 +45,7 @@ from llm_users.protocols.base import (
     json_post,
 )
 from llm_users.protocols.sampling import Sampling
+from llm_users.protocols.server_side import OPENAI as OPENAI_SIDE
 from llm_users.protocols.sse import SSEJSONParser
 from llm_users.protocols.tools import ToolSpec, openai_fields
 
@@ -133,6 +136,9 @@ class OpenAIStreamParser(SSEJSONParser):
             if model:
                 self._model = True
                 events.append(ModelName(str(model)))
+                rid = obj.get("id")
+                if rid:  # the stream's own id (TGI's Messages API sends an empty one)
+                    self.response_id = str(rid)
         choices = obj.get("choices")
         if choices:
             for choice in choices:
@@ -206,7 +212,7 @@ def _route(endpoint: Endpoint, dialect: Dialect) -> Route:
                              endpoint=endpoint, dialect=dialect, api_key=spec.api_key, tools=spec.tools)
 
     return Route(endpoint, PATHS[endpoint], build, OpenAIStreamParser, protocol="openai", sdk=SDK,
-                 chunk_has_a_token=True)
+                 chunk_has_a_token=True, server_side=OPENAI_SIDE)
 
 
 def compat_route(endpoint: str) -> Route:
@@ -214,7 +220,7 @@ def compat_route(endpoint: str) -> Route:
     /v1): ``max_tokens`` only."""
     r = _route("chat", "compat")
     return Route(endpoint, r.path, r.build, r.parser, r.protocol, sdk=r.sdk,
-                 chunk_has_a_token=r.chunk_has_a_token)
+                 chunk_has_a_token=r.chunk_has_a_token, server_side=r.server_side)
 
 
 # the tokenize endpoints OpenAI-compatible servers have (shapes from the servers' sources), tried in turn
@@ -227,7 +233,7 @@ SIM_ROUTES = "llm_users.sim.routes_openai"
 
 VLLM = Backend(
     name="vllm",
-    routes=(_route("chat", "vllm"), _route("completions", "vllm")),
+    routes=(_route("chat", "vllm"), _route("completions", "vllm"), responses.route("vllm", _sdk_client)),
     auth_header="Authorization",
     api_key_env=None,
     strip_v1=True,
@@ -239,14 +245,15 @@ VLLM = Backend(
     sim_routes=SIM_ROUTES,
     docs=BackendDocs(
         locustfile="vllm.py", user="VLLMUser", auth_env="none (optional `--llm-api-key-env`)",
-        sampling="`max_tokens`, `temperature`, `top_p`, `ignore_eos: true`",
-        tokens="usage chunk (`stream_options.include_usage`)", cannot="-",
+        sampling="`max_tokens`, `temperature`, `top_p`, `ignore_eos: true` (responses: `max_output_tokens`)",
+        tokens="usage chunk (`stream_options.include_usage`); responses: `response.completed` usage",
+        cannot="-",
     ),
 )
 
 OPENAI = Backend(
     name="openai",
-    routes=(_route("chat", "openai"), _route("completions", "openai")),
+    routes=(_route("chat", "openai"), _route("completions", "openai"), responses.route("openai", _sdk_client)),
     auth_header="Authorization",
     api_key_env="OPENAI_API_KEY",
     requires_api_key=True,
@@ -259,7 +266,8 @@ OPENAI = Backend(
     sim_routes=SIM_ROUTES,
     docs=BackendDocs(
         locustfile="openai.py", user="OpenAIUser", auth_env="`OPENAI_API_KEY`",
-        sampling="`max_completion_tokens`, `temperature`, `top_p`", tokens="usage chunk",
+        sampling="`max_completion_tokens`, `temperature`, `top_p` (responses: `max_output_tokens`, at least 16)",
+        tokens="usage chunk; responses: `response.completed` usage",
         cannot="no ignore_eos: output length may vary",
     ),
 )

@@ -140,13 +140,14 @@ class SSEJSONParser:
     JSON has an unexpected shape (a list where an object belongs...) is a ProtocolError too.
     """
 
-    __slots__ = ("_sse", "complete", "frames")
+    __slots__ = ("_sse", "complete", "frames", "response_id")
     protocol = "SSE"
 
     def __init__(self) -> None:
         self._sse = SSEDecoder()
         self.complete = False
         self.frames = 0
+        self.response_id: str | None = None  # the server's own id for the answer, where the stream has one
 
     def feed(self, data: bytes) -> list[Event]:
         events: list[Event] = []

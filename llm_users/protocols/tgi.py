@@ -30,6 +30,7 @@ from llm_users.protocols.base import (
 )
 from llm_users.protocols.openai import compat_route, messages_to_prompt
 from llm_users.protocols.sampling import Sampling
+from llm_users.protocols.server_side import TGI as TGI_SIDE
 from llm_users.protocols.sse import SSEJSONParser
 from llm_users.protocols.tools import ToolSpec, tgi_grammar
 
@@ -115,7 +116,7 @@ def _route(endpoint: str, path: Path) -> Route:
         return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling,
                              api_key=spec.api_key, path=path, tools=spec.tools)
 
-    return Route(endpoint, path, build, TGIStreamParser, protocol="tgi", chunk_has_a_token=True)
+    return Route(endpoint, path, build, TGIStreamParser, protocol="tgi", chunk_has_a_token=True, server_side=TGI_SIDE)
 
 
 TGI = Backend(

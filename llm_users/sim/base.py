@@ -34,6 +34,7 @@ class Job:
     cached_tokens: int | None = None  # with --prefix-cache-block: leading prompt tokens found cached
     n: int = 0
     reasoning: int = 0  # of the n tokens, reported as reasoning in usage
+    thinking: int = 0  # of the n tokens, the first ones streamed as reasoning text (set by the renderer)
     finish: str = "length"  # "length" (max tokens reached) or "stop" (end of sequence)
     zero_input: bool = False  # --usage-zero input|both: usage reports 0 prompt tokens
     zero_output: bool = False  # --usage-zero output|both: usage reports 0 output (and reasoning) tokens
@@ -67,7 +68,9 @@ class Job:
 
     @property
     def n_chunks(self) -> int:
-        return -(-self.n // self.k)
+        """Chunks of ``k`` tokens; no chunk mixes reasoning and answer (the streamer cuts at ``thinking``)."""
+        t = self.thinking
+        return -(-t // self.k) + -(-(self.n - t) // self.k)
 
     def text(self, i: int = 0, j: int | None = None) -> bytes:
         joined = b"".join(self.words[i:j])

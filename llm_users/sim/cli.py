@@ -19,9 +19,11 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from llm_users.errors import ConfigError
 from llm_users.health.heap import fix_mmap_threshold
 from llm_users.sim.config import DEFAULT_MAX_TOKENS, DISTRIBUTIONS, FAULT_KINDS, USAGE_ZERO, SimConfig
 from llm_users.sim.routes import route_modules
+from llm_users.workload.local_tokenizer import LocalTokenizer
 
 DESCRIPTION = """\
 Embedded LLM inference server simulator: one process speaks the OpenAI/vLLM, TGI, Ollama,
@@ -112,8 +114,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--template-tokens", type=_nonneg(int), default=0, help="prompt tokens a chat template adds "
                    "per message on chat routes, counted in usage and by /tokenize with messages (default 0)")
 
-    g.add_argument("--reasoning-tokens", type=_nonneg(int), default=0, help="of each answer's tokens, N are "
-                   "reported as reasoning in usage (OpenAI completion_tokens_details.reasoning_tokens, Anthropic "
+    g.add_argument("--tokenizer", default=None, metavar="PATH", help="count prompt tokens (usage, /tokenize) with "
+                   "this Hugging Face tokenizer.json instead of one per word, special tokens excluded (needs the "
+                   "tokenizers package); the template tokens are added on top")
+    g.add_argument("--reasoning-tokens", type=_nonneg(int), default=0, help="of each answer's tokens, the first N "
+                   "are reasoning: streamed first as each dialect's reasoning text (OpenAI-compatible delta.reasoning, "
+                   "Anthropic thinking_delta, Gemini thought parts, Ollama thinking) and reported in usage (OpenAI "
+                   "completion_tokens_details.reasoning_tokens, Anthropic "
                    "output_tokens_details.thinking_tokens, Gemini thoughtsTokenCount; default 0)")
     g.add_argument("--ignore-max-tokens", type=_positive_int, default=None, metavar="N", help="ignore the "
                    "request's max-token field and answer N tokens, as servers that do not know the field do "
@@ -128,6 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--prefix-cache-block", type=_nonneg(int), default=0, help="model automatic prefix "
                    "caching in blocks of N tokens: OpenAI-route usage reports prompt_tokens_details.cached_tokens "
                    "(default 0: off)")
+    g.add_argument("--timings", action="store_true", help="OpenAI-route usage chunks carry the server's own "
+                   "per-request timings as vLLM does with --enable-per-request-metrics (metrics: queue_time_ms, "
+                   "time_to_first_token_ms = prefill, generation_time_ms = decode), from the engine's ground truth; "
+                   "the Ollama route always reports its durations (default off)")
     g.add_argument("--cache-reset-routes", default="vllm,sglang", help="the prefix-cache reset routes served: "
                    "vllm (POST /reset_prefix_cache), sglang (/flush_cache), comma-separated, or none "
                    "(default vllm,sglang)")
@@ -173,7 +184,9 @@ def config_from_args(argv: Sequence[str] | None = None) -> tuple[SimConfig, argp
     try:
         cfg = SimConfig(**fields)
         route_modules(cfg)  # a module that is not there stops here, with its name
-    except (ValueError, ImportError) as e:
+        if cfg.tokenizer:
+            LocalTokenizer(cfg.tokenizer, "--tokenizer")  # a bad file or no package stops here too
+    except (ValueError, ImportError, ConfigError) as e:
         parser.error(str(e))
     return cfg, ns
 

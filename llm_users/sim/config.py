@@ -61,7 +61,7 @@ class SimConfig:
 
     require_api_key: str | None = None
 
-    reasoning_tokens: int = 0  # of each answer's tokens, reported as reasoning in usage
+    reasoning_tokens: int = 0  # of each answer's tokens, the first ones: streamed as reasoning and reported in usage
     ignore_max_tokens: int | None = None  # ignore the request's max-token field: write N tokens
     answer_model: str | None = None  # report this model, whatever the request asked for
     usage_zero: str | None = None  # usage reports 0 "output", "input" or "both" token counts (the trace keeps the truth)
@@ -71,7 +71,9 @@ class SimConfig:
     trace_prompts: bool = False
 
     template_tokens: int = 0
+    tokenizer: str | None = None  # a Hugging Face tokenizer.json counts prompt tokens (default: words)
     prefix_cache_block: int = 0
+    timings: bool = False  # OpenAI-route usage chunks carry vLLM's per-request ``metrics`` (queue, prefill, decode)
     cache_reset_routes: str = "vllm,sglang"  # which reset routes answer (the others 404): vllm, sglang, none
 
     uvloop: bool = True

@@ -51,5 +51,12 @@ class Engine:
                 self.running += 1
                 fut.set_result(None)
 
+    def leave(self, fut: asyncio.Future[None]) -> None:
+        """A queued request whose client went away: its place goes at once (``waiting`` drops)."""
+        try:
+            self._waiters.remove(fut)
+        except ValueError:
+            pass
+
     def kv_usage(self) -> float:
         return min(1.0, self.running / self.max_batch)

@@ -14,13 +14,13 @@ from time import perf_counter_ns
 
 from aiohttp import web
 
+from llm_users.sim import disconnect
 from llm_users.sim.base import Dialect, Job, Renderer
 from llm_users.sim.engine import QueueFull
 from llm_users.sim.faults import Fault, FaultHeaderError, draw_fault, parse_fault_header
 from llm_users.sim.state import SimState
 from llm_users.sim.stats import RouteStats
 from llm_users.sim.streamer import Streamer, chunked, reset_connection
-from llm_users.sim.text import count_input_tokens
 from llm_users.sim.timing import request_rng
 from llm_users.sim.trace import Record
 
@@ -32,7 +32,7 @@ def new_job(
     """A planned job: the answer's length, how it ends and its tokens are fixed here. ``messages``:
     how many chat messages the prompt came from (each adds ``--template-tokens`` to the count)."""
     if input_tokens is None:
-        input_tokens = count_input_tokens(prompt) + sim.cfg.template_tokens * messages
+        input_tokens = sim.count_prompt(prompt) + sim.cfg.template_tokens * messages
     cfg = sim.cfg
     if cfg.ignore_max_tokens is not None:  # a server that does not know the request's field
         max_tokens = cfg.ignore_max_tokens
@@ -78,6 +78,7 @@ async def serve(sim: SimState, request: web.Request, job: Job, render: Renderer,
         return await _serve(sim, request, job, render, dialect, rs, rec)
     finally:
         stats.active -= 1
+        disconnect.unwatch(request.transport)
 
 
 def _refuse(sim: SimState, rs: RouteStats, rec: Record | None, resp: web.Response) -> web.Response:
@@ -97,6 +98,7 @@ def _abandon(sim: SimState, waiter: asyncio.Future[None] | None) -> None:
         sim.engine.release()
     else:
         waiter.cancel()
+        sim.engine.leave(waiter)
 
 
 async def _serve(
@@ -139,6 +141,8 @@ async def _serve(
 
     resp: web.StreamResponse | None = None
     transport = request.transport
+    gone = disconnect.ClientGone(waiter)  # the client leaving frees the slot or queue place at once
+    disconnect.watch(transport, gone)
     try:
         if job.stream:
             resp = web.StreamResponse(status=200, headers={"Content-Type": render.content_type, **render.headers()})
@@ -154,6 +158,8 @@ async def _serve(
             await waiter
     except BaseException:
         _abandon(sim, waiter)
+        if gone.fired and waiter is not None and waiter.cancelled():  # left while queued
+            return _finish(sim, rs, rec, job, "aborted", 0, resp or web.Response(), fault)
         raise
 
     now = perf_counter_ns()
@@ -164,7 +170,7 @@ async def _serve(
     stats.queue.observe((start - job.arrival_ns) * 1e-9)
     if rec is not None:
         rec.admitted_ns = now
-    if job.stream and (transport is None or transport.is_closing()):
+    if gone.fired or (job.stream and (transport is None or transport.is_closing())):
         sim.engine.release()
         return _finish(sim, rs, rec, job, "aborted", 0, resp or web.Response(), fault)
 
@@ -180,6 +186,7 @@ async def _serve(
     done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     st = Streamer(sim, job, render, transport, rec, fault, None if sim.itl.fixed else rng, done)
     st.start(target)
+    gone.streamer = st
     try:
         outcome = await done
     except BaseException:

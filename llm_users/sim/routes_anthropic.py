@@ -11,6 +11,8 @@ When the request asks for thinking (``thinking: {"type": "enabled"|"adaptive", .
 first quarter of the answer's tokens (at least one, at most ``budget_tokens``) arrive as
 ``thinking_delta`` in block 0, closed by a ``signature_delta``; the text follows in block 1.
 The thinking words are the first tokens of the deterministic sequence, the text the rest.
+With ``--reasoning-tokens N`` (N > 0) the first N tokens are thinking, whether or not the request
+asked for it, and ``message_delta``'s usage says so (``output_tokens_details.thinking_tokens``).
 Accepts ``x-api-key`` or ``Authorization: Bearer`` and any ``anthropic-version``. Errors are
 ``{"type":"error","error":{"type","message"}}``; a full queue is 529 ``overloaded_error``;
 mid-stream an ``event: error`` frame. A request with ``tools`` (``tool_choice`` not ``none``) is
@@ -69,10 +71,10 @@ class AnthropicRenderer(Renderer):
     def __init__(self, job: Job, *, thinking_budget: int | None) -> None:
         super().__init__(job)
         self.id = f"msg_sim{job.seq:016x}"
-        t = 0
-        if thinking_budget is not None and job.n >= 2:
+        t = job.reasoning
+        if not t and thinking_budget is not None and job.n >= 2:
             t = min(max(1, job.n // 4), thinking_budget)
-        self.t = t  # thinking tokens
+        self.t = job.thinking = t  # thinking tokens (the streamer cuts chunks there)
         self.p, self.c, self.r = job.reported()  # input, output, thinking tokens as usage says
         self.text_index = 1 if t else 0
         self.tool: str | None = None  # use_tool: the answer is a call of this tool

@@ -4,7 +4,9 @@
 Frames are ``data: {...}`` WITH the space (google-genai requires it) and end in ``\\r\\n\\r\\n``.
 Each carries ``candidates[0].content.parts[0].text`` (role ``model``) and cumulative
 ``usageMetadata {promptTokenCount, candidatesTokenCount, totalTokenCount}``; the last one also
-``finishReason`` (``MAX_TOKENS`` or ``STOP``). The body just ends: no sentinel. Several tokens
+``finishReason`` (``MAX_TOKENS`` or ``STOP``). With ``--reasoning-tokens N`` the first N tokens
+stream as parts with ``"thought": true`` and ``usageMetadata`` counts them in ``thoughtsTokenCount``,
+apart from ``candidatesTokenCount`` (the answer only, as Gemini counts). The body just ends: no sentinel. Several tokens
 per chunk by default (``--gemini-tokens-per-chunk``), as Gemini streams. The max is
 ``generationConfig.maxOutputTokens``. Errors are ``{"error": {code, message, status}}``; a full
 queue is 503 UNAVAILABLE; mid-stream a ``data: {"error": ...}`` frame. With ``tools``
@@ -60,6 +62,8 @@ class GeminiRenderer(Renderer):
         super().__init__(job)
         self.response_id = f"sim{job.seq:012x}"
         self.pre = b'data: {"candidates":[{"content":{"parts":[{"text":"'
+        self.thought = b'","thought":true'
+        job.thinking = job.reasoning  # the first tokens stream as thought parts (the streamer cuts chunks there)
         self.tail = b',"modelVersion":%b,"responseId":"%b"}' % (orjson.dumps(job.model), self.response_id.encode())
         self.p, self.c, self.r = job.reported()  # prompt, candidates, thoughts tokens as usageMetadata says
         # With --usage-zero output|both every chunk's usageMetadata is the same: built once.
@@ -72,15 +76,17 @@ class GeminiRenderer(Renderer):
         p, r = self.p, self.r
         thoughts = b',"thoughtsTokenCount":%d' % r if r else b""
         return b'"usageMetadata":{"promptTokenCount":%d,"candidatesTokenCount":%d,"totalTokenCount":%d%b}' % (
-            p, c, p + c, thoughts)
+            p, c, p + c + r, thoughts)
 
     def chunk(self, i: int, j: int, last: bool) -> bytes:
         words = self.job.words
         text = words[i] if j - i == 1 else b"".join(words[i:j])
         finish = b',"finishReason":"%b"' % self.finish_reason().encode() if last else b""
         usage = self.usage_fixed
-        return b'%b%b"}],"role":"model"}%b,"index":0}],%b%b%b' % (
-            self.pre, text, finish, self._usage(j) if usage is None else usage, self.tail, END)
+        t = self.job.thinking
+        return b'%b%b%b}],"role":"model"}%b,"index":0}],%b%b%b' % (
+            self.pre, text, self.thought if i < t else b'"', finish,
+            (self._usage(max(j - self.r, 0)) if usage is None else usage), self.tail, END)
 
     def error_frame(self) -> bytes:
         return b"data: " + DIALECT.error_body(500, "An internal error has occurred.") + END
@@ -90,19 +96,24 @@ class GeminiRenderer(Renderer):
 
     def body(self) -> bytes:
         job = self.job
-        p, c = self.p, self.c
+        p, c, r, t = self.p, self.c, self.r, job.thinking
+        parts: list[dict[str, Any]] = [{"text": job.text(0, t).decode(), "thought": True}] if t else []
+        parts.append({"text": job.text(t).decode()})
+        usage = {"promptTokenCount": p, "candidatesTokenCount": c - r, "totalTokenCount": p + c}
+        if r:
+            usage["thoughtsTokenCount"] = r
         return orjson.dumps({
-            "candidates": [{"content": {"parts": [{"text": job.text().decode()}], "role": "model"},
+            "candidates": [{"content": {"parts": parts, "role": "model"},
                             "finishReason": self.finish_reason(), "index": 0}],
-            "usageMetadata": {"promptTokenCount": p, "candidatesTokenCount": c, "totalTokenCount": p + c},
+            "usageMetadata": usage,
             "modelVersion": job.model, "responseId": self.response_id,
         })
 
 
 class FunctionCallRenderer(GeminiRenderer):
     """An answer that is one function call. Gemini sends a call whole (``args`` is an object, not
-    text), so all the answer's tokens come in one chunk: ``parts [{"functionCall": {"name",
-    "args"}}]``, ``finishReason: "STOP"``."""
+    text), so all the answer's tokens (after any thought parts) come in one chunk: ``parts
+    [{"functionCall": {"name", "args"}}]``, ``finishReason: "STOP"``."""
 
     def __init__(self, job: Job, shape: Shape) -> None:
         super().__init__(job)
@@ -113,6 +124,8 @@ class FunctionCallRenderer(GeminiRenderer):
         return "STOP"
 
     def chunk(self, i: int, j: int, last: bool) -> bytes:
+        if i < self.job.thinking:  # thought parts first
+            return super().chunk(i, j, last)
         usage = self.usage_fixed
         return b'data: {"candidates":[{"content":{"parts":[%b],"role":"model"},"finishReason":"STOP","index":0}],' \
                b'%b%b%b' % (self.call, self._usage(j) if usage is None else usage, self.tail, END)
@@ -169,7 +182,7 @@ async def model_action(request: web.Request) -> web.StreamResponse:
     shape = gemini_shape(body, config)  # tools / a JSON answer (sim/tools.py)
     render = GeminiRenderer(job)
     if shape is not None:
-        shape.apply(job, escape=shape.tool is None)
+        shape.apply(job, escape=shape.tool is None, first=job.thinking)  # after the thought tokens
         if shape.tool is not None:
             render = FunctionCallRenderer(job, shape)
     return await serve(sim, request, job, render, DIALECT)

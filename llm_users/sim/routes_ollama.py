@@ -8,9 +8,12 @@ sentinel; ``stream`` defaults to true; ``options.num_predict`` is the max (absen
 (``total_duration, load_duration, prompt_eval_count, prompt_eval_duration, eval_count,
 eval_duration``); zero-valued fields are left out, as Ollama does, except a count that
 ``--usage-zero`` zeroes (written as 0, as a gateway that reports 0 would). Errors are
-``{"error": "..."}``; a full queue is 503 "server busy"; mid-stream an ``{"error"}`` line.
-With ``tools`` /api/chat answers with ``message.tool_calls`` (the call whole, in one line); with
-``format`` (``"json"`` or a schema) with JSON text (:mod:`llm_users.sim.tools`).
+``{"error": "..."}``; a full queue is 503 "server busy"; mid-stream an ``{"error"}`` line. With
+``--reasoning-tokens N`` the first N tokens stream as ``message.thinking`` (/api/chat) or
+``thinking`` (/api/generate) with empty content, as Ollama streams a thinking model; ``eval_count``
+counts them too (Ollama reports no reasoning count of its own). With ``tools``
+/api/chat answers with ``message.tool_calls`` (the call whole, in one line); with ``format``
+(``"json"`` or a schema) with JSON text (:mod:`llm_users.sim.tools`).
 """
 
 from __future__ import annotations
@@ -60,14 +63,17 @@ class OllamaRenderer(Renderer):
         self.head_bytes = head
         self.p, self.c, _ = job.reported()  # prompt_eval_count and eval_count as the answer says
         self.zeroed = tuple(k for k, z in (("prompt_eval_count", job.zero_input), ("eval_count", job.zero_output)) if z)
+        job.thinking = job.reasoning  # the first tokens stream as thinking (the streamer cuts chunks there)
         if chat:
             self.pre = head + b'"message":{"role":"assistant","content":"'
             self.post = b'"},"done":false}\n'
+            self.think_pre = head + b'"message":{"role":"assistant","content":"","thinking":"'
         else:
             self.pre = head + b'"response":"'
             self.post = b'","done":false}\n'
+            self.think_pre = head + b'"response":"","thinking":"'
 
-    def _final(self, *, content: bytes = b"") -> dict[str, Any]:
+    def _final(self, *, content: bytes = b"", thinking: bytes = b"") -> dict[str, Any]:
         job = self.job
         now = perf_counter_ns()
         out: dict[str, Any] = {"model": job.model, "created_at": _now_iso()}
@@ -75,6 +81,8 @@ class OllamaRenderer(Renderer):
             out["message"] = {"role": "assistant", "content": content.decode()}
         else:
             out["response"] = content.decode()
+        if thinking:
+            (out["message"] if self.chat else out)["thinking"] = thinking.decode()
         out["done"] = True
         out["done_reason"] = job.finish
         if not self.chat:
@@ -94,7 +102,7 @@ class OllamaRenderer(Renderer):
     def chunk(self, i: int, j: int, last: bool) -> bytes:
         words = self.job.words
         text = words[i] if j - i == 1 else b"".join(words[i:j])
-        line = b"%b%b%b" % (self.pre, text, self.post)
+        line = b"%b%b%b" % (self.think_pre if i < self.job.thinking else self.pre, text, self.post)
         if last:
             return line + orjson.dumps(self._final()) + b"\n"
         return line
@@ -106,7 +114,8 @@ class OllamaRenderer(Renderer):
         return self.head_bytes + b'"done":fal\n'
 
     def body(self) -> bytes:
-        return orjson.dumps(self._final(content=self.job.text()))
+        t = self.job.thinking
+        return orjson.dumps(self._final(content=self.job.text(t), thinking=self.job.text(0, t)))
 
 
 class ToolCallRenderer(OllamaRenderer):
@@ -121,6 +130,8 @@ class ToolCallRenderer(OllamaRenderer):
         self.line = self.head_bytes + b'"message":{"role":"assistant","content":"","tool_calls":%b},"done":false}\n' % calls
 
     def chunk(self, i: int, j: int, last: bool) -> bytes:
+        if i < self.job.thinking:  # thinking lines first
+            return super().chunk(i, j, last)
         if last:
             return self.line + orjson.dumps(self._final()) + b"\n"
         return self.line
@@ -160,7 +171,7 @@ async def _handle(request: web.Request, *, chat: bool) -> web.StreamResponse:
     render = OllamaRenderer(job, chat=chat)
     shape = ollama_shape(body) if chat else ollama_shape({"format": body.get("format")})  # sim/tools.py
     if shape is not None:
-        shape.apply(job, escape=shape.tool is None)
+        shape.apply(job, escape=shape.tool is None, first=job.thinking)  # after the thinking tokens
         if shape.tool is not None:
             render = ToolCallRenderer(job, shape)
     return await serve(sim, request, job, render, DIALECT)

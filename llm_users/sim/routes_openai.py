@@ -1,25 +1,35 @@
 """OpenAI-compatible routes, in vLLM's dialect: ``POST /v1/chat/completions``,
-``POST /v1/completions`` (streaming or not) and ``GET /v1/models``.
+``POST /v1/completions`` (streaming or not) and ``GET /v1/models``; ``POST /v1/responses`` comes
+from :mod:`llm_users.sim.routes_responses`.
 
 The same route stands in for TGI's Messages API and Ollama's /v1. Length comes from
 ``max_completion_tokens`` or ``max_tokens`` (chat default 512, completions default 16 like
 vLLM). Streams: the first chat chunk carries the role and empty content, the last token's
 chunk carries ``finish_reason`` (vLLM style, with ``stop_reason``), then with
 ``stream_options.include_usage`` a ``"choices":[]`` usage chunk, then ``data: [DONE]``.
-``continuous_usage_stats`` adds usage to every chunk. A chat request with ``tools`` is answered
-with a tool call (``delta.tool_calls``, ``finish_reason: "tool_calls"``), one with
-``response_format`` json_object/json_schema with JSON text (:mod:`llm_users.sim.tools`). Errors are vLLM's
+``continuous_usage_stats`` adds usage to every chunk. With ``--reasoning-tokens N`` the first N
+tokens of a chat answer stream as ``delta.reasoning`` (vLLM's field since 0.19; llama.cpp and older
+vLLM write ``reasoning_content``: the client reads both), then the answer as ``delta.content``;
+usage reports them in ``completion_tokens_details.reasoning_tokens``. ``--timings`` adds vLLM's per-request
+``metrics`` (``--enable-per-request-metrics``) to the usage chunk: ``queue_time_ms`` (arrival ->
+batch slot), ``time_to_first_token_ms`` (slot -> first token: prefill), ``generation_time_ms``
+(first -> last token: decode), from the engine's own stamps. A chat request with ``tools`` is
+answered with a tool call (``delta.tool_calls``, ``finish_reason: "tool_calls"``; after the
+reasoning tokens, if any), one with ``response_format`` json_object/json_schema with JSON text
+(:mod:`llm_users.sim.tools`). Errors are vLLM's
 ``{"error": {message, type, param, code=int status}}``.
 """
 
 from __future__ import annotations
 
 import time
+from time import perf_counter_ns
 from typing import Any
 
 import orjson
 from aiohttp import web
 
+from llm_users.sim import routes_responses
 from llm_users.sim.base import Dialect, Job, Renderer, int_param
 from llm_users.sim.lifecycle import new_job, serve
 from llm_users.sim.state import SIM_KEY, admit
@@ -66,8 +76,9 @@ def _usage(p: int, c: int, r: int = 0, cached: int | None = None) -> bytes:
 class _Base(Renderer):
     object_name = b""
 
-    def __init__(self, job: Job, *, include_usage: bool, continuous: bool) -> None:
+    def __init__(self, job: Job, *, include_usage: bool, continuous: bool, timings: bool = False) -> None:
         super().__init__(job)
+        self.timings = timings
         self.include_usage = include_usage
         self.continuous = continuous
         self.id = ("chatcmpl-" if job.route.endswith("chat/completions") else "cmpl-") + f"sim{job.seq:012x}"
@@ -89,7 +100,25 @@ class _Base(Renderer):
     def _usage_frame(self) -> bytes:
         if not self.include_usage:
             return b""
-        return b'data: %b"choices":[],"usage":%b}\n\n' % (self.obj_head, _usage(self.p, self.c, self.r, self.cached))
+        usage = _usage(self.p, self.c, self.r, self.cached)
+        if self.timings:
+            usage += b',"metrics":' + orjson.dumps(self._metrics())
+        return b'data: %b"choices":[],"usage":%b}\n\n' % (self.obj_head, usage)
+
+    def _metrics(self) -> dict[str, float | None]:
+        """vLLM's per-request metrics from the engine's stamps, as the last chunk is written."""
+        job = self.job
+        now = perf_counter_ns()
+        admitted = job.admitted_ns or job.arrival_ns
+        first = job.first_ns or now  # a one-chunk answer: its only chunk is the first
+        n = job.n
+        return {
+            "time_to_first_token_ms": round((first - admitted) / 1e6, 6),
+            "generation_time_ms": round((now - first) / 1e6, 6),
+            "queue_time_ms": round((admitted - job.arrival_ns) / 1e6, 6),
+            "mean_itl_ms": round((now - first) / 1e6 / (n - 1), 6) if n > 1 else None,
+            "tokens_per_second": round(n / ((now - admitted) / 1e9), 3) if now > admitted else None,
+        }
 
     def _cont(self, j: int) -> bytes:
         fixed = self.cont_fixed
@@ -115,20 +144,22 @@ class _Base(Renderer):
 class ChatRenderer(_Base):
     object_name = b"chat.completion.chunk"
 
-    def __init__(self, job: Job, *, include_usage: bool, continuous: bool) -> None:
-        super().__init__(job, include_usage=include_usage, continuous=continuous)
+    def __init__(self, job: Job, *, include_usage: bool, continuous: bool, timings: bool = False) -> None:
+        super().__init__(job, include_usage=include_usage, continuous=continuous, timings=timings)
         self.pre = b'data: %b"choices":[{"index":0,"delta":{' % self.obj_head
         self.mid = b'"},"logprobs":null,"finish_reason":null}]'
         self.role = b'%b"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]' % self.pre
+        job.thinking = job.reasoning  # the first tokens stream as reasoning (the streamer cuts chunks there)
 
     def chunk(self, i: int, j: int, last: bool) -> bytes:
         words = self.job.words
         text = words[i] if j - i == 1 else b"".join(words[i:j])
+        key = b'"reasoning":"' if i < self.job.thinking else b'"content":"'
         if not last:
-            out = b'%b"content":"%b%b%b' % (self.pre, text, self.mid, self._cont(j))
+            out = b'%b%b%b%b%b' % (self.pre, key, text, self.mid, self._cont(j))
         else:
-            out = b'%b"content":"%b"},"logprobs":null,"finish_reason":"%b","stop_reason":null}]%b%b%b' % (
-                self.pre, text, self.job.finish.encode(), self._cont(j), self._usage_frame(), DONE)
+            out = b'%b%b%b"},"logprobs":null,"finish_reason":"%b","stop_reason":null}]%b%b%b' % (
+                self.pre, key, text, self.job.finish.encode(), self._cont(j), self._usage_frame(), DONE)
         if i == 0:
             return self.role + self._cont(0) + out
         return out
@@ -139,7 +170,8 @@ class ChatRenderer(_Base):
             "id": self.id, "object": "chat.completion", "created": self.created, "model": job.model,
             "choices": [{
                 "index": 0,
-                "message": {"role": "assistant", "content": job.text().decode(), "tool_calls": []},
+                "message": {"role": "assistant", "content": job.text(job.thinking).decode(), "tool_calls": [],
+                            **({"reasoning": job.text(0, job.thinking).decode()} if job.thinking else {})},
                 "logprobs": None, "finish_reason": job.finish, "stop_reason": None,
             }],
             "usage": self.usage_dict(),
@@ -151,31 +183,36 @@ class ToolCallRenderer(ChatRenderer):
     ``name``, empty ``arguments``) with the role, each token chunk carries an ``arguments`` piece,
     the last ``finish_reason: "tool_calls"``, as OpenAI and vLLM stream one."""
 
-    def __init__(self, job: Job, name: str, *, include_usage: bool, continuous: bool) -> None:
-        super().__init__(job, include_usage=include_usage, continuous=continuous)
+    def __init__(self, job: Job, name: str, *, include_usage: bool, continuous: bool, timings: bool = False) -> None:
+        super().__init__(job, include_usage=include_usage, continuous=continuous, timings=timings)
         call = b'{"index":0,"id":"call_sim%012x","type":"function","function":{"name":%b,"arguments":""}}' % (
             job.seq, orjson.dumps(name))
-        self.role = b'%b"role":"assistant","content":null,"tool_calls":[%b]},"logprobs":null,"finish_reason":null}]' % (
-            self.pre, call)
+        self.call = b'%b"tool_calls":[%b]},"logprobs":null,"finish_reason":null}]' % (self.pre, call)
+        self.role = b'%b"role":"assistant","content":null},"logprobs":null,"finish_reason":null}]' % self.pre
         self.args = b'%b"tool_calls":[{"index":0,"function":{"arguments":"' % self.pre
 
     def chunk(self, i: int, j: int, last: bool) -> bytes:
+        thinking = self.job.thinking
+        if i < thinking:  # reasoning first, as any chat answer streams it
+            return super().chunk(i, j, last)
         text = b"".join(self.job.words[i:j])
         if not last:
             out = b'%b%b"}}]},"logprobs":null,"finish_reason":null}]%b' % (self.args, text, self._cont(j))
         else:
             out = b'%b%b"}}]},"logprobs":null,"finish_reason":"tool_calls","stop_reason":null}]%b%b%b' % (
                 self.args, text, self._cont(j), self._usage_frame(), DONE)
-        if i == 0:
-            return self.role + self._cont(0) + out
+        if i == thinking:  # the call's head (id, name) before its first arguments piece
+            out = self.call + self._cont(thinking) + out
+            if i == 0:
+                out = self.role + self._cont(0) + out
         return out
 
 
 class CompletionRenderer(_Base):
     object_name = b"text_completion"
 
-    def __init__(self, job: Job, *, include_usage: bool, continuous: bool) -> None:
-        super().__init__(job, include_usage=include_usage, continuous=continuous)
+    def __init__(self, job: Job, *, include_usage: bool, continuous: bool, timings: bool = False) -> None:
+        super().__init__(job, include_usage=include_usage, continuous=continuous, timings=timings)
         self.pre = b'data: %b"choices":[{"index":0,"text":"' % self.obj_head
 
     def chunk(self, i: int, j: int, last: bool) -> bytes:
@@ -233,12 +270,13 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     job = new_job(sim, protocol="openai", route="/v1/chat/completions", model=body.get("model") or sim.cfg.model,
                   prompt=prompt, max_tokens=max_tokens, stream=stream, arrival_ns=arrival, messages=len(messages))
     shape = openai_shape(body)  # tools / response_format: a tool call or a JSON answer (sim/tools.py)
-    if shape is not None:
-        shape.apply(job)
     if shape is not None and shape.tool is not None:
-        render: ChatRenderer = ToolCallRenderer(job, shape.tool, include_usage=include_usage, continuous=continuous)
+        render: ChatRenderer = ToolCallRenderer(job, shape.tool, include_usage=include_usage, continuous=continuous,
+                                                timings=sim.cfg.timings)
     else:
-        render = ChatRenderer(job, include_usage=include_usage, continuous=continuous)
+        render = ChatRenderer(job, include_usage=include_usage, continuous=continuous, timings=sim.cfg.timings)
+    if shape is not None:
+        shape.apply(job, first=job.thinking)  # after the reasoning tokens (the renderer set them)
     return await serve(sim, request, job, render, DIALECT)
 
 
@@ -264,7 +302,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
         return DIALECT.error(400, str(e))
     job = new_job(sim, protocol="openai", route="/v1/completions", model=body.get("model") or sim.cfg.model,
                   prompt=prompt, max_tokens=max_tokens, stream=stream, arrival_ns=arrival, input_tokens=input_tokens)
-    render = CompletionRenderer(job, include_usage=include_usage, continuous=continuous)
+    render = CompletionRenderer(job, include_usage=include_usage, continuous=continuous, timings=sim.cfg.timings)
     return await serve(sim, request, job, render, DIALECT)
 
 
@@ -285,3 +323,4 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_post("/v1/completions", completions)
     app.router.add_get("/v1/models", models)
+    routes_responses.add_routes(app)  # /v1/responses: the OpenAI and vLLM backends' ``responses`` route

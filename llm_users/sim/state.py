@@ -19,9 +19,10 @@ from llm_users.sim.config import SimConfig
 from llm_users.sim.engine import Engine
 from llm_users.sim.prefix_cache import PrefixCache
 from llm_users.sim.stats import Stats
-from llm_users.sim.text import TokenSource
+from llm_users.sim.text import TokenSource, count_input_tokens
 from llm_users.sim.timing import Dist
 from llm_users.sim.trace import TraceStore
+from llm_users.workload.local_tokenizer import LocalTokenizer
 
 
 class SimState:
@@ -40,6 +41,17 @@ class SimState:
         self._seq = 0
         self._seen: weakref.WeakSet[Any] = weakref.WeakSet()
         self.prefix_cache = PrefixCache(cfg.prefix_cache_block) if cfg.prefix_cache_block else None
+        self.tokenizer = LocalTokenizer(cfg.tokenizer, "--tokenizer") if cfg.tokenizer else None
+
+    def count_prompt(self, text: str) -> int:
+        """Prompt tokens of ``text`` (template tokens apart): one per word, or ``--tokenizer``'s count."""
+        if self.tokenizer is None:
+            return count_input_tokens(text)
+        return max(1, self.tokenizer.count(text))
+
+    def token_ids(self, text: str) -> list[int] | None:
+        """The ids of ``text`` by ``--tokenizer``, or None (the toy ids)."""
+        return self.tokenizer.ids(text) if self.tokenizer is not None else None
 
     def next_seq(self) -> int:
         self._seq += 1

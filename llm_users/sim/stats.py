@@ -78,6 +78,7 @@ class Stats:
         self.finished: dict[str, int] = {}
         self.by_route: dict[str, RouteStats] = {}
         self.cache_resets: dict[str, int] = {}  # POST /reset_prefix_cache, /flush_cache: calls by path
+        self.tokenize_calls = 0  # POST /tokenize and /extras/tokenize answered
         self.ttft = Hist(TTFT_BUCKETS)
         self.itl = Hist(ITL_BUCKETS)
         self.e2e = Hist(E2E_BUCKETS)
@@ -125,5 +126,6 @@ class Stats:
             "faults": dict(self.faults),
             "by_route": {k: v.as_dict() for k, v in self.by_route.items()},
             "cache_resets": dict(self.cache_resets),
+            "tokenize_calls": self.tokenize_calls,
             "uptime_s": round(time.monotonic() - self.started_at, 3),
         }

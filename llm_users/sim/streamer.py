@@ -61,7 +61,7 @@ def reset_connection(transport: asyncio.BaseTransport | None) -> None:
 
 class Streamer:
     __slots__ = (
-        "sim", "job", "render", "transport", "rec", "done", "silent", "target", "i", "c", "n", "k",
+        "sim", "job", "render", "transport", "rec", "done", "silent", "target", "i", "c", "n", "k", "think",
         "fault", "fault_at", "rng", "itl_ns", "last_t", "released", "late_fault", "stats", "clock", "cancelled",
         "_cb",
     )
@@ -91,6 +91,7 @@ class Streamer:
         self.c = 0  # chunks written
         self.n = job.n
         self.k = job.k
+        self.think = job.thinking  # the first tokens, streamed as reasoning: no chunk crosses this boundary
         self.fault = fault
         self.fault_at = -1 if fault is None else fault.chunk_index(job.n_chunks)
         self.rng = rng
@@ -108,6 +109,14 @@ class Streamer:
     def cancel(self) -> None:
         self.cancelled = True
         self._release()
+
+    def client_gone(self) -> None:
+        """The client's connection closed (:mod:`.disconnect`): end now, ``aborted``, the slot
+        freed, whether the first token is still to come (prefill) or the stream is midway."""
+        if self.released:
+            return
+        self.cancelled = True
+        self._end("aborted")
 
     def _release(self) -> None:
         if not self.released:
@@ -140,6 +149,8 @@ class Streamer:
             n = self.n
             if j > n:
                 j = n
+            if i < self.think < j:
+                j = self.think
             last = j == n
             data = None if silent else self.render.chunk(i, j, last)
             t = perf_counter_ns()

@@ -47,7 +47,7 @@ GROUPS: list[tuple[str, list[tuple[str, str, str | None]]]] = [
         ("--llm-temperature", "sampling temperature", None),
         ("--llm-top-p", "nucleus sampling top_p", None),
         ("--llm-ignore-eos", "true/false: generate past EOS where the backend can", None),
-        ("--llm-endpoint", "chat | completions | generate", None),
+        ("--llm-endpoint", "chat | completions | responses | generate", None),
         ("--llm-client", "raw (our streaming client) | sdk (the backend's SDK)", None),
         ("--llm-api-key-env", "NAME of the environment variable holding the API key", None),
         ("--llm-timeout", "whole-request time limit, seconds", None),

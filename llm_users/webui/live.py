@@ -89,7 +89,7 @@ class LiveView:
     def count(self, rec: RequestRecord) -> None:
         """Every record, once (its statistics come through ``stats``): the per-second counts."""
         end = rec.end_time
-        if end < self.since or rec.status == "interrupted":  # cut by the stop: in requests.jsonl only
+        if end < self.since or rec.status in ("interrupted", "cancelled"):  # cut by the stop / the client: in requests.jsonl only
             return
         self._in_flight(rec.start_time, end)
         sec = self._sec(int(end))

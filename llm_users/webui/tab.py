@@ -36,6 +36,8 @@ ECHARTS = Path(__file__).with_name("vendor") / "echarts.min.js"  # Apache-2.0: v
 COLUMNS = [
     ("name", "Name", None), ("requests", "Requests", None), ("failures", "Failures", None),
     ("ttftP50", "TTFT p50 (ms)", 1), ("ttftP99", "TTFT p99 (ms)", 1),
+    # laid out before any answer: both always (TTFO equals TTFT without reasoning; docs/metrics.md)
+    ("ttfoP50", "TTFO p50 (ms)", 1), ("ttstP50", "TTST p50 (ms)", 1),
     ("itlP50", "ITL p50 (ms)", 2), ("itlP99", "ITL p99 (ms)", 2), ("tpotP50", "TPOT p50 (ms)", 2),
     ("e2eP50", "E2E p50 (ms)", 0), ("e2eP99", "E2E p99 (ms)", 0),
     ("outTokS", "Output tok/s (now)", 1), ("reqS", "Req/s (now)", 2),
@@ -62,6 +64,7 @@ def rows(live: LiveView, now: float) -> list[dict[str, Any]]:
         row = {
             "name": name, "requests": s["requests"], "failures": s["failures"],
             "ttftP50": s["ttft"]["p50"], "ttftP99": s["ttft"]["p99"],
+            "ttfoP50": s["ttfo"]["p50"], "ttstP50": s["ttst"]["p50"],
             "itlP50": s["itl"]["p50"], "itlP99": s["itl"]["p99"], "tpotP50": s["tpot"]["p50"],
             "e2eP50": s["e2e"]["p50"], "e2eP99": s["e2e"]["p99"],
             "outTokS": r["tokens"], "reqS": r["requests"],

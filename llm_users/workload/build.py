@@ -32,6 +32,10 @@ def add_arguments(opt: Any) -> None:
     opt("--llm-prefix-count", "how many distinct shared prefixes (default 1 with --llm-prefix-tokens)", type=int)
     opt("--llm-turns", "multi-turn sessions of N turns: each turn sends the whole history", type=int)
     opt("--llm-think-time", "wait between a session's turns, e.g. 2s or 500ms (default 0)")
+    opt("--llm-tokenizer", "a Hugging Face tokenizer.json (or its directory) of the served model: exact-length "
+        "prompts are fitted on this machine, not by the server's /tokenize (needs the tokenizers package)")
+    opt("--llm-responses-chain", "how a session's later turns reach --llm-endpoint responses: full (default: the "
+        "whole history as input) or previous_id (previous_response_id + the new message; the server keeps the rest)")
     opt("--llm-workload-seed", "seed of the synthetic text and length draws (default 0)", type=int)
 
 
@@ -45,6 +49,8 @@ class WorkloadOptions:
     turns: int = 0
     think_s: float = 0.0
     seed: int = 0
+    tokenizer: str | None = None  # --llm-tokenizer: a local tokenizer.json fits synthetic prompts
+    chain: str = "full"  # --llm-responses-chain: "full" | "previous_id"
 
     def for_class(self, user_cls: Any) -> WorkloadOptions:
         """The workload of one User class: its own ``prompts`` where no dataset was given."""
@@ -68,6 +74,9 @@ def workload_options(options: Any) -> WorkloadOptions:
         raise ConfigError("--llm-prefix-tokens needs --llm-input-tokens (the prefix is part of a synthetic prompt)")
     if inp is not None and get("llm_dataset"):
         raise ConfigError("give --llm-dataset or --llm-input-tokens, not both")
+    tokenizer = get("llm_tokenizer")
+    if tokenizer is not None:
+        _check_tokenizer(str(tokenizer), inp is not None or get("llm_trace") is not None)
     turns = int(get("llm_turns") or 0)
     if turns < 0:
         raise ConfigError(f"--llm-turns must be >= 1, got {turns}")
@@ -80,7 +89,35 @@ def workload_options(options: Any) -> WorkloadOptions:
         turns=turns,
         think_s=parse_duration_s(think, "--llm-think-time") if (think := get("llm_think_time")) else 0.0,
         seed=_seed(get("llm_workload_seed") or get("llm_seed") or 0),
+        tokenizer=str(tokenizer) if tokenizer is not None else None,
+        chain=_chain(get("llm_responses_chain")),
     )
+
+
+CHAINS = ("full", "previous_id")
+
+
+def _chain(value: Any) -> str:
+    chain = str(value or "full").strip().lower()
+    if chain not in CHAINS:
+        raise ConfigError(f"--llm-responses-chain must be full or previous_id, got {value!r}")
+    return chain
+
+
+def _check_tokenizer(path: str, used: bool) -> None:
+    """--llm-tokenizer at start: the file is there, the package importable, and prompts to fit."""
+    import importlib.util
+    from pathlib import Path
+
+    from llm_users.workload.local_tokenizer import INSTALL_HINT
+
+    if not used:
+        raise ConfigError("--llm-tokenizer fits synthetic prompts: give --llm-input-tokens (or --llm-trace) with it")
+    p = Path(path)
+    if not (p / "tokenizer.json" if p.is_dir() else p).is_file():
+        raise ConfigError(f"--llm-tokenizer: no tokenizer file at {path} (give a tokenizer.json or the directory holding it)")
+    if importlib.util.find_spec("tokenizers") is None:
+        raise ConfigError(f"--llm-tokenizer needs the tokenizers package: {INSTALL_HINT}")
 
 
 def _seed(value: Any) -> int:
@@ -93,11 +130,11 @@ def _seed(value: Any) -> int:
 def build_source(w: WorkloadOptions) -> RequestSource:
     source: RequestSource
     if w.input_tokens is not None:
-        source = SyntheticSource(w.input_tokens, w.seed, w.prefix_tokens, w.prefix_count)
+        source = SyntheticSource(w.input_tokens, w.seed, w.prefix_tokens, w.prefix_count, w.tokenizer)
     else:
         source = DatasetSource(load_dataset(w.dataset or DEFAULT_DATASET))
     if w.turns > 1:
-        source = SessionSource(source, w.turns, w.think_s)
+        source = SessionSource(source, w.turns, w.think_s, chain=w.chain == "previous_id")
     if w.output_tokens is not None:
         source = OutputLengths(source, w.output_tokens, w.seed)
     return source

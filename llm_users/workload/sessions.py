@@ -8,6 +8,12 @@ user message. New user messages come from the dataset item's own later turns (Sh
 from synthetic text of ``--llm-input-tokens`` words, else from the dataset's next prompt. A
 failed turn ends the session (the next request starts a new one). Think time is waited before
 every turn after the first.
+
+With ``chain`` (``--llm-responses-chain previous_id``) a reply the server gave a response id
+(the Responses API: the sender puts it in ``item.meta["response_id"]``) is kept in the history
+with that id: the Responses builder then sends ``previous_response_id`` and only the new
+message (:func:`llm_users.protocols.responses.split_input`). Replies without an id (every other
+endpoint) stay plain history, sent whole.
 """
 
 from __future__ import annotations
@@ -21,10 +27,11 @@ from llm_users.workload.source import Lane, Messages, Probe, RequestSource, Work
 class SessionSource(RequestSource):
     kind = "sessions"
 
-    def __init__(self, inner: RequestSource, turns: int, think_s: float = 0.0) -> None:
+    def __init__(self, inner: RequestSource, turns: int, think_s: float = 0.0, *, chain: bool = False) -> None:
         self.inner = inner
         self.turns = turns
         self.think_s = think_s
+        self.chain = chain
         self._run = uuid.uuid4().hex[:8]
 
     def needs_prepare(self) -> bool:
@@ -37,7 +44,8 @@ class SessionSource(RequestSource):
         return SessionLane(self, index, self.inner.lane(index))
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": self.kind, "turns": self.turns, "think_time_s": self.think_s, "turn_source": self.inner.describe()}
+        return {"kind": self.kind, "turns": self.turns, "think_time_s": self.think_s,
+                "chain": "previous_id" if self.chain else "full", "turn_source": self.inner.describe()}
 
 
 class SessionLane(Lane):
@@ -98,4 +106,8 @@ class SessionLane(Lane):
             self.history = []
             self.turn = 0
             return
-        self.history = [*item.messages, {"role": "assistant", "content": text}]
+        reply: dict[str, str] = {"role": "assistant", "content": text}
+        rid = item.meta.get("response_id") if self.source.chain else None
+        if rid:  # the server keeps this turn: the next request names it (previous_response_id)
+            reply["response_id"] = rid
+        self.history = [*item.messages, reply]

@@ -8,6 +8,12 @@ reproducible. Length is made exact in one of two ways, chosen in :meth:`Syntheti
   server's own ``/tokenize`` and adjusted word by word until it hits the target; the chat
   template's overhead (the server's reported prompt tokens for a probe minus the tokenizer's
   count of the probe's text) is subtracted from every target first;
+- **local_tokenizer** (``--llm-tokenizer PATH``, a Hugging Face ``tokenizer.json``): the same
+  fitting, counted on this machine (:mod:`.local_tokenizer`), so the run makes no ``/tokenize``
+  call per prompt. The chat template's overhead is measured once per process from one real
+  request (the server's reported prompt tokens minus the local count of its content); one
+  ``/tokenize`` call, where the server has the endpoint, checks the local count against the
+  server's on that text (``verified`` in the workload summary; a warning if they differ);
 - **calibration** (no tokenizer endpoint): two probe requests of different lengths give the
   server's prompt tokens as a line in the number of words, ``tokens = a * words + b``, and each
   prompt gets ``round((target - b) / a)`` words.
@@ -22,11 +28,14 @@ import logging
 import random
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llm_users.errors import ConfigError, LLMRequestError
 from llm_users.workload.lengths import Lengths
 from llm_users.workload.source import Lane, Probe, RequestSource, WorkItem
+
+if TYPE_CHECKING:
+    from llm_users.workload.local_tokenizer import LocalTokenizer
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +85,15 @@ class Fitter:
         self.tokens_per_word = 1.0
         self.intercept = 0.0  # calibration: tokens = a * words + b
         self.count: Callable[[str], int | None] | None = None
-        self.tokenize_calls = 0
+        self.tokenize_calls = 0  # the server's /tokenize, while fitting prompts
+        self.tokenizer: str | None = None  # local_tokenizer: the file's name
+        self.verified: bool | None = None  # local_tokenizer: the server's /tokenize agreed on the probe text
 
-    def prepare(self, probe: Probe, rng: random.Random) -> None:
+    def prepare(self, probe: Probe, rng: random.Random, local: LocalTokenizer | None = None) -> None:
         text = words_text(rng, CALIBRATION_WORDS[0])
+        if local is not None:
+            self._prepare_local(probe, text, local)
+            return
         counted = probe.tokenize(text)
         if counted is not None:
             reported = probe.prompt_tokens([{"role": "user", "content": text}])
@@ -103,6 +117,22 @@ class Fitter:
         self.intercept = r1 - self.tokens_per_word * w1
         self.overhead = round(self.intercept)
 
+    def _prepare_local(self, probe: Probe, text: str, local: LocalTokenizer) -> None:
+        counted = local.count(text)
+        reported = probe.prompt_tokens([{"role": "user", "content": text}])
+        if reported is None:
+            raise ConfigError("--llm-tokenizer: the server reported no prompt tokens for the probe request, so the "
+                              "chat template's tokens cannot be measured")
+        self.method, self.count, self.tokenizer = "local_tokenizer", local.count, local.name
+        self.overhead = reported - counted
+        self.tokens_per_word = counted / CALIBRATION_WORDS[0]
+        server = probe.tokenize(text)
+        self.verified = None if server is None else server == counted
+        if server is not None and server != counted:
+            log.warning("locust-llm: --llm-tokenizer %s counts %d tokens where the server's /tokenize counts %d on "
+                        "the same text: prompt lengths will be off (is it the served model's tokenizer?)",
+                        local.name, counted, server)
+
     def content(self, target: int, rng: random.Random, head: str = "") -> str:
         """Text (``head`` + words) whose prompt, as sent, counts ``target`` tokens."""
         if self.method == "calibration":
@@ -116,7 +146,7 @@ class Fitter:
         for _ in range(8):
             text = (head + " ".join(words)).strip()
             n = self.count(text)
-            self.tokenize_calls += 1
+            self.tokenize_calls += self.method == "tokenizer"
             if n is None:
                 break
             if best is None or abs(n - want) < best[0]:
@@ -124,6 +154,8 @@ class Fitter:
             if n == want:
                 break
             near = abs(want - n) <= 2  # near: one short word at a time (a long one may be two tokens)
+            if near and self.method == "local_tokenizer":
+                return self.finish_local(head, words, want, rng)
             step = 1 if near else max(1, round(abs(want - n) / self.tokens_per_word))
             if n < want:
                 pool = SHORT_WORDS if near else WORDS
@@ -133,6 +165,26 @@ class Fitter:
             else:
                 break
         return best[1] if best else (head + " ".join(words)).strip()
+
+    def finish_local(self, head: str, words: list[str], want: int, rng: random.Random) -> str:
+        """The last tokens, where counting is local and cheap: drop words while over, then add
+        words that add exactly one token in place (a tokenizer splits rarer words, and a word can
+        merge with its neighbour), so the count lands on ``want`` rather than near it."""
+        assert self.count is not None
+        text = (head + " ".join(words)).strip()
+        for _ in range(64):
+            n = self.count(text) or 0
+            if n == want:
+                break
+            if n > want and len(words) > 1:
+                words = words[:-1]
+            elif n < want:
+                words = words + [next((w for w in rng.sample(SHORT_WORDS, 16) if self.count(f"{text} {w}") == n + 1),
+                                      rng.choice(SHORT_WORDS))]
+            else:
+                break
+            text = (head + " ".join(words)).strip()
+        return text
 
     def _words(self, head: str) -> int:
         return len(head.split())
@@ -149,18 +201,23 @@ class Fitter:
             d["intercept"] = round(self.intercept, 3)
         else:
             d["tokenize_calls"] = self.tokenize_calls
+        if self.method == "local_tokenizer":
+            d["tokenizer"] = self.tokenizer
+            d["verified"] = self.verified
         return d
 
 
 class SyntheticSource(RequestSource):
     kind = "synthetic"
 
-    def __init__(self, inputs: Lengths, seed: int = 0, prefix_tokens: int = 0, prefix_count: int = 0) -> None:
+    def __init__(self, inputs: Lengths, seed: int = 0, prefix_tokens: int = 0, prefix_count: int = 0,
+                 tokenizer: str | None = None) -> None:
         if prefix_tokens and inputs.kind == "fixed" and inputs.a <= prefix_tokens:
             raise ConfigError(f"--llm-prefix-tokens {prefix_tokens} must be less than --llm-input-tokens {inputs.text}")
         self.inputs = inputs
         self.seed = seed
         self.fitter = Fitter()
+        self.tokenizer = tokenizer  # --llm-tokenizer PATH
         self.prefix_tokens = prefix_tokens
         self.prefix_count = prefix_count if prefix_tokens else 0
         self.prefixes: list[str] = []
@@ -173,7 +230,12 @@ class SyntheticSource(RequestSource):
     def prepare(self, probe: Probe) -> None:
         rng = random.Random(f"{self.seed}:calibration")
         try:
-            self.fitter.prepare(probe, rng)
+            local = None
+            if self.tokenizer:
+                from llm_users.workload.local_tokenizer import LocalTokenizer
+
+                local = LocalTokenizer(self.tokenizer)
+            self.fitter.prepare(probe, rng, local)
         except (LLMRequestError, ConfigError) as e:
             log.error("locust-llm: could not measure the server's prompt tokens (%s); prompts are sized by word "
                       "count, their lengths will not be exact", e)

@@ -48,7 +48,7 @@ def test_off_never_waits_and_kinds() -> None:
     assert all(b.after(rec()) == 0.0 for _ in range(10))
     assert backoff_kind(rec(category="connect_timeout")) == "connect"
     assert backoff_kind(rec(category="http_429", http=429)) == "http_429"
-    assert backoff_kind(rec(category="http_503", http=503)) is None
+    assert backoff_kind(rec(category="http_503", http=503)) == "http_503:"
     assert backoff_kind(rec(category="connection_reset")) is None
     assert backoff_kind(rec(category="read_timeout")) is None
     assert backoff_kind(rec("ok", None)) is None
@@ -64,6 +64,9 @@ REPEATS = {
     "overloaded": (rec(category="server_overloaded", http=200, code="overloaded_error", message="busy"),
                    rec(category="server_overloaded", http=200, code="overloaded_error", message="busy"),
                    rec(category="server_overloaded", http=200, code=529, message="busy")),
+    "identical 5xx": (rec(category="http_503", http=503, message="Loading model"),
+                      rec(category="http_503", http=503, message="Loading model"),
+                      rec(category="http_503", http=503, message="upstream connect error")),
     "truncated at one point": (rec(category="stream_truncated", http=200, chunks=7),
                                rec(category="stream_truncated", http=200, chunks=7),
                                rec(category="stream_truncated", http=200, chunks=8)),

@@ -27,6 +27,13 @@ def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return out
 
 
+def filter_unavailable() -> str | None:
+    """Why packets cannot be dropped inside a namespace here (None when they can): iptables."""
+    if shutil.which("iptables") is None:
+        return "the iptables command is not installed (Debian package iptables)"
+    return None
+
+
 def unavailable() -> str | None:
     """Why namespaces cannot be made here (None when they can)."""
     if os.geteuid() != 0:
@@ -86,6 +93,22 @@ class TestNet:
     def link(self, host: str, up: bool) -> None:
         """Cut (or restore) a host's only link: its eth0 goes down."""
         self._in(self.ns(host), "ip", "link", "set", "eth0", "up" if up else "down")
+
+    def drop(self, host: str, *match: str, chain: str = "INPUT") -> list[str]:
+        """A packet filter rule in ``host``: packets matching ``match`` (iptables arguments, e.g.
+        ``-s ADDR`` or ``-m statistic --mode random --probability 0.05``) are dropped, silently, as
+        a lossy or partitioned network drops them. Returns the rule, for :meth:`undrop`."""
+        rule = [chain, *match, "-j", "DROP"]
+        self._in(self.ns(host), "iptables", "-A", *rule)
+        return rule
+
+    def undrop(self, host: str, rule: list[str]) -> None:
+        self._in(self.ns(host), "iptables", "-D", *rule)
+
+    def dropped(self, host: str) -> int:
+        """Packets ``host``'s DROP rules have dropped so far."""
+        out = self.run(host, ["iptables", "-L", "-v", "-x", "-n"])
+        return sum(int(line.split()[0]) for line in out.splitlines() if " DROP " in f" {line} " and line.split()[0].isdigit())
 
     def _in(self, ns: str, *cmd: str) -> None:
         out = subprocess.run(["ip", "netns", "exec", ns, *cmd], capture_output=True, text=True, timeout=20)

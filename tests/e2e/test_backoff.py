@@ -73,12 +73,14 @@ def test_malformed_streams_are_one_row_in_locusts_failure_table(sim_factory, tmp
 
 
 # Issue 33 item 5: a server that fails every request the same way (llama.cpp's empty 200 for an
-# over-long streamed prompt, an in-stream error, a stream cut at one point) is not flooded either.
+# over-long streamed prompt, an in-stream error, a stream cut at one point, the same 5xx) is not
+# flooded either.
 # (fault kind, the simulator's extra arguments, the category the records carry)
 REPEATED = [
     ("empty_200", [], "empty_response"),
     ("midstream_error", [], "server_error"),
     ("truncate", ["--fault-after", "2"], "stream_truncated"),  # always cut after chunk 2: the same point
+    ("http_503", [], "http_503"),  # the same 5xx, the same message (llama.cpp's 503 while it loads)
 ]
 REPEATED_CASES = [(*case, client) for case in REPEATED for client in CLIENTS]
 
@@ -94,7 +96,7 @@ def run_failing(sim_factory, tmp_path, kind: str, sim_args: list[str], client: s
 
 @pytest.mark.parametrize(("kind", "sim_args", "category", "client"), REPEATED_CASES,
                          ids=[f"{c[0]}-{c[3]}" for c in REPEATED_CASES])
-def test_identical_failures_on_http_200_back_off(sim_factory, tmp_path, kind, sim_args, category, client) -> None:
+def test_identical_failures_back_off(sim_factory, tmp_path, kind, sim_args, category, client) -> None:
     proc, report, started = run_failing(sim_factory, tmp_path, kind, sim_args, client)
     records = read_records(report)
     assert {r["client"] for r in records} == {client}

@@ -18,9 +18,11 @@ from tests.helpers import get_json
 
 pytestmark = pytest.mark.slow
 
-USERS = {"vllm": VLLMUser, "claude": ClaudeUser, "gemini": GeminiUser, "ollama": OllamaUser}
+USERS = {"vllm": VLLMUser, "claude": ClaudeUser, "gemini": GeminiUser, "ollama": OllamaUser,
+         "responses": VLLMUser}
+ENDPOINTS = {"responses": "responses"}  # a backend's other route under test (default: its first)
 FIELDS = ("status", "error_category", "http_status", "output_tokens", "input_tokens", "reasoning_tokens",
-          "finish_reason", "partial_output_tokens", "error_code")
+          "finish_reason", "partial_output_tokens", "error_code", "reasoning_chunks", "reasoning_tokens_source")
 MESSAGES = [{"role": "user", "content": "Say something."}]
 
 # fault -> (error_category, http_status) both modes must give; None: the request succeeds
@@ -78,7 +80,7 @@ def _user(backend: str, client: str, host: str, **options: Any) -> Any:
     base = USERS[backend]
     cls = type(f"Test{backend}{client}", (base,), {"abstract": False, "host": host, "warmup_requests": 0})
     opts = argparse.Namespace(llm_client=client, llm_api_key_env="LLM_TEST_KEY", llm_model="sim-model",
-                              llm_read_timeout=0.4, **options)
+                              llm_read_timeout=0.4, llm_endpoint=ENDPOINTS.get(backend), **options)
     env = Environment(user_classes=[cls], host=host, parsed_options=opts)
     return cls(env)
 
@@ -112,9 +114,10 @@ def test_raw_and_sdk_mode_agree_on_every_fault(backend: str, fault: str | None, 
     if category is None:
         assert raw["status"] == "ok" and raw["output_tokens"] == 12 and raw["input_tokens"] > 0
         assert raw["finish_reason"]
-        # reasoning usage in each protocol's own field (Ollama's API reports none)
+        # reasoning usage in each protocol's own field; Ollama's API reports none: one a thinking chunk
         # (big_frame too: the 4 MiB chunk is one token)
-        assert raw["reasoning_tokens"] == (None if backend == "ollama" else 4)
+        assert raw["reasoning_tokens"] == 4 and raw["reasoning_chunks"] == (1 if backend == "gemini" else 4)
+        assert raw["reasoning_tokens_source"] == ("estimated" if backend == "ollama" else "usage")
     else:
         assert raw["status"] == "error" and raw["output_tokens"] is None
     if backend == "gemini" and fault in ("midstream_error", "truncate", "reset", "malformed", "stall"):

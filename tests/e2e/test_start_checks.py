@@ -42,6 +42,7 @@ CASES = [
     (["--llm-api-key-env", "sk-not-a-name"], "--llm-api-key-env", "NAME"),
     (["--llm-server-metrics", "vllm:8000/metrics"], "--llm-server-metrics", "http://"),
     (["--llm-scrape-interval", "0"], "--llm-scrape-interval", "more than 0"),
+    (["--llm-responses-chain", "sometimes"], "--llm-responses-chain", "full or previous_id"),
 ]
 
 

@@ -60,10 +60,11 @@ def test_sample_replays_on_time_with_exact_lengths(sim, tmp_path, name, args, fm
         assert rec["input_tokens"] == server[rec["request_id"]]["input_tokens"] == row.input_tokens, rec
         assert rec["output_tokens"] == rec["target_output_tokens"] == row.output_tokens
     lags.sort()
-    # sent at the trace's time: never early; the median send lag (connect and the client's own delay,
-    # a BurstGPT second's rows all due at once) measured 1-4 ms on a quiet machine and 7 ms in a full
-    # CI run on 2 cores, so the bound here is 10 ms (issue 29 asks 5 ms: still open)
-    assert lags[0] >= -1e-4 and lags[len(lags) // 2] < 0.010, lags
+    # sent at the trace's time: never early; the median send lag under 5 ms (issue 29). Prompts are
+    # built ahead of their due times (openloop.REPLAY_AHEAD), so rows due at once (a BurstGPT second)
+    # go back to back: 0.9-1.5 ms median, 3.4 ms max with eight other sessions on this machine's two
+    # cores; built in the loop instead, the median was 2-7 ms and the first rows 270-370 ms late.
+    assert lags[0] >= -1e-4 and lags[len(lags) // 2] < 0.005, lags
     summary = read_summary(report)
     err = summary["workload"]["input_tokens_error"]  # the same check as for synthetic prompts
     assert err["exact_share"] == 1.0 and err["abs_tokens"]["p99"] == 0 and err["requests"] == len(rows)

@@ -48,7 +48,8 @@ def record(i: int, rnd: random.Random, name: str = CHAT, **kw: object) -> Reques
     itl = [int(rnd.lognormvariate(15.0, 0.6)) for _ in range(12)]
     fields: dict = dict(request_id=f"r{i}", name=name, backend="vllm", model="m1", start_time=time.time(),
                         ttft_ns=ttft, ttfb_ns=ttft // 2, e2e_ns=ttft + sum(itl), itl_ns=itl, output_tokens=13,
-                        input_tokens=7)
+                        input_tokens=7, ttst_ns=ttft + itl[0], reasoning_chunks=i % 3, reasoning_tokens=i % 3,
+                        ttfo_ns=ttft + sum(itl[: i % 3]))  # i % 3 reasoning chunks first
     fields.update(kw)
     return RequestRecord(**fields)
 
@@ -133,6 +134,7 @@ def test_quantiles_equal_the_hdr_percentiles_of_the_report(merged: Collector) ->
     summary = merged.stats.summary()["by_name"][CHAT]
     lab = dict(backend="vllm", model="m1", name=CHAT)
     for family, key in (("llm_time_to_first_token_seconds", "ttft"), ("llm_inter_token_latency_seconds", "itl"),
+                        ("llm_time_to_first_output_token_seconds", "ttfo"), ("llm_time_to_second_token_seconds", "ttst"),
                         ("llm_time_per_output_token_seconds", "tpot"), ("llm_request_duration_seconds", "e2e")):
         for q, p in (("0.5", "p50"), ("0.9", "p90"), ("0.99", "p99")):
             assert got[(family + "_quantile", L(**lab, quantile=q))] == pytest.approx(summary[key][p] / 1e3, rel=1e-12)
@@ -157,6 +159,7 @@ def test_counters_labels_users_lag_and_scrape_errors(merged: Collector) -> None:
     assert got[("llm_excluded_requests_total", L(**chat, reason="cooldown"))] == 1
     assert got[("llm_output_tokens_total", L(**chat))] == s.output_tokens
     assert got[("llm_input_tokens_total", L(**chat))] == s.input_tokens
+    assert got[("llm_reasoning_tokens_total", L(**chat))] == s.reasoning.reasoning_tokens
     assert got[("llm_requests_total", L(backend="tgi", model="m2", name=COMP, status="ok"))] == 50
     assert got[("llm_users", L())] == 7
     assert got[("llm_client_loop_lag_seconds_count", L(node="local"))] == 3
@@ -167,9 +170,10 @@ def test_counters_labels_users_lag_and_scrape_errors(merged: Collector) -> None:
     assert "llm_scrape_errors" not in scrape_text(merged)  # only when a scraper runs
     # every family is a base-unit llm_* name
     assert {f.name for f in text_string_to_metric_families(text)} <= {
-        "llm_requests", "llm_excluded_requests", "llm_output_tokens", "llm_input_tokens", "llm_users",
-        "llm_client_loop_lag_seconds", "llm_scrape_errors",
-        *(f"llm_{n}_seconds{s}" for n in ("time_to_first_token", "inter_token_latency", "time_per_output_token",
+        "llm_requests", "llm_excluded_requests", "llm_output_tokens", "llm_input_tokens", "llm_reasoning_tokens",
+        "llm_users", "llm_client_loop_lag_seconds", "llm_scrape_errors",
+        *(f"llm_{n}_seconds{s}" for n in ("time_to_first_token", "time_to_first_output_token",
+                                          "time_to_second_token", "inter_token_latency", "time_per_output_token",
                                           "request_duration") for s in ("", "_quantile"))}
 
 

@@ -82,8 +82,9 @@ def test_thinking_parts_and_last_usage_with_candidates(harness) -> None:
     s = harness.check(GeminiStreamParser, harness.read(P, "thinking.txt"))
     assert s.reasoning == "**Counting letters**\n\nI need to count the rs in strawberry."
     assert s.text == "There are 3 r's in strawberry." and s.chunks == 4
-    # The final frame's usage has no candidatesTokenCount: the last one that has it wins.
-    assert s.usage == Usage(input_tokens=12, output_tokens=9, reasoning_tokens=48)
+    # The final frame's usage has no candidatesTokenCount: the last one that has it wins. Output is
+    # candidates (9, the answer) plus thoughts (48), as the other dialects count reasoning in output.
+    assert s.usage == Usage(input_tokens=12, output_tokens=9 + 48, reasoning_tokens=48)
     assert s.finishes == ["MAX_TOKENS"] and s.complete
 
 

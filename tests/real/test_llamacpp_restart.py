@@ -89,6 +89,9 @@ def test_llamacpp_killed_and_restarted_on_the_same_port(client: str, tmp_path) -
     assert len(cut) == USERS and {r["error_category"] for r in cut} == {"connection_reset"}
     assert all(r["ttfb_ns"] is not None for r in cut)  # the server had answered them
     assert all(r["status"] == "error" and r["e2e_ns"] < 0.5e9 for r in down)
+    # its 503 `Loading model` answers (~2 ms each) are the same failure repeated: backed off (issue
+    # 33 item 5), a few per user instead of some 500 in the second or two the model loads
+    assert sum(r["error_category"] == "http_503" for r in records) <= USERS * 8, cats
     s = read_summary(report)
     (o,) = s["outages"]
     failed = [r for r in records if r["status"] == "error"]

@@ -3,7 +3,9 @@ or both (LiteLLM's Gemini bridge streams text with ``usageMetadata`` counts of 0
 dialect, streamed and not, while the text, the frames and the ground truth stay as they were.
 
 The official SDKs parse the streams (as in test_judges.py) and must see the zeros; the raw
-frames, usage taken out, must equal the session simulator's frames for the same request.
+frames, usage taken out, must equal those of a simulator with the same settings but no
+``--usage-zero``. ``--reasoning-tokens 2``: the first two tokens stream as reasoning text (where the
+dialect has it) and their count is zeroed with the output's.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from huggingface_hub import InferenceClient
 from llm_users.sim.cli import config_from_args
 from llm_users.sim.config import SimConfig
 from llm_users.sim.launcher import SimProcess, start_simulator
-from llm_users.sim.text import expected_text
+from llm_users.sim.text import expected_text, expected_tokens
 from tests.sim import simhttp
 from tests.sim.simsettings import SEED, SIM_ARGS
 
@@ -34,15 +36,24 @@ TIMEOUT = 10.0
 MODES = {"both": (True, True), "output": (False, True), "input": (True, False)}  # zero (input, output)
 
 
+ZARGS = [*SIM_ARGS, "--ttft-ms", "5", "--itl-ms", "1", "--reasoning-tokens", str(REASONING), "--prefix-cache-block", "2"]
+
+
 @pytest.fixture(scope="module", params=list(MODES))
 def zsim(request) -> Iterator[tuple[str, SimProcess]]:
     """The session simulator's settings (so the same text), fast timing, usage zeroed as the param says."""
     mode = request.param
-    with start_simulator([*SIM_ARGS, "--ttft-ms", "5", "--itl-ms", "1", "--reasoning-tokens", str(REASONING),
-                          "--prefix-cache-block", "2", "--usage-zero", mode]) as s:
+    with start_simulator([*ZARGS, "--usage-zero", mode]) as s:
         yield mode, s
         errors = s.stderr_text()
     assert "Traceback" not in errors, errors
+
+
+@pytest.fixture(scope="module")
+def rsim() -> Iterator[SimProcess]:
+    """The same settings without ``--usage-zero``: the frames to compare with."""
+    with start_simulator(ZARGS) as s:
+        yield s
 
 
 class Want:
@@ -59,7 +70,9 @@ class Want:
         self.total = self.input + self.output
         self.reasoning = 0 if zero_out else REASONING
         self.text = expected_text(SEED, PROMPT, n)
-        assert self.text
+        self.thought = "".join(expected_tokens(SEED, PROMPT, n)[:REASONING])  # streamed as reasoning where it can be
+        self.answer = self.text[len(self.thought):]
+        assert self.text and self.answer and self.text.startswith(self.thought)
 
     def running(self, seen: list[int], n: int = N) -> None:
         """Per-chunk cumulative output counts: all 0 when zeroed, else growing to n."""
@@ -84,7 +97,8 @@ def test_openai_chat_stream(zsim, rid):
     chunks = list(stream)
     want = Want(mode, simhttp.trace(sim.url, rid))
     content = [c for c in chunks if c.choices]
-    assert "".join(c.choices[0].delta.content or "" for c in content) == want.text
+    assert "".join(c.choices[0].delta.content or "" for c in content) == want.answer
+    assert "".join(getattr(c.choices[0].delta, "reasoning", None) or "" for c in content) == want.thought
     assert content[-1].choices[0].finish_reason == "length"
     for c in content:  # continuous_usage_stats: usage on every chunk
         assert c.usage.prompt_tokens == want.input
@@ -131,7 +145,8 @@ def test_openai_chat_non_streaming(zsim, rid):
         model="m", messages=[{"role": "user", "content": PROMPT}], max_completion_tokens=N,
         extra_headers={"X-Request-Id": rid})
     want = Want(mode, simhttp.trace(sim.url, rid))
-    assert resp.choices[0].message.content == want.text and resp.choices[0].finish_reason == "length"
+    assert resp.choices[0].message.content == want.answer and resp.choices[0].finish_reason == "length"
+    assert resp.choices[0].message.reasoning == want.thought  # type: ignore[attr-defined]
     u = resp.usage
     assert (u.prompt_tokens, u.completion_tokens, u.total_tokens) == (want.input, want.output, want.total)
 
@@ -204,7 +219,8 @@ def test_ollama_chat_stream(zsim, rid):
     parts = list(_ollama(sim, rid).chat(model="llama-sim", messages=[{"role": "user", "content": PROMPT}],
                                         stream=True, options={"num_predict": N}))
     want = Want(mode, simhttp.trace(sim.url, rid))
-    assert "".join(p.message.content for p in parts) == want.text
+    assert "".join(p.message.content for p in parts) == want.answer
+    assert "".join(p.message.thinking or "" for p in parts) == want.thought
     last = parts[-1]
     assert last.done and last.done_reason == "length"
     assert (last.eval_count, last.prompt_eval_count) == (want.output, want.input)  # 0 is written, not left out
@@ -216,7 +232,8 @@ def test_ollama_generate_stream(zsim, rid):
     parts = list(_ollama(sim, rid).generate(model="llama-sim", prompt=PROMPT, stream=True,
                                             options={"num_predict": N}))
     want = Want(mode, simhttp.trace(sim.url, rid))
-    assert "".join(p.response for p in parts) == want.text
+    assert "".join(p.response for p in parts) == want.answer
+    assert "".join(p.thinking or "" for p in parts) == want.thought
     assert (parts[-1].eval_count, parts[-1].prompt_eval_count) == (want.output, want.input)
 
 
@@ -225,7 +242,7 @@ def test_ollama_chat_non_streaming(zsim, rid):
     resp = _ollama(sim, rid).chat(model="llama-sim", messages=[{"role": "user", "content": PROMPT}],
                                   stream=False, options={"num_predict": N})
     want = Want(mode, simhttp.trace(sim.url, rid))
-    assert resp.message.content == want.text
+    assert resp.message.content == want.answer and resp.message.thinking == want.thought
     assert (resp.eval_count, resp.prompt_eval_count) == (want.output, want.input)
 
 
@@ -242,7 +259,9 @@ def test_anthropic_stream(zsim, rid):
     events = list(_anthropic(sim, rid).messages.create(
         model="claude-sim", max_tokens=N, messages=[{"role": "user", "content": PROMPT}], stream=True))
     want = Want(mode, simhttp.trace(sim.url, rid))
-    assert "".join(e.delta.text for e in events if e.type == "content_block_delta") == want.text
+    deltas = [e.delta for e in events if e.type == "content_block_delta"]
+    assert "".join(d.thinking for d in deltas if d.type == "thinking_delta") == want.thought
+    assert "".join(d.text for d in deltas if d.type == "text_delta") == want.answer
     start = events[0].message.usage
     assert (start.input_tokens, start.output_tokens) == (want.input, 0 if want.zero_out else 1)
     delta = next(e for e in events if e.type == "message_delta")
@@ -257,7 +276,7 @@ def test_anthropic_stream_helper(zsim, rid):
         streamed = "".join(stream.text_stream)
         final = stream.get_final_message()
     want = Want(mode, simhttp.trace(sim.url, rid))
-    assert streamed == final.content[0].text == want.text
+    assert streamed == final.content[1].text == want.answer and final.content[0].thinking == want.thought
     assert (final.usage.input_tokens, final.usage.output_tokens) == (want.input, want.output)
 
 
@@ -266,7 +285,8 @@ def test_anthropic_non_streaming(zsim, rid):
     msg = _anthropic(sim, rid).messages.create(model="claude-sim", max_tokens=N,
                                                messages=[{"role": "user", "content": PROMPT}])
     want = Want(mode, simhttp.trace(sim.url, rid))
-    assert msg.content[0].text == want.text and msg.stop_reason == "max_tokens"
+    assert msg.content[1].text == want.answer and msg.stop_reason == "max_tokens"
+    assert msg.content[0].thinking == want.thought
     assert (msg.usage.input_tokens, msg.usage.output_tokens) == (want.input, want.output)
 
 
@@ -284,17 +304,20 @@ def test_gemini_stream(zsim, rid):
     chunks = list(client.models.generate_content_stream(
         model="gemini-sim", contents=PROMPT, config=types.GenerateContentConfig(max_output_tokens=N)))
     want = Want(mode, simhttp.trace(sim.url, rid))
-    assert len(chunks) == 2  # 4 tokens per chunk: the chunking is unchanged
-    assert "".join(c.text or "" for c in chunks) == want.text
+    assert len(chunks) == 3  # 4 tokens per chunk, cut where the thoughts end (2 + 4 + 2): the same in every mode
+    parts = [p for c in chunks for p in c.candidates[0].content.parts]
+    assert "".join(p.text for p in parts if p.thought) == want.thought
+    assert "".join(p.text for p in parts if not p.thought) == want.answer
     assert chunks[-1].candidates[0].finish_reason == types.FinishReason.MAX_TOKENS
     for c in chunks:  # every chunk carries usageMetadata
         u = c.usage_metadata
         assert u.prompt_token_count == want.input
-        assert u.total_token_count == want.input + (u.candidates_token_count or 0)
+        assert u.total_token_count == want.input + (u.candidates_token_count or 0) + (u.thoughts_token_count or 0)
         assert (u.thoughts_token_count or 0) == want.reasoning
-    want.running([c.usage_metadata.candidates_token_count or 0 for c in chunks])
+    # candidates leave the thoughts out, as Gemini counts: they grow to the answer's length
+    want.running([c.usage_metadata.candidates_token_count or 0 for c in chunks], N - want.reasoning)
     u = chunks[-1].usage_metadata
-    assert (u.candidates_token_count, u.total_token_count) == (want.output, want.total)
+    assert (u.candidates_token_count + (u.thoughts_token_count or 0), u.total_token_count) == (want.output, want.total)
 
 
 def test_gemini_non_streaming(zsim, rid):
@@ -303,9 +326,10 @@ def test_gemini_non_streaming(zsim, rid):
     resp = client.models.generate_content(model="gemini-sim", contents=PROMPT,
                                           config=types.GenerateContentConfig(max_output_tokens=N))
     want = Want(mode, simhttp.trace(sim.url, rid))
-    assert resp.text == want.text
+    parts = resp.candidates[0].content.parts
+    assert [p.text for p in parts] == [want.thought, want.answer] and parts[0].thought
     u = resp.usage_metadata
-    assert (u.prompt_token_count, u.candidates_token_count, u.total_token_count) == (
+    assert (u.prompt_token_count, u.candidates_token_count + (u.thoughts_token_count or 0), u.total_token_count) == (
         want.input, want.output, want.total)
 
 
@@ -352,16 +376,16 @@ def _frames(body: bytes) -> list[Any]:
 
 
 @pytest.mark.parametrize(("path", "body"), RAW, ids=[p.split("?")[0] for p, _ in RAW])
-def test_only_usage_differs(zsim, sim, rid, path, body):
-    """The same frames and the same writes as the session simulator's (without the option) for the
-    same request, once usage (the reasoning count too), ids and timings are taken out."""
+def test_only_usage_differs(zsim, rsim, rid, path, body):
+    """The same frames and the same writes as a simulator with the same settings without the
+    option for the same request, once usage (the reasoning count too), ids and timings are taken out."""
     _, zs = zsim
     got = simhttp.request(zs.url, path, body, {"X-Request-Id": rid})
-    base = simhttp.request(sim.url, path, body, {"X-Request-Id": rid})
+    base = simhttp.request(rsim.url, path, body, {"X-Request-Id": rid})
     assert got.status == base.status == 200 and got.chunked_complete and base.chunked_complete
     assert _frames(got.body) == _frames(base.body)
     chunks = [k for _, k in simhttp.trace(zs.url, rid)["chunks"]]
-    assert chunks == [k for _, k in simhttp.trace(sim.url, rid)["chunks"]] and sum(chunks) == N
+    assert chunks == [k for _, k in simhttp.trace(rsim.url, rid)["chunks"]] and sum(chunks) == N
 
 
 # --------------------------------------------------------------------------- settings

@@ -23,6 +23,7 @@ class TraceConfig:
     speedup: float = 1.0
     format: str = "auto"
     window: tuple[float, float] | None = None
+    tokenizer: str | None = None  # --llm-tokenizer: prompts fitted by a local tokenizer.json
 
 
 class Trace(LoadProfile):
@@ -47,7 +48,8 @@ class Trace(LoadProfile):
             window = parse_window(given(opts, "llm_trace_window"))
         except ValueError as e:
             raise ConfigError(str(e)) from None
-        return TraceConfig(str(path), speedup, fmt, window) if path else None
+        tokenizer = given(opts, "llm_tokenizer")
+        return TraceConfig(str(path), speedup, fmt, window, str(tokenizer) if tokenizer else None) if path else None
 
     def open_loop(self, config: TraceConfig | None) -> bool:
         return config is not None
@@ -76,7 +78,8 @@ class Trace(LoadProfile):
                     w = data.get("trace_window")
                     window = (float(w[0]), float("inf") if w[1] is None else float(w[1])) if w else None
                     rows = load_trace(data["trace"], data.get("trace_format", "auto"), window)
-                    scheduler.source = TraceSource(rows, float(data.get("trace_speedup", 1)))
+                    scheduler.source = TraceSource(rows, float(data.get("trace_speedup", 1)),
+                                                   data.get("trace_tokenizer"))
 
             engine.share_hooks.append(from_share)
         if config is None:
@@ -86,9 +89,9 @@ class Trace(LoadProfile):
         if not study.on_worker and engine is not None:
             window = [config.window[0], None if config.window[1] == float("inf") else config.window[1]] \
                 if config.window else None  # JSON has no infinity
-            engine.replay(TraceSource(rows, config.speedup),
+            engine.replay(TraceSource(rows, config.speedup, config.tokenizer),
                           share={"trace": config.path, "trace_speedup": config.speedup, "trace_format": fmt,
-                                 "trace_window": window},
+                                 "trace_window": window, "trace_tokenizer": config.tokenizer},
                           target={"rate": None, "trace": config.path, "trace_speedup": config.speedup,
                                   "trace_requests": len(rows), "trace_format": fmt, "trace_window": window,
                                   "trace_skipped": skipped})

@@ -1,0 +1,120 @@
+"""Issue 30 item 3: TTFO and TTST end to end. Real locust processes against the simulator with
+``--reasoning-tokens``: raw mode (OpenAI-compatible ``delta.reasoning``), SDK mode (Anthropic
+``thinking_delta`` through the anthropic SDK), ``--processes 2`` (merged on the master, exactly),
+and Ollama (no reasoning count of its own: estimated from the reasoning chunks)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from llm_users.metrics import Distribution
+from tests.helpers import free_port, median, read_records, read_summary, run_locust
+
+pytestmark = pytest.mark.slow
+
+R, N, ITL_MS, TTFT_MS = 6, 20, 5.0, 40.0
+SIM = ("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS), "--output-tokens", str(N), "--reasoning-tokens", str(R),
+       "--seed", "7")
+KEYS = {"ANTHROPIC_API_KEY": "sk-ant-test"}
+
+
+def _measured(report: Path) -> list[dict]:
+    records = [r for r in read_records(report) if r["status"] == "ok" and not r["warmup"]]
+    assert len(records) >= 5, records[:1]
+    return records
+
+
+def _per_record(records: list[dict], source: str) -> None:
+    for r in records:
+        assert (r["chunks"], r["reasoning_chunks"], r["output_tokens"]) == (N, R, N), r
+        assert (r["reasoning_tokens"], r["reasoning_tokens_source"], r["answer_tokens"]) == (R, source, N - R), r
+        assert r["ttft_ns"] <= r["ttst_ns"] <= r["ttfo_ns"] < r["e2e_ns"]  # chunks read together share a stamp
+        assert r["ttst_ns"] - r["ttft_ns"] == r["itl_ns"][0]  # the same stamps
+        assert r["ttfo_ns"] - r["ttft_ns"] == sum(r["itl_ns"][:R])
+    # TTFO - TTFT = R reasoning chunks x ITL: the simulator's chunk targets are absolute (no drift)
+    gap_ms = median([(r["ttfo_ns"] - r["ttft_ns"]) / 1e6 for r in records])
+    assert abs(gap_ms - R * ITL_MS) < 0.2 * R * ITL_MS, gap_ms
+    assert abs(median([(r["ttst_ns"] - r["ttft_ns"]) / 1e6 for r in records]) - ITL_MS) < 0.4 * ITL_MS
+
+
+def _summary_matches(report: Path, records: list[dict]) -> dict:
+    """summary.json's ttfo/ttst and reasoning block equal what the records give (exactly, merged or not)."""
+    ov = read_summary(report)["overall"]
+    for key, field in (("ttfo", "ttfo_ns"), ("ttst", "ttst_ns")):
+        d = Distribution()
+        for r in records:
+            d.add(r[field])
+        assert ov[key] == d.summary_ms() | {"mean": ov[key]["mean"]}, key
+        assert ov[key]["mean"] == pytest.approx(d.summary_ms()["mean"], rel=1e-9)
+    reasoning, answer = Distribution(), Distribution()
+    for r in records:
+        reasoning.add_many(r["itl_ns"][: R - 1])
+        answer.add_many(r["itl_ns"][R:])
+    block = ov["reasoning"]
+    n = len(records)
+    assert (block["requests"], block["reasoning_tokens"], block["answer_tokens"]) == (n, n * R, n * (N - R))
+    assert (block["reasoning_chunks"], block["answer_chunks"]) == (n * R, n * (N - R))
+    for key, d in (("itl_reasoning", reasoning), ("itl_answer", answer)):
+        for p in ("count", "p50", "p90", "p99", "min", "max"):
+            assert block[key][p] == d.summary_ms()[p], (key, p)
+    return ov
+
+
+def test_raw_mode_openai_reasoning(sim_factory, tmp_path) -> None:
+    sim = sim_factory(*SIM)
+    report = tmp_path / "r"
+    proc = run_locust("vllm.py", "--host", sim.url, "-u", "3", "-r", "3", "-t", "3s", "--stop-timeout", "10",
+                      report=report)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = _measured(report)
+    assert {r["client"] for r in records} == {"raw"}
+    _per_record(records, "usage")
+    ov = _summary_matches(report, records)
+    assert ov["reasoning"]["reasoning_tokens_estimated_requests"] == 0
+    console = proc.stdout + proc.stderr
+    assert "TTFO p50" in console and "TTST p50" in console and "reasoning: " in console
+    html = (report / "report.html").read_text()
+    assert "Reasoning and answer" in html and "TTFO p50" in html
+
+
+def test_sdk_mode_anthropic(sim_factory, tmp_path) -> None:
+    sim = sim_factory(*SIM)
+    report = tmp_path / "r"
+    proc = run_locust("claude.py", "--host", sim.url, "-u", "3", "-r", "3", "-t", "3s", "--stop-timeout", "10",
+                      "--llm-client", "sdk", report=report, env=KEYS)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = _measured(report)
+    assert {r["client"] for r in records} == {"sdk"}
+    _per_record(records, "usage")  # the simulator's output_tokens_details.thinking_tokens
+    _summary_matches(report, records)
+
+
+def test_processes_2_merges_exactly(sim_factory, tmp_path) -> None:
+    """Raw mode: under --processes 2 the SDK's import in each worker took longer than a short run
+    on a loaded 2-core machine (the same on main), and the merge is the same code either way."""
+    sim = sim_factory(*SIM)
+    report = tmp_path / "r"
+    port = str(free_port())
+    proc = run_locust("vllm.py", "--processes", "2", "--master-bind-port", port, "--master-port", port,
+                      "--host", sim.url, "-u", "4", "-r", "4", "-t", "4s", "--stop-timeout", "10",
+                      report=report)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = _measured(report)
+    assert len({r["worker"] for r in records}) == 2
+    _per_record(records, "usage")
+    _summary_matches(report, records)  # merged on the master from the workers' wire forms: exact
+
+
+def test_ollama_reasoning_count_is_estimated(sim_factory, tmp_path) -> None:
+    sim = sim_factory(*SIM)
+    report = tmp_path / "r"
+    proc = run_locust("ollama.py", "--host", sim.url, "-u", "2", "-r", "2", "-t", "2s", "--stop-timeout", "10",
+                      report=report)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = _measured(report)
+    _per_record(records, "estimated")  # Ollama reports no reasoning count: one a reasoning chunk
+    ov = _summary_matches(report, records)
+    assert ov["reasoning"]["reasoning_tokens_estimated_requests"] == len(records)
+    assert "estimated from reasoning chunks" in proc.stdout + proc.stderr

@@ -1,0 +1,112 @@
+"""Issue 30 item 1: ``--llm-endpoint responses`` in real locust processes against the simulator,
+raw and SDK mode, local and ``--processes 2``, single requests and sessions chained by
+``previous_response_id`` or sent whole. Records must be the simulator's ground truth: one record
+per request it served, its token counts (reasoning apart), and each later turn the earlier
+prompt + the simulator's own reply + the new message."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from llm_users.sim.launcher import start_simulator
+from llm_users.sim.text import expected_text
+from tests.helpers import free_port, get_json, read_records, read_summary, run_locust
+
+pytestmark = pytest.mark.slow
+
+SEED = 17
+REASONING = 2
+KEYS = {"OPENAI_API_KEY": "sk-test-not-a-real-key"}
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[Any]:
+    s = start_simulator(["--ttft-ms", "5", "--itl-ms", "1", "--seed", str(SEED), "--trace-prompts",
+                         "--reasoning-tokens", str(REASONING)])
+    yield s
+    s.stop()
+
+
+def _fresh(sim: Any) -> int:
+    get_json(sim.url + "/_sim/trace", method="DELETE")
+    return get_json(sim.url + "/_sim/responses")["chained"]
+
+
+@pytest.mark.parametrize(("locustfile", "client", "max_tokens"), [
+    ("vllm.py", "raw", 8), ("vllm.py", "sdk", 8), ("openai.py", "raw", 16)])
+def test_single_requests_match_the_ground_truth(sim, tmp_path, locustfile: str, client: str,
+                                                max_tokens: int) -> None:
+    _fresh(sim)
+    report = tmp_path / "r"
+    proc = run_locust(locustfile, "--host", sim.url, "-u", "2", "-r", "2", "-t", "4s" if client == "sdk" else "2s",
+                      "--stop-timeout", "10", "--llm-endpoint", "responses", "--llm-max-tokens", str(max_tokens),
+                      "--llm-client", client, "--llm-prometheus-port", "0", report=report, env=KEYS)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = [r for r in read_records(report) if r["status"] != "interrupted"]
+    assert len(records) >= 4 and [r["error_message"] for r in records if r["status"] != "ok"] == []
+    name = "/v1/responses" if client == "raw" else "sdk:/v1/responses"
+    trace = {t["request_id"]: t for t in get_json(sim.url + "/_sim/trace")}
+    for r in records:
+        t = trace[r["request_id"]]  # raw and SDK mode both tag the request: one served request per record
+        assert t["completed"] and r["name"] == name and r["client"] == client
+        assert r["output_tokens"] == t["output_tokens"] == max_tokens and r["tokens_source"] == "usage"
+        assert r["input_tokens"] == t["input_tokens"] and r["reasoning_tokens"] == REASONING
+        assert r["chunks"] == max_tokens  # reasoning deltas are token-bearing chunks too
+        assert r["output_chars"] == len(expected_text(SEED, t["prompt"], max_tokens)) - len(
+            expected_text(SEED, t["prompt"], REASONING))  # the answer's text only
+        assert r["finish_reason"] == "max_output_tokens"  # OpenAI's response.incomplete at the maximum
+        assert r["server"]["response_id"] == f"resp_sim{t['seq']:016x}"
+        assert r["server_model"] == r["model"] and r["sampling_issues"] is None
+        assert 0 < r["ttfb_ns"] <= r["ttft_ns"] <= r["e2e_ns"]
+    assert len(trace) >= len(records)
+    summary = read_summary(report)
+    assert summary["overall"]["estimated_token_requests"] == 0 and summary["overall"]["sampling_issues"] == {}
+
+
+def _sessions(records: list[dict[str, Any]]) -> list[dict[int, dict[str, Any]]]:
+    sessions: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
+    for r in records:
+        sessions[r["session_id"]][r["turn"]] = r
+    return [s for s in sessions.values() if sorted(s) == [1, 2, 3]]
+
+
+@pytest.mark.parametrize(("chain", "client", "processes"), [
+    ("previous_id", "raw", 2), ("previous_id", "sdk", 1), ("full", "raw", 1)])
+def test_sessions_chain_or_send_the_whole_history(sim, tmp_path, chain: str, client: str, processes: int) -> None:
+    chained_before = _fresh(sim)
+    report = tmp_path / "r"
+    dist: list[str] = []
+    if processes > 1:
+        port = str(free_port())
+        dist = ["--processes", str(processes), "--master-bind-port", port, "--master-port", port]
+    proc = run_locust("vllm.py", *dist, "--host", sim.url, "-u", "4", "-r", "4",
+                      "-t", "5s" if client == "sdk" or processes > 1 else "3s", "--stop-timeout", "10",
+                      "--llm-endpoint", "responses", "--llm-max-tokens", "6", "--llm-turns", "3",
+                      "--llm-responses-chain", chain, "--llm-client", client, "--llm-prometheus-port", "0",
+                      report=report, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = [r for r in read_records(report) if r["status"] != "interrupted"]
+    assert all(r["status"] == "ok" for r in records), [r["error_message"] for r in records][:3]
+    if processes > 1:
+        assert len({r["worker"] for r in records}) == processes  # merged on the master
+    complete = _sessions(records)
+    assert len(complete) >= 2
+    trace = {t["request_id"]: t for t in get_json(sim.url + "/_sim/trace")}
+    for turns in complete:
+        for t in (2, 3):
+            prev, cur = trace[turns[t - 1]["request_id"]], trace[turns[t]["request_id"]]
+            reply = expected_text(SEED, prev["prompt"], 6)[len(expected_text(SEED, prev["prompt"], REASONING)):]
+            assert cur["prompt"].startswith(prev["prompt"] + "\n" + reply + "\n")  # the history, whichever way
+            assert cur["messages"] == prev["messages"] + 2
+            assert turns[t]["input_tokens"] > turns[t - 1]["input_tokens"] + 6 - REASONING
+    later = sum(1 for r in records if r["turn"] > 1)
+    chained = get_json(sim.url + "/_sim/responses")["chained"] - chained_before
+    if chain == "previous_id":  # every later turn named the earlier response (those cut by the stop too)
+        assert later <= chained <= later + 4
+    else:
+        assert chained == 0
+    assert read_summary(report)["workload"]["source"]["chain"] == chain

@@ -1,0 +1,125 @@
+"""``--llm-endpoint responses`` against the real servers (issue 30): llama.cpp's native
+/v1/responses and LiteLLM's Responses bridge (``hosted_vllm/``: LiteLLM translates to chat).
+
+- llama.cpp: full ``event:`` sequence without ``sequence_number``/``output_index``, ends with
+  ``response.completed`` even at the maximum, its ``timings`` beside the response; refuses
+  ``previous_response_id`` (HTTP 400), so sessions must send the whole history.
+- LiteLLM's bridge: no ``event:`` lines, ids that change per event, ``[DONE]`` at the end;
+  ``previous_response_id`` is accepted and silently ignored (no database to keep responses in):
+  the turn is answered without its history.
+
+Per run, as for the other dialects: every request succeeds, records == generations the model ran,
+output tokens are the server's and add up to llama.cpp's counter.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.helpers import read_records, read_summary, run_locust
+from tests.real.observe import Window
+from tests.real.servers import LITELLM_KEY
+from tests.real.test_llamacpp import MAX_TOKENS, prompt_tokens, run_against
+
+pytestmark = pytest.mark.slow
+
+
+def _check(records: list[dict[str, Any]], window: Window, stderr: str) -> None:
+    assert len(records) >= 4, stderr[-2000:]
+    assert [r["error_message"] for r in records if r["status"] != "ok"] == []
+    assert window.generations() == len(records)
+    assert all(r["tokens_source"] == "usage" and r["input_tokens_source"] == "usage" for r in records)
+    assert sum(r["output_tokens"] for r in records) == window.delta("tokens_predicted_total")
+    for r in records:
+        assert 0 < r["output_tokens"] <= MAX_TOKENS and r["server"]["response_id"].startswith("resp_")
+        assert r["ttfb_ns"] <= r["ttft_ns"] <= r["e2e_ns"], r
+
+
+@pytest.mark.parametrize(("locustfile", "client"), [("vllm.py", "raw"), ("vllm.py", "sdk"), ("openai.py", "raw")])
+def test_llamacpp_native_responses(llama, locustfile: str, client: str, tmp_path) -> None:
+    proc, report, window = run_against(llama, locustfile, tmp_path, "--llm-endpoint", "responses",
+                                       "--llm-max-tokens", str(MAX_TOKENS), "--llm-client", client)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = read_records(report)
+    _check(records, window, proc.stderr)
+    assert sum(prompt_tokens(r) for r in records) == (window.delta("prompt_tokens_total")
+                                                       + window.delta("prompt_tokens_cached_total"))
+    for r in records:
+        assert r["finish_reason"] == "completed"  # llama.cpp: completed, never incomplete, at the maximum
+        timings = r["server"]["timings"]  # the server's own prefill: our TTFT includes it
+        assert timings["predicted_n"] == r["output_tokens"]
+        assert r["ttft_ns"] / 1e6 >= timings["prompt_ms"] * 0.98, (r["ttft_ns"], timings)
+    if locustfile == "vllm.py":  # ignore_eos honoured on /v1/responses too: exactly the maximum
+        assert {r["output_tokens"] for r in records} == {MAX_TOKENS}
+    assert read_summary(report)["overall"]["sampling_issues"] == {}
+
+
+def _turns(records: list[dict[str, Any]]) -> list[dict[int, dict[str, Any]]]:
+    sessions: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
+    for r in records:
+        sessions[r["session_id"]][r["turn"]] = r
+    return list(sessions.values())
+
+
+def test_llamacpp_sessions_whole_history_and_no_previous_response_id(llama, tmp_path) -> None:
+    """Whole history: each turn's prompt holds the last one and its reply. previous_id: llama.cpp
+    answers the chained turn with HTTP 400 naming previous_response_id, every time."""
+    args = ("--llm-endpoint", "responses", "--llm-max-tokens", "8", "--llm-turns", "3", "--llm-warmup", "0")
+    proc, report, _ = run_against(llama, "vllm.py", tmp_path / "full", *args, "--llm-responses-chain", "full",
+                                  seconds=8)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = [r for r in read_records(report) if r["status"] != "interrupted"]
+    assert all(r["status"] == "ok" for r in records), [r["error_message"] for r in records][:3]
+    done = [s for s in _turns(records) if 2 in s]
+    assert done
+    for s in done:
+        assert s[2]["input_tokens"] >= s[1]["input_tokens"] + s[1]["output_tokens"]
+    proc, report, _ = run_against(llama, "vllm.py", tmp_path / "chain", *args, "--llm-responses-chain",
+                                  "previous_id", seconds=6)
+    records = [r for r in read_records(report) if r["status"] != "interrupted"]
+    later = [r for r in records if r["turn"] > 1]
+    assert later and all(r["status"] == "ok" for r in records if r["turn"] == 1)
+    for r in later:
+        assert r["error_category"] == "http_400" and "previous_response_id" in r["error_message"], r
+
+
+def test_litellm_bridge(litellm, llama, tmp_path) -> None:
+    """Raw and SDK mode through LiteLLM's translation; then a chained session: LiteLLM takes
+    previous_response_id and answers without the history (the turn's prompt is its own message)."""
+    # LiteLLM's first Responses request loads its bridge (seconds on 2 busy cores): not in a window
+    warm = httpx.post(litellm.url + "/v1/responses", headers={"Authorization": f"Bearer {LITELLM_KEY}"}, timeout=120,
+                      json={"model": "gemma-3-270m-bridge", "input": "Hi", "max_output_tokens": 2, "stream": True})
+    assert warm.status_code == 200 and "response.completed" in warm.text, warm.text[:500]
+    for client in ("raw", "sdk"):
+        report = tmp_path / client
+        backend = Window.open(llama)
+        gateway = Window.open(litellm)
+        proc = run_locust("vllm.py", "--host", litellm.url, "-u", "2", "-r", "2", "-t", "6s", "--stop-timeout", "60",
+                          "--llm-model", "gemma-3-270m-bridge", "--llm-endpoint", "responses",
+                          "--llm-max-tokens", str(MAX_TOKENS), "--llm-client", client, "--llm-api-key-env",
+                          "LITELLM_TEST_KEY", "--llm-preflight", "off", report=report,
+                          env={"LITELLM_TEST_KEY": LITELLM_KEY}, timeout=180)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        records = read_records(report)
+        _check(records, backend, proc.stderr)
+        assert gateway.requests("/v1/responses") == len(records)
+        assert all(r["finish_reason"] == "completed" and r["reasoning_tokens"] == 0 for r in records)
+        for text in (proc.stdout, proc.stderr, (report / "requests.jsonl").read_text()):
+            assert LITELLM_KEY not in text
+    report = tmp_path / "chain"
+    proc = run_locust("vllm.py", "--host", litellm.url, "-u", "2", "-r", "2", "-t", "8s", "--stop-timeout", "60",
+                      "--llm-model", "gemma-3-270m-bridge", "--llm-endpoint", "responses", "--llm-max-tokens", "8",
+                      "--llm-turns", "3", "--llm-responses-chain", "previous_id", "--llm-api-key-env",
+                      "LITELLM_TEST_KEY", "--llm-preflight", "off", report=report,
+                      env={"LITELLM_TEST_KEY": LITELLM_KEY}, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = [r for r in read_records(report) if r["status"] != "interrupted"]
+    assert all(r["status"] == "ok" for r in records), [r["error_message"] for r in records][:3]
+    chained = [s for s in _turns(records) if 2 in s]
+    assert chained
+    for s in chained:  # the history was not used: less than the first turn and its reply
+        assert s[2]["input_tokens"] < s[1]["input_tokens"] + s[1]["output_tokens"], s

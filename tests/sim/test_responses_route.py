@@ -1,0 +1,120 @@
+"""The simulator's ``/v1/responses``, judged by the openai SDK: its Responses streaming parses
+every stream, each event validates against the SDK's own type for it (sequence numbers, item
+ids, indices, the whole response with usage), and the text and counts are the ground truth's.
+Chaining by ``previous_response_id`` gives the same prompt as sending the whole history."""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from openai.types.responses import Response, ResponseStreamEvent
+
+from llm_users.sim.launcher import SimProcess, start_simulator
+from llm_users.sim.text import expected_text
+from tests.helpers import get_json
+from tests.sim.simhttp import trace
+
+SEED = 21
+REASONING = 3
+PROMPT = "Tell me a story about a lighthouse keeper"
+
+
+def _event_types() -> dict[str, Any]:
+    union = ResponseStreamEvent
+    if typing.get_origin(union) is typing.Annotated:
+        union = typing.get_args(union)[0]
+    return {typing.get_args(c.model_fields["type"].annotation)[0]: c for c in typing.get_args(union)}
+
+
+EVENT_TYPES = _event_types()
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[SimProcess]:
+    with start_simulator(["--seed", str(SEED), "--ttft-ms", "5", "--itl-ms", "1", "--output-tokens", "10",
+                          "--reasoning-tokens", str(REASONING), "--trace-prompts"]) as s:
+        yield s
+        errors = s.stderr_text()
+    assert "Traceback" not in errors, errors
+
+
+def _client(sim: SimProcess) -> openai.OpenAI:
+    return openai.OpenAI(base_url=sim.url + "/v1", api_key="x", max_retries=0, timeout=10)
+
+
+def _stream(sim: SimProcess, rid: str, **kw: Any) -> list[Any]:
+    events = list(_client(sim).responses.create(model="gpt-5-mini", stream=True, extra_headers={"X-Request-Id": rid},
+                                                **kw))
+    for ev in events:  # strict: every field the SDK's type for this event requires, with its type
+        EVENT_TYPES[ev.type].model_validate(ev.to_dict())
+    return events
+
+
+@pytest.mark.parametrize(("max_output_tokens", "end"), [(10, "response.incomplete"), (64, "response.completed")])
+def test_sdk_parses_the_stream_with_reasoning(sim, max_output_tokens: int, end: str) -> None:
+    rid = f"resp-{max_output_tokens}"
+    events = _stream(sim, rid, input=[{"type": "message", "role": "user", "content": PROMPT}],
+                     max_output_tokens=max_output_tokens, temperature=0, top_p=1)
+    rec = trace(sim.url, rid)
+    assert rec["completed"] and rec["output_tokens"] == 10
+    types = [e.type for e in events]
+    assert types[:4] == ["response.created", "response.in_progress", "response.output_item.added",
+                         "response.content_part.added"]
+    assert types[-1] == end and types.count(end) == 1
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    reasoning = [e for e in events if e.type == "response.reasoning_text.delta"]
+    text = [e for e in events if e.type == "response.output_text.delta"]
+    assert len(reasoning) == REASONING and len(text) == 10 - REASONING  # one token per delta
+    expected = expected_text(SEED, PROMPT, 10)
+    assert "".join(e.delta for e in reasoning) + "".join(e.delta for e in text) == expected
+    assert {(e.item_id, e.output_index) for e in reasoning} == {(reasoning[0].item_id, 0)}
+    assert {(e.item_id, e.output_index, e.content_index) for e in text} == {(text[0].item_id, 1, 0)}
+    final = events[-1].response
+    assert final.status == ("incomplete" if end == "response.incomplete" else "completed")
+    if final.status == "incomplete":
+        assert final.incomplete_details.reason == "max_output_tokens"
+    assert final.output_text == "".join(e.delta for e in text)
+    u = final.usage
+    assert (u.input_tokens, u.output_tokens, u.output_tokens_details.reasoning_tokens) == (
+        rec["input_tokens"], 10, REASONING)
+    assert u.total_tokens == u.input_tokens + u.output_tokens
+    assert events[0].response.id == final.id and final.model == "gpt-5-mini"
+
+
+def test_chained_request_is_the_whole_history(sim) -> None:
+    """previous_response_id + the new message == the full history as input: same prompt, same
+    input tokens, same answer; an unknown id is OpenAI's 400."""
+    first = _stream(sim, "chain-1", input=PROMPT, max_output_tokens=64)[-1].response
+    chained = _stream(sim, "chain-2", input="And then?", previous_response_id=first.id, max_output_tokens=64)
+    full = _stream(sim, "chain-3", max_output_tokens=64, input=[
+        {"type": "message", "role": "user", "content": PROMPT},
+        {"type": "message", "role": "assistant", "content": first.output_text},
+        {"type": "message", "role": "user", "content": "And then?"}])
+    a, b = trace(sim.url, "chain-2"), trace(sim.url, "chain-3")
+    assert a["prompt"] == b["prompt"] == "\n".join([PROMPT, first.output_text, "And then?"])
+    assert a["input_tokens"] == b["input_tokens"] and a["messages"] == b["messages"] == 3
+    assert chained[-1].response.output_text == full[-1].response.output_text
+    assert chained[-1].response.previous_response_id == first.id
+    assert get_json(sim.url + "/_sim/responses")["chained"] >= 1
+    with pytest.raises(openai.BadRequestError) as e:
+        _client(sim).responses.create(model="m", input="x", previous_response_id="resp_unknown", stream=True)
+    assert e.value.body["code"] == "previous_response_not_found"
+
+
+def test_non_streaming_body_and_faults(sim) -> None:
+    r = httpx.post(sim.url + "/v1/responses", json={"model": "m", "input": PROMPT, "max_output_tokens": 4})
+    resp = Response.model_validate(r.json())
+    assert resp.status == "incomplete" and resp.usage.output_tokens == 4
+    assert resp.output_text == expected_text(SEED, PROMPT, 4)[len(expected_text(SEED, PROMPT, REASONING)):]
+    # a mid-stream error is response.failed with the error: the SDK yields it, the stream ends there
+    events = list(_client(sim).responses.create(model="m", input=PROMPT, stream=True,
+                                                extra_headers={"X-Sim-Fault": "midstream_error;after=2"}))
+    assert events[-1].type == "response.failed" and events[-1].response.error.code == "server_error"
+    EVENT_TYPES["response.failed"].model_validate(events[-1].to_dict())
+    bad = httpx.post(sim.url + "/v1/responses", json={"model": "m", "input": []})
+    assert bad.status_code == 400 and "input" in bad.json()["error"]["message"]
