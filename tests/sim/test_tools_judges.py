@@ -154,3 +154,40 @@ def test_tool_call_pieces_arrive_at_the_itl_pace(sim, rid) -> None:
     gaps = sorted(b - a for a, b in zip(times, times[1:], strict=False))
     assert len(gaps) == OUTPUT_TOKENS - 1
     assert 0.5 * ITL_MS <= gaps[len(gaps) // 2] / 1e6 <= 3 * ITL_MS, gaps  # ns
+
+
+def test_reasoning_then_the_tool_call(sim_factory) -> None:
+    """``--reasoning-tokens``: the reasoning streams first, then the call, in each dialect; the
+    arguments are whole JSON made of the answer's tokens only."""
+    rsim = sim_factory("--ttft-ms", "5", "--itl-ms", "1", "--output-tokens", "12", "--reasoning-tokens", "4")
+    client = openai.OpenAI(base_url=rsim.url + "/v1", api_key="x", max_retries=0, timeout=10)
+    order, args = [], ""
+    for chunk in client.chat.completions.create(model="m", messages=[{"role": "user", "content": PROMPT}],
+                                                tools=TOOLS, stream=True, max_tokens=64):
+        for c in chunk.choices:
+            if (c.delta.model_extra or {}).get("reasoning"):
+                order.append("reasoning")
+            for call in c.delta.tool_calls or ():
+                order.append("call")
+                args += call.function.arguments or ""
+    assert order[:4] == ["reasoning"] * 4 and set(order[4:]) == {"call"} and len(order) == 4 + 1 + 8
+    jsonschema.validate(json.loads(args), WEATHER)
+    ac = anthropic.Anthropic(base_url=rsim.url, api_key="x", max_retries=0, timeout=10)
+    tools = [{"name": "get_weather", "input_schema": WEATHER}]
+    with ac.messages.stream(model="m", max_tokens=64, messages=[{"role": "user", "content": PROMPT}],
+                            tools=tools) as stream:
+        message = stream.get_final_message()
+    assert [b.type for b in message.content] == ["thinking", "tool_use"]
+    jsonschema.validate(message.content[1].input, WEATHER)
+    parts = list(ollama.Client(host=rsim.url).chat(model="m", messages=[{"role": "user", "content": PROMPT}],
+                                                   tools=TOOLS, stream=True))
+    # (a call is sent whole: the answer is one chunk of k = n tokens, and so is the thinking before it)
+    assert [bool(p.message.thinking) for p in parts] == [True, False, False] and not parts[0].message.tool_calls
+    calls = [c for p in parts for c in p.message.tool_calls or ()]
+    assert len(calls) == 1 and jsonschema.validate(dict(calls[0].function.arguments), WEATHER) is None
+    gc = genai.Client(api_key="x", http_options=types.HttpOptions(base_url=rsim.url, api_version="v1beta"))
+    config = {"tools": [{"functionDeclarations": [{"name": "get_weather", "parametersJsonSchema": WEATHER}]}]}
+    chunks = list(gc.models.generate_content_stream(model="m", contents=PROMPT, config=config))
+    calls = [fc for ch in chunks for fc in ch.function_calls or ()]
+    assert len(calls) == 1 and jsonschema.validate(calls[0].args, WEATHER) is None
+    assert chunks[0].candidates[0].content.parts[0].thought and not chunks[0].function_calls
