@@ -2,7 +2,8 @@
 
 What this build (xllamacpp 2026.10, Gemma 3 270M with the tier's Gemma template, ``--jinja``)
 does, measured: ``response_format`` json_schema constrains the answer by grammar (an answer that
-ends on its own parses and validates; one cut by max tokens does not); ``tools`` are accepted on
+ends on its own parses and validates; with some prompts this base model wanders in the
+whitespace the grammar allows until max tokens); ``tools`` are accepted on
 /v1/chat/completions and /v1/messages (HTTP 200) but the template has no tool-call format, so the
 answer is text and no tool call is recorded (``tool_choice`` is not enforced either).
 """
@@ -42,14 +43,19 @@ def _run(llama, locustfile: str, tmp_path, *args: str) -> tuple[list[dict], dict
 def test_json_schema_answers_are_judged(llama, client: str, tmp_path) -> None:
     schema = tmp_path / "schema.json"
     schema.write_text(json.dumps(SCHEMA))
+    # prompts this model answers in 14-16 tokens under the grammar (temperature 0; measured): with
+    # the shipped prompts it often wanders in the whitespace the grammar allows until max tokens
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in (
+        "Which unit do you use for the temperature? Answer in JSON.", "Is it warm today? Answer in JSON.",
+        "Give the temperature unit as JSON.")))
     records, ov, _ = _run(llama, "vllm.py", tmp_path, "--llm-client", client, "--llm-response-format",
-                          f"schema:{schema}", "--llm-max-tokens", "48",
+                          f"schema:{schema}", "--llm-max-tokens", "48", "--llm-dataset", str(prompts),
                           "--llm-ignore-eos", "false")  # the grammar ends the answer: let it
     # the grammar holds the answer to the schema: every answer that ended on its own is valid
     ended = [r for r in records if r["finish_reason"] == "stop"]
-    assert ended, [r["finish_reason"] for r in records]
+    assert len(ended) >= len(records) / 2, [r["finish_reason"] for r in records]
     assert all(r["structured_valid"] is True for r in ended)
-    assert all(r["structured_valid"] is False for r in records if r["finish_reason"] == "length")  # cut short
     assert ov["structured_valid"] == sum(r["structured_valid"] is True for r in records)
     assert ov["structured_valid"] + ov["structured_invalid"] == ov["requests"] == len(records)
     assert ov["tool_calls"] == 0
