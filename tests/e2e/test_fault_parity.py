@@ -79,8 +79,9 @@ def silent_server():
 def _user(backend: str, client: str, host: str, **options: Any) -> Any:
     base = USERS[backend]
     cls = type(f"Test{backend}{client}", (base,), {"abstract": False, "host": host, "warmup_requests": 0})
+    options.setdefault("llm_endpoint", ENDPOINTS.get(backend))
     opts = argparse.Namespace(llm_client=client, llm_api_key_env="LLM_TEST_KEY", llm_model="sim-model",
-                              llm_read_timeout=0.4, llm_endpoint=ENDPOINTS.get(backend), **options)
+                              llm_read_timeout=0.4, **options)
     env = Environment(user_classes=[cls], host=host, parsed_options=opts)
     return cls(env)
 
