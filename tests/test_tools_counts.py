@@ -106,3 +106,14 @@ def test_tool_choice_picks_the_tool() -> None:
     assert openai_shape({"tools": tools, "tool_choice": "none"}) is None
     assert openai_shape({"response_format": {"type": "json_object"}}).tool is None
     assert openai_shape({"response_format": {"type": "text"}}) is None
+
+
+def test_a_tool_call_after_reasoning_is_the_first_output() -> None:
+    """TTFO (issue 30 item 3) counts a tool call's first arguments piece as the answer's start."""
+    r = RequestRecord(request_id="c", name="n", backend="vllm", model="m", t0_ns=0)
+    state = RequestState(r, OpenAIStreamParser())
+    state.handle([Content("let me think", reasoning=True)], 100)
+    state.handle([Content('{"a":', tool=True)], 250)
+    state.handle([Content("1}", tool=True)], 300)
+    assert (r.ttft_ns, r.ttfo_ns, r.ttst_ns, r.chunks, r.tool_call) == (100, 250, 250, 3, True)
+    assert r.output_chars == len('{"a":1}')  # the arguments are output text; reasoning is not
