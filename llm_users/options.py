@@ -74,6 +74,10 @@ def add_arguments(parser: Any) -> None:
         "its first request, so a batch of -r users does not stream in phase (default on)", web=True)
     opt("--llm-think-jitter", "extra random pause before each later request, up to this long, e.g. 200ms "
         "(default 0: off); keeps fixed-length closed loops from re-aligning", web=True)
+    opt("--llm-tools", "FILE: function tools (OpenAI's JSON shape) sent with every request, in each backend's "
+        "own shape; tool-call deltas count as output chunks", web=True)
+    opt("--llm-response-format", "json | schema:FILE: ask for a JSON answer (with a JSON Schema); each answer is "
+        "checked (summary.json structured_valid/structured_invalid)", web=True)
     opt("--llm-backoff", "on/off: a user that keeps failing the same way (no connection, the same 4xx, an "
         "empty 200, the same in-stream error, a stream cut at the same point) waits before its next request (0.5 s doubling to 8 s; default on)")
     opt("--llm-preflight", "on/off: before the load, one tiny request per route (and the model probe) that must "

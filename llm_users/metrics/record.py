@@ -71,6 +71,8 @@ class RequestRecord:
     scheduled_ns: int | None = None  # open loop: perf_counter_ns the request was due (t0 - this = lag)
     inflight_wait_ns: int | None = None  # open loop: part of the lag spent waiting for the in-flight cap
     stage: int | None = None  # stage or sweep point the request started in (set where stats merge)
+    tool_call: bool = False  # the answer contained a tool call (--llm-tools; protocols/tools.py)
+    structured_valid: bool | None = None  # --llm-response-format: the answer parsed (and validated); None: not asked
 
     @property
     def ok(self) -> bool:

@@ -32,6 +32,7 @@ from llm_users.protocols.openai import compat_route, messages_to_prompt
 from llm_users.protocols.sampling import Sampling
 from llm_users.protocols.server_side import TGI as TGI_SIDE
 from llm_users.protocols.sse import SSEJSONParser
+from llm_users.protocols.tools import ToolSpec, tgi_grammar
 
 Path = Literal["/generate_stream", "/"]
 
@@ -44,9 +45,11 @@ def build_request(
     api_key: str | None = None,
     path: Path = "/generate_stream",
     extra_headers: dict[str, str] | None = None,
+    tools: ToolSpec | None = None,
 ) -> HTTPRequest:
     """A streaming TGI generate request. ``model`` is unused on the wire (TGI serves one model)
-    but kept for a uniform signature."""
+    but kept for a uniform signature. ``tools``: a JSON answer as ``parameters.grammar`` (TGI's
+    native API has no tools: :func:`~llm_users.protocols.tools.check_route` refuses them)."""
     del model
     if path not in ("/generate_stream", "/"):
         raise ValueError(f"unknown TGI path {path!r}: use '/generate_stream' or '/'")
@@ -63,6 +66,9 @@ def build_request(
         params["seed"] = sampling.seed
     if sampling.stop:
         params["stop"] = list(sampling.stop)
+    grammar = tgi_grammar(tools)
+    if grammar is not None:
+        params["grammar"] = grammar
     body: dict[str, Any] = {"inputs": messages_to_prompt(messages), "parameters": params}
     if path == "/":
         body["stream"] = True
@@ -108,7 +114,7 @@ class TGIStreamParser(SSEJSONParser):
 def _route(endpoint: str, path: Path) -> Route:
     def build(spec: RequestSpec) -> HTTPRequest:
         return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling,
-                             api_key=spec.api_key, path=path)
+                             api_key=spec.api_key, path=path, tools=spec.tools)
 
     return Route(endpoint, path, build, TGIStreamParser, protocol="tgi", chunk_has_a_token=True, server_side=TGI_SIDE)
 
