@@ -17,6 +17,7 @@ import gevent
 
 from llm_users import events as llm_events
 
+from .discover import discover
 from .prometheus import Exporter, LLMCollector, build_registry
 from .scrape import Scraper
 
@@ -35,8 +36,12 @@ class Live:
         self.host = config.prometheus_host
         self.linger = config.prometheus_linger_s
         sidecars, server = list(config.gpu_sidecars), config.server_metrics
+        self.auto = config.server_metrics_auto and server is None  # find it on --host at each test start
         self.scraper = (Scraper(sidecars, server, config.scrape_interval_s, run.collector.timeline.add_extra)
-                        if sidecars or server else None)
+                        if sidecars or server or self.auto else None)
+        self.found: dict[str, Any] = ({"mode": "url", "url": server} if server else
+                                      {"mode": "auto"} if self.auto else {"mode": "off"})
+        self._probed_host: str | None = None
         self.exporter: Exporter | None = None
 
     def users(self) -> int:
@@ -56,6 +61,19 @@ class Live:
     def on_test_start(self, **_: Any) -> None:
         if self.scraper is not None:
             self.scraper.start()
+        if self.auto:  # beside the load, never holding up its start (a silent host takes the timeout)
+            gevent.spawn(self.discover)
+
+    def discover(self) -> None:
+        """Look for the server's /metrics on --host (once per host: the web UI may change it)."""
+        host = self.environment.host
+        if self.scraper is None or host == self._probed_host:
+            return
+        self._probed_host = host
+        found = discover(host, self.scraper.fetch)
+        self.found = {"mode": "auto", "url": found.url, "dialect": found.dialect, "note": found.note}
+        self.scraper.set_server(found.url)
+        (log.warning if found.dialect and not found.url else log.info)("locust-llm: %s", found.note)
 
     def on_test_stop(self, **_: Any) -> None:
         if self.scraper is not None:
@@ -65,6 +83,10 @@ class Live:
         if self.scraper is not None:
             total = self.run.collector.stats.total
             summary.update(self.scraper.sections(total.first_start, total.last_end, total.output_tokens))
+        server = summary.get("server") or {}
+        summary["server_metrics"] = {**self.found, "url": server.get("url", self.found.get("url")),
+                                     "dialect": server.get("dialect", self.found.get("dialect")),
+                                     "series": server.get("series", {})}
 
     def on_quitting(self, **_: Any) -> None:
         if self.scraper is not None:

@@ -75,6 +75,16 @@ class Scraper:
         self._greenlet: Any = None
         self.reset()
 
+    def set_server(self, url: str | None) -> None:
+        """Scrape this server page from now on (a discovered one); None: no server page."""
+        current = next((t for t in self.targets if t.kind == "server"), None)
+        if current is not None and url is not None and current.url == metrics_url(url):
+            return
+        self.targets = [t for t in self.targets if t.kind != "server"]
+        if url:
+            self.targets.append(Target(metrics_url(url), "server"))
+        self.server = ServerSeries()
+
     def reset(self) -> None:
         """Forget the previous run's samples (a new test in the same process starts afresh)."""
         self.stats = SeriesStats()
@@ -113,10 +123,11 @@ class Scraper:
     # one round ------------------------------------------------------------------------------
     def scrape_once(self, now: float | None = None) -> dict[str, float]:
         t = time.time() if now is None else now
-        jobs = [gevent.spawn(self._get, target) for target in self.targets]
+        targets = list(self.targets)  # a page found meanwhile (set_server) joins at the next round
+        jobs = [gevent.spawn(self._get, target) for target in targets]
         gevent.joinall(jobs)
         values: dict[str, float] = {}
-        for target, job in zip(self.targets, jobs, strict=True):
+        for target, job in zip(targets, jobs, strict=True):
             if job.value is not None:
                 target.scrapes += 1
                 values.update(self._ingest(target, job.value, t))
@@ -160,7 +171,10 @@ class Scraper:
 
     def sections(self, measured_start: float | None, measured_end: float | None,
                  output_tokens: int) -> dict[str, Any]:
-        """summary.json's ``scrape``, ``gpu`` (with energy per token) and ``server`` sections."""
+        """summary.json's ``scrape``, ``gpu`` (with energy per token) and ``server`` sections
+        (none when nothing was pulled: auto discovery found no server page)."""
+        if not self.targets:
+            return {}
         out: dict[str, Any] = {"scrape": {
             "interval_s": self.interval, "errors": sum(t.errors for t in self.targets),
             "targets": [t.to_dict() for t in self.targets]}}

@@ -4,9 +4,12 @@
   ``gpu_<k>_memory_used_ratio`` (used / total) and ``gpu_<k>_power_watts``, plus the energy
   counter kept aside for energy per token. ``<k>`` is the NVML index, or ``n<i>_<index>`` when
   several sidecars are pulled (``i`` = position in ``--llm-gpu-sidecar``).
-- LLM server: vLLM names (``vllm:*``) or, when none are present, TGI names (``tgi_*``), mapped
-  onto the same ``server_*`` columns: gauges as read; histogram means over each scrape interval
-  from the ``_sum``/``_count`` deltas (milliseconds, like the client columns); counter rates.
+- LLM server: vLLM (``vllm:*``), SGLang (``sglang:*``), TGI (``tgi_*``) or llama.cpp
+  (``llamacpp:*``) names, the first present, mapped onto the same ``server_*`` columns: gauges
+  as read (running, waiting, KV-cache usage); histogram means over each scrape interval from the
+  ``_sum``/``_count`` deltas and p50/p99 from the bucket deltas (queue and prefill time,
+  milliseconds, like the client columns); counter rates (prompt and generated tokens/s,
+  preemptions/s).
 
 The columns are documented in docs/prometheus.md.
 """
@@ -20,17 +23,29 @@ from prometheus_client.parser import text_string_to_metric_families
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 
-# column -> candidate sample names (the first present wins); values summed over label sets
-# except ratios, which take the largest.
+# One table per server (its metric prefix): column -> candidate sample names (the first present
+# wins); values summed over label sets except ratios, which take the largest. Names read in each
+# server's source: vLLM v1 (vllm/v1/metrics/loggers.py), SGLang (srt/metrics/collector.py), TGI
+# (router/src), llama.cpp's server (tools/server/server.cpp, /metrics needs ``--metrics``).
 _GAUGES = {
     "vllm": {
         "server_num_requests_running": ("vllm:num_requests_running",),
         "server_num_requests_waiting": ("vllm:num_requests_waiting",),
         "server_kv_cache_usage_ratio": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
     },
+    "sglang": {
+        "server_num_requests_running": ("sglang:num_running_reqs",),
+        "server_num_requests_waiting": ("sglang:num_queue_reqs",),
+        "server_kv_cache_usage_ratio": ("sglang:token_usage",),
+    },
     "tgi": {
         "server_num_requests_running": ("tgi_batch_current_size",),
         "server_num_requests_waiting": ("tgi_queue_size",),
+    },
+    "llamacpp": {
+        "server_num_requests_running": ("llamacpp:requests_processing",),
+        "server_num_requests_waiting": ("llamacpp:requests_deferred",),
+        "server_kv_cache_usage_ratio": ("llamacpp:kv_cache_usage_ratio",),  # older builds only
     },
 }
 # column -> histogram base name: mean over the interval, in ms.
@@ -41,17 +56,47 @@ _MEANS = {
         "server_e2e_mean_ms": "vllm:e2e_request_latency_seconds",
         "server_queue_time_mean_ms": "vllm:request_queue_time_seconds",
     },
+    "sglang": {
+        "server_ttft_mean_ms": "sglang:time_to_first_token_seconds",
+        "server_itl_mean_ms": "sglang:inter_token_latency_seconds",
+        "server_e2e_mean_ms": "sglang:e2e_request_latency_seconds",
+        "server_queue_time_mean_ms": "sglang:queue_time_seconds",
+    },
     "tgi": {
         "server_tpot_mean_ms": "tgi_request_mean_time_per_token_duration",
         "server_e2e_mean_ms": "tgi_request_duration",
         "server_queue_time_mean_ms": "tgi_request_queue_duration",
     },
+    "llamacpp": {},
 }
-# column -> counter-like sample name: per-second rate over the interval.
+# prefix of p50/p99 columns -> histogram base name: quantiles of the observations made in each
+# scrape interval, from the bucket deltas (linear inside a bucket, as Prometheus's
+# histogram_quantile), in ms.
+_QUANTILES = {
+    "vllm": {"server_queue_time": "vllm:request_queue_time_seconds",
+             "server_prefill_time": "vllm:request_prefill_time_seconds"},
+    "sglang": {"server_queue_time": "sglang:queue_time_seconds"},
+    "tgi": {"server_queue_time": "tgi_request_queue_duration"},
+    "llamacpp": {},
+}
+# column -> counter-like sample names (the first present wins): per-second rate over the interval.
 _RATES = {
-    "vllm": {"server_generation_tokens_per_s": "vllm:generation_tokens_total"},
-    "tgi": {"server_generation_tokens_per_s": "tgi_request_generated_tokens_sum"},
+    "vllm": {"server_generation_tokens_per_s": ("vllm:generation_tokens_total",),
+             "server_prompt_tokens_per_s": ("vllm:prompt_tokens_total",),
+             "server_preemptions_per_s": ("vllm:num_preemptions_total",)},
+    "sglang": {"server_generation_tokens_per_s": ("sglang:generation_tokens_total",),
+               "server_prompt_tokens_per_s": ("sglang:prompt_tokens_total",),
+               "server_preemptions_per_s": ("sglang:num_retracted_requests_total",)},
+    "tgi": {"server_generation_tokens_per_s": ("tgi_request_generated_tokens_sum",),
+            "server_prompt_tokens_per_s": ("tgi_request_input_length_sum",)},
+    "llamacpp": {"server_generation_tokens_per_s": ("llamacpp:tokens_predicted_total",),
+                 "server_prompt_tokens_per_s": ("llamacpp:prompt_tokens_total",)},
 }
+#: a rate needs at least this long since the previous pull (the last pull at the stop may come
+#: a few ms after the one before: its counter rise then waits, and is not turned into a rate)
+MIN_RATE_S = 0.2
+#: the metric prefix that names each server, in the order they are tried
+PREFIXES = (("vllm", "vllm:"), ("sglang", "sglang:"), ("tgi", "tgi_"), ("llamacpp", "llamacpp:"))
 
 
 GPU_SAMPLES = frozenset({"gpu_utilization_ratio", "gpu_memory_used_bytes", "gpu_memory_total_bytes",
@@ -59,7 +104,8 @@ GPU_SAMPLES = frozenset({"gpu_utilization_ratio", "gpu_memory_used_bytes", "gpu_
 SERVER_SAMPLES = frozenset(
     {n for table in _GAUGES.values() for names in table.values() for n in names}
     | {b + suffix for table in _MEANS.values() for b in table.values() for suffix in ("_sum", "_count")}
-    | {n for table in _RATES.values() for n in table.values()})
+    | {b + "_bucket" for table in _QUANTILES.values() for b in table.values()}
+    | {n for table in _RATES.values() for names in table.values() for n in names})
 
 
 def parse(text: str, wanted: frozenset[str] | None = None) -> Samples:
@@ -111,11 +157,55 @@ def gpu_series(samples: Samples, node: str | None = None) -> tuple[dict[str, flo
 
 
 def dialect(samples: Samples) -> str | None:
-    if any(n.startswith("vllm:") for n in samples):
-        return "vllm"
-    if any(n.startswith("tgi_") for n in samples):
-        return "tgi"
+    """The server whose names the page carries (vLLM first: the simulator serves vLLM and TGI names)."""
+    for name, prefix in PREFIXES:
+        if any(n.startswith(prefix) for n in samples):
+            return name
     return None
+
+
+def buckets(samples: Samples, base: str) -> dict[float, float]:
+    """A histogram's cumulative bucket counts by upper bound, summed over its label sets."""
+    out: dict[float, float] = {}
+    for labels, value in samples.get(base + "_bucket", []):
+        try:
+            le = float(labels.get("le", "nan"))
+        except ValueError:
+            continue
+        if le == le:
+            out[le] = out.get(le, 0.0) + value
+    return out
+
+
+def bucket_quantile(q: float, cumulative: list[tuple[float, float]]) -> float | None:
+    """The q-quantile of cumulative ``(upper bound, count)`` pairs (sorted), linear inside the
+    bucket as Prometheus's histogram_quantile; None without observations; the last finite bound
+    when it falls in the +Inf bucket."""
+    if not cumulative or cumulative[-1][1] <= 0:
+        return None
+    rank = q * cumulative[-1][1]
+    lo_bound, lo_count = 0.0, 0.0
+    for bound, count in cumulative:
+        if count >= rank:
+            if bound == float("inf"):
+                return lo_bound
+            if count == lo_count:
+                return bound
+            return lo_bound + (bound - lo_bound) * (rank - lo_count) / (count - lo_count)
+        lo_bound, lo_count = bound, count
+    return lo_bound
+
+
+def delta_quantiles(now: dict[float, float], prev: dict[float, float] | None) -> tuple[float, float] | None:
+    """(p50, p99) of the observations between two cumulative bucket snapshots; None when none
+    (or on a counter reset)."""
+    if prev is None or set(now) != set(prev):
+        return None
+    delta = [(le, now[le] - prev[le]) for le in sorted(now)]
+    if any(d < 0 for _, d in delta) or not delta or delta[-1][1] <= 0:
+        return None
+    p50, p99 = bucket_quantile(0.50, delta), bucket_quantile(0.99, delta)
+    return None if p50 is None or p99 is None else (p50, p99)
 
 
 class ServerSeries:
@@ -125,13 +215,14 @@ class ServerSeries:
         self.dialect: str | None = None
         self._prev: dict[str, float] = {}
         self._prev_t: float | None = None
+        self._prev_hists: dict[str, dict[float, float]] = {}
 
     def update(self, samples: Samples, t: float) -> dict[str, float]:
         d = dialect(samples)
         if d is None:
             return {}
         if d != self.dialect:  # first scrape, or the server changed: start the deltas afresh
-            self.dialect, self._prev, self._prev_t = d, {}, None
+            self.dialect, self._prev, self._prev_t, self._prev_hists = d, {}, None, {}
         cols: dict[str, float] = {}
         for col, names in _GAUGES[d].items():
             for n in names:
@@ -147,15 +238,29 @@ class ServerSeries:
                 ds, dc = self._delta(col + ":sum", s), self._delta(col + ":count", c)
                 if ds is not None and dc:
                     cols[col] = ds / dc * 1000.0
+        hists: dict[str, dict[float, float]] = {}
+        for col, base in _QUANTILES[d].items():
+            b = buckets(samples, base)
+            if b:
+                hists[col] = b
+                pq = delta_quantiles(b, self._prev_hists.get(col))
+                if pq is not None:
+                    cols[col + "_p50_ms"], cols[col + "_p99_ms"] = pq[0] * 1000.0, pq[1] * 1000.0
         dt = t - self._prev_t if self._prev_t is not None else 0.0
-        for col, name in _RATES[d].items():
-            v = _total(samples, name)
+        short = self._prev_t is not None and dt < MIN_RATE_S  # e.g. the last pull at the stop
+        for col, names in _RATES[d].items():
+            v = next((x for x in (_total(samples, n) for n in names) if x is not None), None)
             if v is not None:
+                if short and col in self._prev:  # a few tokens over a few ms is no rate: carry on
+                    now[col] = self._prev[col]
+                    continue
                 now[col] = v
                 dv = self._delta(col, v)
                 if dv is not None and dt > 0:
                     cols[col] = dv / dt
-        self._prev, self._prev_t = now, t
+        self._prev, self._prev_hists = now, hists
+        if not short:
+            self._prev_t = t
         return cols
 
     def _delta(self, key: str, value: float) -> float | None:

@@ -74,6 +74,10 @@ def add_arguments(parser: Any) -> None:
         "its first request, so a batch of -r users does not stream in phase (default on)", web=True)
     opt("--llm-think-jitter", "extra random pause before each later request, up to this long, e.g. 200ms "
         "(default 0: off); keeps fixed-length closed loops from re-aligning", web=True)
+    opt("--llm-tools", "FILE: function tools (OpenAI's JSON shape) sent with every request, in each backend's "
+        "own shape; tool-call deltas count as output chunks", web=True)
+    opt("--llm-response-format", "json | schema:FILE: ask for a JSON answer (with a JSON Schema); each answer is "
+        "checked (summary.json structured_valid/structured_invalid)", web=True)
     opt("--llm-backoff", "on/off: a user that keeps failing the same way (no connection, the same 4xx, an "
         "empty 200, the same in-stream error, a stream cut at the same point) waits before its next request (0.5 s doubling to 8 s; default on)")
     opt("--llm-preflight", "on/off: before the load, one tiny request per route (and the model probe) that must "
@@ -89,7 +93,8 @@ def add_arguments(parser: Any) -> None:
     opt("--llm-prometheus-host", "address the Prometheus exporter listens on (default 0.0.0.0)")
     opt("--llm-prometheus-linger", "seconds the exporter keeps serving after the test stops (default 0)")
     opt("--llm-gpu-sidecar", "GPU sidecar URLs to pull during the run, comma-separated (host:port or URL)")
-    opt("--llm-server-metrics", "the LLM server's own /metrics URL to pull during the run (vLLM, TGI)")
+    opt("--llm-server-metrics", "the LLM server's own /metrics: URL, or off (default auto: found on --host for "
+        "vLLM, SGLang, TGI, llama.cpp)")
     opt("--llm-scrape-interval", "seconds between pulls of the sidecars and server metrics (default 2)")
     from llm_users.workload.build import add_arguments as add_workload_arguments
 
@@ -154,6 +159,8 @@ class RunConfig:
     scrape_interval_s: float = DEFAULT_SCRAPE_INTERVAL_S
     gpu_sidecars: tuple[str, ...] = ()
     server_metrics: str | None = None
+    #: look for the server's /metrics on --host (``--llm-server-metrics`` not given; off: False)
+    server_metrics_auto: bool = True
     user_settings: Mapping[type, Settings] = field(default_factory=dict)
     backoff: bool = True
     #: the workload options (a User class's own ``prompts`` where no dataset is given: workload_for)
@@ -202,6 +209,7 @@ class RunConfig:
             scrape_interval_s=interval,
             gpu_sidecars=sidecars,
             server_metrics=_server_metrics(options),
+            server_metrics_auto=str(_given(options, "llm_server_metrics") or "auto").strip().lower() == "auto",
             user_settings=settings,
             backoff=_backoff(options),
             workload=_workload(options),
@@ -323,7 +331,9 @@ def _fail_stop(options: Any) -> float | None:
 
 def _server_metrics(options: Any) -> str | None:
     url = str(_given(options, "llm_server_metrics") or "").strip()
-    return check_url(url, "--llm-server-metrics") if url else None
+    if url.lower() in ("", "auto", "off"):
+        return None
+    return check_url(url, "--llm-server-metrics (a URL, off, or auto)")
 
 
 def _port(options: Any) -> int:

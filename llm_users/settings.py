@@ -1,5 +1,5 @@
 """What one user runs with: its :class:`Settings` (model, endpoint, sampling, client, the four
-time limits, TLS, spawn spread), resolved from its User class's attributes and the ``--llm-*``
+time limits, TLS, spawn spread, tools and answer format), resolved from its User class's attributes and the ``--llm-*``
 options. Part of the configuration: :mod:`llm_users.options` parses the options once and keeps
 one Settings per User class; the stream client takes its :class:`Timeouts` from here.
 
@@ -18,6 +18,7 @@ from llm_users.client.cancel import CancelPlan, parse_cancel
 from llm_users.durations import parse_duration_s
 from llm_users.errors import ConfigError
 from llm_users.protocols.sampling import Sampling
+from llm_users.protocols.tools import ToolSpec, check_route, parse_tool_options
 
 MAX_TEMPERATURE = 2.0  # OpenAI, Gemini and vLLM accept 0..2 (Anthropic 0..1)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -65,6 +66,7 @@ class Settings:
     spawn_spread: bool = True  # first request at a random offset within the spawn interval
     think_jitter_s: float = 0.0  # each later request waits up to this much more (uniform)
     cancel: CancelPlan | None = None  # --llm-cancel-after / --llm-cancel-rate (client/cancel.py)
+    tools: ToolSpec | None = None  # --llm-tools / --llm-response-format, sent with every request
 
     def api_key(self) -> str | None:
         """The key from the first named variable that is set (names are comma-separated)."""
@@ -125,8 +127,11 @@ def settings_for(user_cls: Any, options: Any) -> Settings:
             raise ConfigError(f"{option} must be a number of seconds above 0, got {value:g}")
     endpoint = str(get("llm_endpoint", user_cls.endpoint))
     descriptor = getattr(user_cls, "descriptor", None)
+    tools = parse_tool_options(get("llm_tools", None), get("llm_response_format", None))
     if descriptor is not None:
-        least = descriptor.route(endpoint).min_output_tokens  # ConfigError naming the endpoints there are
+        route = descriptor.route(endpoint)  # ConfigError naming the endpoints there are
+        check_route(tools, route.protocol, route.path, descriptor.name)
+        least = route.min_output_tokens
         if sampling.max_tokens < least:
             raise ConfigError(f"--llm-max-tokens must be at least {least} for {descriptor.name}'s {endpoint} endpoint "
                               f"(the server refuses less), got {sampling.max_tokens}")
@@ -147,6 +152,7 @@ def settings_for(user_cls: Any, options: Any) -> Settings:
         spawn_spread=parse_bool(get("llm_spawn_spread", True), "--llm-spawn-spread"),
         think_jitter_s=_jitter(get("llm_think_jitter", None)),
         cancel=parse_cancel(get("llm_cancel_after", None), get("llm_cancel_rate", None)),
+        tools=tools,
     )
 
 

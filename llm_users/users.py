@@ -45,6 +45,7 @@ from llm_users.protocols.images import Image
 from llm_users.protocols.ollama import OLLAMA
 from llm_users.protocols.openai import OPENAI, VLLM
 from llm_users.protocols.tgi import TGI
+from llm_users.protocols.tools import structured_valid
 from llm_users.workload.build import source_for
 from llm_users.workload.source import Messages, WorkItem
 from llm_users.workload.tokenizer import ServerProbe
@@ -137,10 +138,11 @@ class LLMUser(User):
                      images: tuple[Image, ...] = ()) -> RequestSpec:
         """What one request is built from, in raw and SDK mode alike: its own ``settings``
         (a work item's max tokens), else the user's; the work item's images."""
-        sampling = (settings or self.settings).sampling
+        s = settings or self.settings
         return RequestSpec(
-            model=self.model_name, messages=messages, sampling=sampling, api_key=self.api_key,
-            options={name: getattr(self, name) for name in self.request_options}, images=images,
+            model=self.model_name, messages=messages, sampling=s.sampling, api_key=self.api_key,
+            options={name: getattr(self, name) for name in self.request_options}, tools=s.tools,
+            images=images,
         )
 
     def build_request(self, messages: Messages, settings: Settings | None = None,
@@ -233,6 +235,9 @@ class LLMUser(User):
                 rec.image_bytes = sum(im.wire_bytes for im in images)
             if item.wants_reply:
                 rec.reply = []
+        answer_format = settings.tools if settings.tools is not None and settings.tools.response_format else None
+        if answer_format is not None and rec.reply is None:
+            rec.reply = []  # kept only to judge the answer (structured_valid)
         exc: LLMRequestError | None = None
         started = time.perf_counter_ns()
         try:
@@ -255,6 +260,8 @@ class LLMUser(User):
                         prompt_tokens=lambda: rec.target_input_tokens or prompt_tokens_guess(messages))
             s = settings.sampling
             rec.sampling_issues = sampling_issues(rec, s.max_tokens, s.ignore_eos and self.descriptor.sends_ignore_eos)
+            if answer_format is not None:
+                rec.structured_valid = structured_valid("".join(rec.reply or ()), answer_format)
             if item is not None and item.wants_reply and rec.server and rec.server.get("response_id"):
                 item.meta["response_id"] = rec.server["response_id"]  # a session may chain by it (sessions.py)
         rec.backoff_s = self.backoff.after(rec)

@@ -90,8 +90,10 @@ class RequestState:
                 reasoning = ev.reasoning  # type: ignore[union-attr]
                 rec.token_chunk(now, self.last_ns, 0 if reasoning else len(ev.text), reasoning)  # type: ignore[union-attr]
                 self.last_ns = now
+                if ev.tool:  # type: ignore[union-attr]
+                    rec.tool_call = True
                 if rec.reply is not None and not reasoning:
-                    rec.reply.append(ev.text)  # type: ignore[union-attr]  # a session's next turn needs it
+                    rec.reply.append(ev.text)  # type: ignore[union-attr]  # a session's next turn, a JSON check
                 if rec.chunks == self.cancel_chunks:
                     raise Cancelled(f"the client cancelled the request after {rec.chunks} token chunks")
             elif cls is Usage:

@@ -196,3 +196,8 @@ class Study:
     def _summary(self, s: dict[str, Any]) -> None:
         for part in list(self.runs.values()):
             part.summary(s)
+        collector = getattr(self.run, "collector", None)
+        if collector is not None:  # each point's server_metrics and the knee's explanation
+            from llm_users.load.explain import annotate
+
+            annotate(s, collector.timeline.extra)

@@ -61,6 +61,7 @@ class StageRecord:
     sched: dict[str, Any] = field(default_factory=dict)
     e2e_max_ns: int = 0  # the slowest request of the stage (settle window too): how long a tail waits
     returned: int = 0  # records of the stage come back so far (a tail waits for the first one)
+    timings: dict[str, Any] = field(default_factory=dict)  # the server's own per-request timings
 
     @property
     def measured_start(self) -> float:
@@ -117,6 +118,8 @@ class StageBook:
             st.excluded_tail += 1
             return
         st.stats.add(rec)
+        if getattr(rec, "server_timings", None) and not (rec.warmup or rec.cooldown):
+            add_timings(st.timings, rec, self._dist)
         if not (rec.warmup or rec.cooldown):
             v = schedule_values(rec)
             if v:
@@ -137,6 +140,8 @@ def pooled_summary(group: list[StageRecord], now: float | None = None) -> dict[s
         pool.stats.merge(st.stats)
         for m, d in st.sched.items():
             pool.sched[m].merge(d)
+        for m, d in st.timings.items():
+            pool.timings.setdefault(m, d.__class__()).merge(d)
         pool.excluded_settle += st.excluded_settle
         pool.excluded_tail += st.excluded_tail
         pool.note = pool.note or st.note
@@ -170,9 +175,30 @@ def stage_summary(st: StageRecord, now: float | None = None, measured: float | N
     for m, d in st.sched.items():
         if d.count:
             out[m] = d.summary_ms()
+    if st.timings:
+        out["server_timings"] = {m: d.summary_ms() for m, d in sorted(st.timings.items())}
     if st.note:
         out["note"] = st.note
     return out
+
+
+TIMING_PARTS = ("queue", "prefill", "decode", "server_total")
+
+
+def add_timings(into: dict[str, Any], rec: Any, dist: Any) -> None:
+    """The server's own timings of one record (``server_timings``: queue, prefill, decode,
+    server total in ns) into a point's distributions, and the residual ``client_network`` =
+    our TTFT less the server's queue and prefill (the knee's explanation reads them)."""
+    t = rec.server_timings
+    for part in TIMING_PARTS:
+        v = t.get(part + "_ns")
+        if isinstance(v, int | float) and v >= 0:
+            into.setdefault(part, dist()).add(int(v))
+    q, p = t.get("queue_ns"), t.get("prefill_ns")
+    if rec.ttft_ns is not None and isinstance(q, int | float) and isinstance(p, int | float):
+        residual = rec.ttft_ns - q - p
+        if residual >= 0:
+            into.setdefault("client_network", dist()).add(int(residual))
 
 
 STAGE_CSV = ["index", "kind", "load", "settle_s", "measured_s", "requests", "excluded", "failures",

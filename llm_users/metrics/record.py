@@ -71,6 +71,8 @@ class RequestRecord:
     scheduled_ns: int | None = None  # open loop: perf_counter_ns the request was due (t0 - this = lag)
     inflight_wait_ns: int | None = None  # open loop: part of the lag spent waiting for the in-flight cap
     stage: int | None = None  # stage or sweep point the request started in (set where stats merge)
+    tool_call: bool = False  # the answer contained a tool call (--llm-tools; protocols/tools.py)
+    structured_valid: bool | None = None  # --llm-response-format: the answer parsed (and validated); None: not asked
     image_count: int = 0  # images sent in the prompt (workload/images.py)
     image_bytes: int = 0  # bytes sent for them: their base64 text (4/3 of the image files' size)
 

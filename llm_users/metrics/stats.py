@@ -41,6 +41,8 @@ class Stats:
         self.sampling: Counter[str] = Counter()
         self.first_start: float | None = None
         self.last_end: float | None = None
+        self.tool_calls = 0  # successful answers with a tool call (--llm-tools)
+        self.structured: Counter[str] = Counter()  # --llm-response-format: "valid" / "invalid" answers
 
     def add(self, rec: RequestRecord, itl: BucketCounts | None = None) -> None:
         """Count one record; ``itl``: its ITL gaps already bucketed (:class:`StatsByName`)."""
@@ -96,6 +98,10 @@ class Stats:
         self.reasoning.add(rec)
         if rec.sampling_issues:
             self.sampling.update(rec.sampling_issues)
+        if rec.tool_call:
+            self.tool_calls += 1
+        if rec.structured_valid is not None:
+            self.structured["valid" if rec.structured_valid else "invalid"] += 1
         if rec.tokens_reason is not None or rec.tokens_source == "estimated":  # output or input estimated
             self.token_reasons[rec.tokens_reason or "no_usage"] += 1
 
@@ -146,6 +152,9 @@ class Stats:
         out["input_tokens_per_request"] = self.input_per_request.summary()
         out["output_tokens_per_request"] = self.output_per_request.summary()
         out["requests_per_s"] = self.requests / dur if dur > 0 else None
+        out["tool_calls"] = self.tool_calls
+        out["structured_valid"] = self.structured["valid"]
+        out["structured_invalid"] = self.structured["invalid"]
         if self.slos:
             out["slo"] = {
                 "limits_ms": {k: v / 1e6 for k, v in self.slos.items()},
@@ -181,6 +190,8 @@ class Stats:
             "reasoning": self.reasoning.to_wire(),
             "first_start": self.first_start,
             "last_end": self.last_end,
+            "tool_calls": self.tool_calls,
+            "structured": dict(self.structured),
         }
 
     def merge_wire(self, w: dict[str, Any]) -> None:
@@ -204,6 +215,8 @@ class Stats:
         self.slo_met.update(w["slo_met"])
         self.reasoning.merge_wire(w.get("reasoning"))
         self._window(w["first_start"], w["last_end"])
+        self.tool_calls += w.get("tool_calls", 0)
+        self.structured.update(w.get("structured", {}))
 
 
 class StatsByName:

@@ -88,6 +88,18 @@ def token_line(overall: dict[str, Any]) -> str | None:
     return line
 
 
+def tools_line(overall: dict[str, Any]) -> str | None:
+    """Tool calls and structured answers (--llm-tools, --llm-response-format), when there were any."""
+    calls = overall.get("tool_calls") or 0
+    valid, invalid = overall.get("structured_valid") or 0, overall.get("structured_invalid") or 0
+    parts = []
+    if calls:
+        parts.append(f"{calls} of {overall.get('successes') or 0} answers were tool calls")
+    if valid or invalid:
+        parts.append(f"structured output: {valid} valid, {invalid} invalid ({valid / (valid + invalid):.1%} valid)")
+    return "answers: " + "; ".join(parts) if parts else None
+
+
 #: Columns shown after TTFT's when present (outputs/reasoning_view.py: TTFO only when the run reasoned).
 _FIRST_TOKEN_COLUMNS = {"ttfo": [("TTFO p50", 9, ("ttfo", "p50")), ("p99", 8, ("ttfo", "p99"))],
                         "ttst": [("TTST p50", 9, ("ttst", "p50"))]}
@@ -141,6 +153,9 @@ def summary_table(summary: dict[str, Any]) -> str:
         lines.append(f"no request completed: {why}")
     for kind, issue in (ov.get("sampling_issues") or {}).items():
         lines.append(f"WARNING: sampling not honoured ({kind}): {issue['requests']} requests; {issue['hint']}")
+    answers = tools_line(ov)
+    if answers:
+        lines.append(answers)
     if ov.get("stale_reconnects"):
         lines.append(f"note: {ov['stale_reconnects']} idle keep-alive connections were found closed by the server "
                      "and replaced before sending (nothing was resent)")

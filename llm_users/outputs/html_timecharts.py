@@ -68,7 +68,25 @@ def time_charts(summary: dict[str, Any], rows: list[dict[str, Any]]) -> list[str
     else:
         charts.append(time_chart(whole, {"requests_finished": "requests finished/s", **fails}, "requests/s",
                                  "Requests over time vs active users", True, marks, shade))
+    charts += server_charts(rows, users, marks)
     extra = sorted({k for r in rows for k in r if k.startswith(("gpu_", "server_"))})
     if extra:
         charts.append(time_chart(rows, {k: k for k in extra}, "value", "Server and GPU series", users, marks))
     return charts
+
+
+def server_charts(rows: list[dict[str, Any]], users: bool, marks: list[float]) -> list[str | None]:
+    """The server's own figures (its /metrics, scraped: exporters/) beside ours on the same time
+    axis: its queue and TTFT against our TTFT p99, and its running and waiting requests."""
+    if not any(k.startswith("server_") for r in rows for k in r):
+        return []
+    return [
+        time_chart(rows, {"ttft_p99_ms": "our TTFT p99", "server_ttft_mean_ms": "server TTFT mean",
+                          "server_queue_time_mean_ms": "server queue time mean",
+                          "server_queue_time_p99_ms": "server queue time p99",
+                          "server_prefill_time_p99_ms": "server prefill p99"}, "ms",
+                   "Server latency beside ours", users, marks),
+        time_chart(rows, {"server_num_requests_running": "server running requests",
+                          "server_num_requests_waiting": "server waiting requests"}, "requests",
+                   "Server batch and queue", users, marks),
+    ]

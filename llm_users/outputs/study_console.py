@@ -93,10 +93,17 @@ def stages_lines(summary: dict[str, Any]) -> list[str]:
     knee = knee_sentence(summary, stages)
     if knee:
         lines.append(knee)
+    lines += why_lines(summary)
     pooled = pooled_goodput_text(summary)
     if pooled:
         lines.append(f"goodput {pooled}")
     return lines
+
+
+def why_lines(summary: dict[str, Any]) -> list[str]:
+    """The knee's explanation (summary.json ``knee.explanation``: load/explain.py), one line."""
+    why = (summary.get("knee") or {}).get("explanation")
+    return [f"why the knee: {why}"] if why else []
 
 
 def sweep_lines(summary: dict[str, Any]) -> list[str]:
@@ -115,6 +122,7 @@ def sweep_lines(summary: dict[str, Any]) -> list[str]:
                          f"met the SLOs); {len(sw['points'])} points; stopped: {sw['stopped']}")
         else:
             lines.append(f"SLO sweep ({sw['mode']}): no load met the SLOs; stopped: {sw['stopped']}")
+        lines += why_lines(summary)
         ki = sw.get("knee_interval")
         if ki:
             ends = ["-" if v is None else f"{v:g}" for v in (ki.get("low"), ki.get("high"))]

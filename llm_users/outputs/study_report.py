@@ -229,7 +229,7 @@ def sweep_section(summary: dict[str, Any]) -> list[str]:
             if knee else "no measured load met the SLOs")
     parts = [f"<h2>SLO sweep ({html.escape(sw['mode'])})</h2><p class='{'ok' if knee else 'bad'}'>"
              f"<b>Knee:</b> {text}; target share {sw['target']:.0%}; {len(sw['points'])} points; "
-             f"stopped: {html.escape(sw['stopped'])}.</p>" + _knee_interval(sw, key)
+             f"stopped: {html.escape(sw['stopped'])}.</p>" + _why(summary) + _knee_interval(sw, key)
              + (f"<p><b>Search:</b> {html.escape(str(sw['max_load']))}.</p>" if sw.get("max_load") else "")
              + _stage_table(summary, sw["points"]) + _pooled(summary)]
     lim = slo_limits(summary)
@@ -237,6 +237,12 @@ def sweep_section(summary: dict[str, Any]) -> list[str]:
               pareto_chart(sw["points"], knee["point"] if knee else None, lim)]
     parts.append("".join(f"<div class='chart-wide'>{c}</div>" for c in charts if c))
     return parts
+
+
+def _why(summary: dict[str, Any]) -> str:
+    """The knee's explanation (summary.json ``knee.explanation``), one paragraph."""
+    why = (summary.get("knee") or {}).get("explanation")
+    return f"<p class='why'><b>Why the knee:</b> {html.escape(why)}.</p>" if why else ""
 
 
 def _knee_interval(sw: dict[str, Any], key: str) -> str:
@@ -260,7 +266,7 @@ def stages_section(summary: dict[str, Any]) -> list[str]:
     knee = knee_sentence(summary, stages)
     if knee:
         found = any(v.knee for v in verdicts(summary, stages))
-        parts.append(f"<p class='{'ok' if found else 'bad'}'><b>SLOs:</b> {html.escape(knee)}.</p>")
+        parts.append(f"<p class='{'ok' if found else 'bad'}'><b>SLOs:</b> {html.escape(knee)}.</p>" + _why(summary))
     k = max(((st.get("ci") or {}).get("repeats", 1) for st in stages), default=1)
     if k > 1:
         parts.append(f"<p>Each stage measured {k} times (<code>--llm-repeat</code>): its figures pool the repeats; "

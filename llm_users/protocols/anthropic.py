@@ -10,7 +10,8 @@ by the payload's ``type`` (falling back to the event name) and is tolerant of th
 
 - ``message_start``: ``message.usage.input_tokens`` (+ cache read/creation tokens);
 - ``content_block_delta``: ``text_delta`` -> Content, ``thinking_delta`` -> reasoning Content,
-  ``signature_delta``/``input_json_delta``/others ignored;
+  ``input_json_delta`` (a ``tool_use`` block's arguments) -> tool Content, ``signature_delta``
+  and others ignored;
 - ``message_delta``: ``delta.stop_reason`` -> Finish, ``usage.output_tokens`` (cumulative; the
   last one wins) and ``usage.output_tokens_details.thinking_tokens`` (the share spent on
   thinking, as the SDK's ``MessageDeltaUsage`` types it) -> Usage;
@@ -49,6 +50,7 @@ from llm_users.protocols.base import (
 from llm_users.protocols.images import Image, anthropic_content, with_images
 from llm_users.protocols.sampling import Sampling
 from llm_users.protocols.sse import SSEJSONParser
+from llm_users.protocols.tools import ToolSpec, anthropic_fields
 
 AuthStyle = Literal["x-api-key", "bearer"]
 
@@ -68,9 +70,10 @@ def build_request(
     include_sampling: bool | None = None,
     extra_headers: dict[str, str] | None = None,
     images: tuple[Image, ...] = (),
+    tools: ToolSpec | None = None,
 ) -> HTTPRequest:
-    """A streaming Messages request (``images``: base64 ``image`` blocks after the last user
-    message's text).
+    """A streaming Messages request (``tools``: the run's tools, or the forced JSON-answer tool;
+    ``images``: base64 ``image`` blocks after the last user message's text).
 
     ``include_sampling`` None means: send temperature/top_p only under version 2023-06-01.
     """
@@ -83,6 +86,8 @@ def build_request(
         body["system"] = "\n\n".join(system)
     if sampling.stop:
         body["stop_sequences"] = list(sampling.stop)
+    if tools is not None:
+        body.update(anthropic_fields(tools))
     body["stream"] = True
     if include_sampling is None:
         include_sampling = anthropic_version == DEFAULT_VERSION
@@ -121,6 +126,10 @@ class AnthropicStreamParser(SSEJSONParser):
                 text = delta.get("thinking")
                 if text:
                     events.append(Content(text, reasoning=True))
+            elif dtype == "input_json_delta":  # a tool call's arguments
+                text = delta.get("partial_json")
+                if text:
+                    events.append(Content(text, tool=True))
         elif kind == "message_delta":
             reason = (obj.get("delta") or {}).get("stop_reason")
             if reason:
@@ -178,7 +187,7 @@ def _build(spec: RequestSpec) -> HTTPRequest:
     o = spec.options
     return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling, api_key=spec.api_key,
                          auth=o.get("auth", "x-api-key"), anthropic_version=o.get("anthropic_version", DEFAULT_VERSION),
-                         images=spec.images)
+                         tools=spec.tools, images=spec.images)
 
 
 def _sdk_client(anthropic: Any, setup: SDKSetup) -> Any:

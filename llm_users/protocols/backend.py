@@ -24,13 +24,16 @@ import inspect
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llm_users.errors import ConfigError
 from llm_users.protocols.base import HTTPRequest, StreamParser
 from llm_users.protocols.images import Image
 from llm_users.protocols.sampling import Sampling
 from llm_users.protocols.server_side import ServerSide
+
+if TYPE_CHECKING:
+    from llm_users.protocols.tools import ToolSpec
 
 Messages = list[dict[str, Any]]
 
@@ -49,6 +52,7 @@ class RequestSpec:
     sampling: Sampling
     api_key: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+    tools: ToolSpec | None = None  # --llm-tools / --llm-response-format (protocols/tools.py)
     images: tuple[Image, ...] = ()
 
 

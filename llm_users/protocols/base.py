@@ -7,8 +7,9 @@ caller stamps each piece with ``time.perf_counter_ns()`` as it arrives.
 
 Events are small slotted objects (treat them as read-only):
 
-- :class:`Content`: output text (``reasoning=False``) or reasoning/thinking text. Only non-empty
-  text is reported: a ``Content`` marks a token-bearing chunk, the unit TTFT and ITL count.
+- :class:`Content`: output text (``reasoning=False``) or reasoning/thinking text; ``tool=True``:
+  a tool call's arguments (JSON text, a delta or whole). Only non-empty text is reported: a
+  ``Content`` marks a token-bearing chunk, the unit TTFT and ITL count.
 - :class:`Usage`: token counts the server reported (and server-side timings where the protocol
   has them). Later ``Usage`` events replace earlier ones field by field.
 - :class:`Finish`: the finish/stop reason.

@@ -6,7 +6,8 @@ Request: ``contents`` (roles ``user``/``model``; system messages go to ``systemI
 ignore_eos.
 
 Stream: SSE frames (``data: {...}`` separated by ``\\r\\n\\r\\n``), often several tokens each.
-Text is in ``candidates[0].content.parts[].text``; parts with ``"thought": true`` are reasoning.
+Text is in ``candidates[0].content.parts[].text``; parts with ``"thought": true`` are reasoning;
+a ``functionCall`` part (sent whole) is a tool call, its ``args`` one piece of tool output.
 ``usageMetadata`` is cumulative: the last one that has ``candidatesTokenCount`` gives output
 tokens and ``promptTokenCount`` input. Gemini's ``candidatesTokenCount`` leaves the thoughts out
 (``thoughtsTokenCount``): output is their sum, as every other dialect counts reasoning inside
@@ -21,6 +22,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterator
 from typing import Any
+
+import orjson
 
 from llm_users.protocols.backend import (
     Backend,
@@ -45,6 +48,7 @@ from llm_users.protocols.base import (
 from llm_users.protocols.images import Image, gemini_parts, with_images
 from llm_users.protocols.sampling import Sampling
 from llm_users.protocols.sse import SSEJSONParser
+from llm_users.protocols.tools import ToolSpec, gemini_fields
 
 DEFAULT_API_VERSION = "v1beta"
 
@@ -58,9 +62,11 @@ def build_request(
     api_version: str = DEFAULT_API_VERSION,
     extra_headers: dict[str, str] | None = None,
     images: tuple[Image, ...] = (),
+    tools: ToolSpec | None = None,
 ) -> HTTPRequest:
-    """A streaming generateContent request (``images``: ``inlineData`` parts after the last
-    user message's text)."""
+    """A streaming generateContent request (``tools``: ``functionDeclarations`` and the JSON answer's
+    ``responseMimeType``/``responseJsonSchema``; ``images``: ``inlineData`` parts after the last user
+    message's text)."""
     model = model.removeprefix("models/")
     system = [str(m.get("content", "")) for m in messages if m.get("role") == "system"]
     convo = with_images([m for m in messages if m.get("role") != "system"], images, gemini_parts, key="parts")
@@ -83,6 +89,10 @@ def build_request(
         config["seed"] = sampling.seed
     if sampling.stop:
         config["stopSequences"] = list(sampling.stop)
+    declared, answer = gemini_fields(tools)
+    if declared:
+        body["tools"] = declared
+    config.update(answer)
     body["generationConfig"] = config
     name = f"/{api_version}/models/{model}:streamGenerateContent"
     return json_post(name + "?alt=sse", body, accept="text/event-stream", name=name,
@@ -131,6 +141,9 @@ class GeminiStreamParser(SSEJSONParser):
                     text = part.get("text")
                     if text:
                         events.append(Content(text, reasoning=bool(part.get("thought"))))
+                    call = part.get("functionCall")
+                    if call:  # Gemini sends a call whole: its arguments as one piece of output
+                        events.append(Content(orjson.dumps(call.get("args") or {}).decode(), tool=True))
             reason = cand.get("finishReason")
         else:
             feedback = obj.get("promptFeedback")
@@ -154,7 +167,8 @@ class GeminiStreamParser(SSEJSONParser):
 
 def _build(spec: RequestSpec) -> HTTPRequest:
     return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling, api_key=spec.api_key,
-                         api_version=spec.options.get("api_version", DEFAULT_API_VERSION), images=spec.images)
+                         api_version=spec.options.get("api_version", DEFAULT_API_VERSION), tools=spec.tools,
+                         images=spec.images)
 
 
 def _sdk_client(genai: Any, setup: SDKSetup) -> Any:
@@ -167,8 +181,9 @@ def _sdk_client(genai: Any, setup: SDKSetup) -> Any:
 
 def _sdk_stream(client: Any, spec: RequestSpec, body: dict[str, Any]) -> Iterator[SDKChunk]:
     config = dict(body["generationConfig"])
-    if "systemInstruction" in body:
-        config["systemInstruction"] = body["systemInstruction"]
+    for key in ("systemInstruction", "tools"):
+        if key in body:
+            config[key] = body[key]
     model = spec.model.removeprefix("models/")
     for chunk in client.models.generate_content_stream(model=model, contents=body["contents"], config=config):
         yield chunk.model_dump(mode="json", by_alias=True, exclude_none=True), None

@@ -5,7 +5,8 @@ Sampling goes in ``options: {num_predict, temperature, top_p, seed?, stop?}``; O
 ignore_eos. The stream is NDJSON: one JSON object per ``\\n``-ended line, no sentinel. The last
 line has ``"done": true``, ``done_reason`` and the server's counters and timings in integer
 nanoseconds (zero-valued fields are omitted: read them as 0). Thinking models put reasoning text in
-``message.thinking`` (chat) or ``thinking`` (generate). A mid-stream failure is an
+``message.thinking`` (chat) or ``thinking`` (generate); ``message.tool_calls`` (each call sent
+whole) are tool output, their arguments one piece each. A mid-stream failure is an
 ``{"error": "..."}`` line on HTTP 200.
 """
 
@@ -43,6 +44,7 @@ from llm_users.protocols.openai import compat_route, messages_to_prompt
 from llm_users.protocols.sampling import Sampling
 from llm_users.protocols.server_side import OLLAMA as OLLAMA_SIDE
 from llm_users.protocols.sse import json_object
+from llm_users.protocols.tools import ToolSpec, ollama_fields
 
 Endpoint = Literal["chat", "generate"]
 
@@ -68,9 +70,10 @@ def build_request(
     endpoint: Endpoint = "chat",
     extra_headers: dict[str, str] | None = None,
     images: tuple[Image, ...] = (),
+    tools: ToolSpec | None = None,
 ) -> HTTPRequest:
-    """A streaming Ollama chat or generate request (``images``: base64 strings in the last user
-    message's ``images``, or the body's on /api/generate)."""
+    """A streaming Ollama chat or generate request (``tools``: ``tools`` and ``format``;
+    ``images``: base64 strings in the last user message's ``images``, or the body's on /api/generate)."""
     body: dict[str, Any] = {"model": model}
     if endpoint == "chat":
         msgs = [{"role": m.get("role", "user"), "content": m.get("content", "")} for m in messages]
@@ -95,6 +98,8 @@ def build_request(
     if sampling.stop:
         options["stop"] = list(sampling.stop)
     body["options"] = options
+    if tools is not None:
+        body.update(ollama_fields(tools))
     body["stream"] = True
     return json_post(PATHS[endpoint], body, accept="application/x-ndjson", auth=bearer(api_key),
                      extra_headers=extra_headers)
@@ -179,6 +184,10 @@ class OllamaStreamParser:
         if message is not None:
             thinking = message.get("thinking")
             text = message.get("content")
+            for call in message.get("tool_calls") or ():  # sent whole: the arguments as one piece
+                args = (call.get("function") or {}).get("arguments")
+                events.append(Content(args if isinstance(args, str) else orjson.dumps(args or {}).decode(),
+                                      tool=True))
         else:
             thinking = obj.get("thinking")
             text = obj.get("response")
@@ -218,7 +227,7 @@ SDK = SDKBinding("ollama", "ollama", _sdk_client, _sdk_stream)
 def _route(endpoint: Endpoint) -> Route:
     def build(spec: RequestSpec) -> HTTPRequest:
         return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling,
-                             api_key=spec.api_key, endpoint=endpoint, images=spec.images)
+                             api_key=spec.api_key, endpoint=endpoint, tools=spec.tools, images=spec.images)
 
     return Route(endpoint, PATHS[endpoint], build, OllamaStreamParser, protocol="ollama", sdk=SDK, chunk_has_a_token=True,
                  server_side=OLLAMA_SIDE)

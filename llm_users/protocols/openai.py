@@ -10,7 +10,9 @@ Dialects differ only in how the request says "how many tokens":
 - ``compat``: ``max_tokens`` only (TGI Messages API, Ollama /v1, which honour nothing else).
 
 Every request streams with ``stream_options.include_usage`` so token counts come from the
-server. The parser yields :mod:`~llm_users.protocols.base` events from body bytes.
+server. Chat requests carry ``tools``/``response_format`` when the run gives them
+(:mod:`~llm_users.protocols.tools`); ``delta.tool_calls[].function.arguments`` pieces are
+token-bearing output (``Content(tool=True)``). The parser yields :mod:`~llm_users.protocols.base` events from body bytes.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from llm_users.protocols.images import Image, openai_content, with_images
 from llm_users.protocols.sampling import Sampling
 from llm_users.protocols.server_side import OPENAI as OPENAI_SIDE
 from llm_users.protocols.sse import SSEJSONParser
+from llm_users.protocols.tools import ToolSpec, openai_fields
 
 Dialect = Literal["openai", "vllm", "compat"]
 Endpoint = Literal["chat", "completions"]
@@ -64,9 +67,10 @@ def build_request(
     api_key: str | None = None,
     extra_headers: dict[str, str] | None = None,
     images: tuple[Image, ...] = (),
+    tools: ToolSpec | None = None,
 ) -> HTTPRequest:
-    """A streaming chat or completions request in the given dialect (``images``: chat only,
-    as ``image_url`` data-URL parts of the last user message)."""
+    """A streaming chat or completions request in the given dialect (``tools``: chat
+    only; ``images``: chat only, as ``image_url`` data-URL parts of the last user message)."""
     body: dict[str, Any] = {"model": model}
     if endpoint == "chat":
         body["messages"] = with_images(messages, images, openai_content)
@@ -91,6 +95,8 @@ def build_request(
             body["ignore_eos"] = True
         if sampling.min_tokens is not None:
             body["min_tokens"] = sampling.min_tokens
+    if tools is not None and endpoint == "chat":
+        body.update(openai_fields(tools))
     body["stream"] = True
     body["stream_options"] = {"include_usage": True}
     return json_post(PATHS[endpoint], body, accept="text/event-stream", auth=bearer(api_key),
@@ -148,6 +154,12 @@ class OpenAIStreamParser(SSEJSONParser):
                     if reasoning:
                         events.append(Content(reasoning, reasoning=True))
                     text = delta.get("content")
+                    calls = delta.get("tool_calls")
+                    if calls:
+                        for call in calls:
+                            args = (call.get("function") or {}).get("arguments")
+                            if args:
+                                events.append(Content(args, tool=True))
                 else:
                     text = choice.get("text")
                 if text:
@@ -203,7 +215,8 @@ SDK = SDKBinding("openai", "openai", _sdk_client, _sdk_stream)
 def _route(endpoint: Endpoint, dialect: Dialect) -> Route:
     def build(spec: RequestSpec) -> HTTPRequest:
         return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling,
-                             endpoint=endpoint, dialect=dialect, api_key=spec.api_key, images=spec.images)
+                             endpoint=endpoint, dialect=dialect, api_key=spec.api_key, tools=spec.tools,
+                             images=spec.images)
 
     return Route(endpoint, PATHS[endpoint], build, OpenAIStreamParser, protocol="openai", sdk=SDK,
                  chunk_has_a_token=True, server_side=OPENAI_SIDE)

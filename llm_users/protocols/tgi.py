@@ -33,6 +33,7 @@ from llm_users.protocols.openai import compat_route, messages_to_prompt
 from llm_users.protocols.sampling import Sampling
 from llm_users.protocols.server_side import TGI as TGI_SIDE
 from llm_users.protocols.sse import SSEJSONParser
+from llm_users.protocols.tools import ToolSpec, tgi_grammar
 
 Path = Literal["/generate_stream", "/"]
 
@@ -45,11 +46,14 @@ def build_request(
     api_key: str | None = None,
     path: Path = "/generate_stream",
     extra_headers: dict[str, str] | None = None,
+    tools: ToolSpec | None = None,
     images: tuple[Image, ...] = (),
 ) -> HTTPRequest:
     """A streaming TGI generate request. ``model`` is unused on the wire (TGI serves one model)
-    but kept for a uniform signature. ``images``: markdown ``![](data:...)`` links after the
-    last user message's text, as TGI's vision models take them in ``inputs``."""
+    but kept for a uniform signature. ``tools``: a JSON answer as ``parameters.grammar`` (TGI's
+    native API has no tools: :func:`~llm_users.protocols.tools.check_route` refuses them).
+    ``images``: markdown ``![](data:...)`` links after the last user message's text, as TGI's
+    vision models take them in ``inputs``."""
     del model
     if path not in ("/generate_stream", "/"):
         raise ValueError(f"unknown TGI path {path!r}: use '/generate_stream' or '/'")
@@ -66,6 +70,9 @@ def build_request(
         params["seed"] = sampling.seed
     if sampling.stop:
         params["stop"] = list(sampling.stop)
+    grammar = tgi_grammar(tools)
+    if grammar is not None:
+        params["grammar"] = grammar
     body: dict[str, Any] = {"inputs": messages_to_prompt(with_images(messages, images, markdown_images)),
                             "parameters": params}
     if path == "/":
@@ -112,7 +119,7 @@ class TGIStreamParser(SSEJSONParser):
 def _route(endpoint: str, path: Path) -> Route:
     def build(spec: RequestSpec) -> HTTPRequest:
         return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling,
-                             api_key=spec.api_key, path=path, images=spec.images)
+                             api_key=spec.api_key, path=path, tools=spec.tools, images=spec.images)
 
     return Route(endpoint, path, build, TGIStreamParser, protocol="tgi", chunk_has_a_token=True, server_side=TGI_SIDE)
 

@@ -50,6 +50,7 @@ class Job:
     admitted_ns: int = 0
     first_ns: int = 0
     cold_ms: float = 0.0
+    escaped: bool = False  # words are JSON-string escaped (a JSON answer, sim/tools.py): text() unescapes
 
     def plan(self, output_tokens: int | None, indices: list[int]) -> None:
         """Fix the answer length: ``min(--output-tokens, max tokens)``; shorter than the max
@@ -74,7 +75,8 @@ class Job:
         return -(-t // self.k) + -(-(self.n - t) // self.k)
 
     def text(self, i: int = 0, j: int | None = None) -> bytes:
-        return b"".join(self.words[i:j])
+        joined = b"".join(self.words[i:j])
+        return orjson.loads(b'"%b"' % joined).encode() if self.escaped else joined
 
 
 class Renderer:

@@ -15,7 +15,9 @@ With ``--reasoning-tokens N`` (N > 0) the first N tokens are thinking, whether o
 asked for it, and ``message_delta``'s usage says so (``output_tokens_details.thinking_tokens``).
 Accepts ``x-api-key`` or ``Authorization: Bearer`` and any ``anthropic-version``. Errors are
 ``{"type":"error","error":{"type","message"}}``; a full queue is 529 ``overloaded_error``;
-mid-stream an ``event: error`` frame.
+mid-stream an ``event: error`` frame. A request with ``tools`` (``tool_choice`` not ``none``) is
+answered with a ``tool_use`` block whose ``input_json_delta`` pieces stream the arguments
+(:mod:`llm_users.sim.tools`), ``stop_reason: "tool_use"``.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from llm_users.sim.images import anthropic_images
 from llm_users.sim.lifecycle import new_job, serve
 from llm_users.sim.state import admit
 from llm_users.sim.text import content_text, join_prompt
+from llm_users.sim.tools import anthropic_shape
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -75,16 +78,27 @@ class AnthropicRenderer(Renderer):
         self.t = job.thinking = t  # thinking tokens (the streamer cuts chunks there)
         self.p, self.c, self.r = job.reported()  # input, output, thinking tokens as usage says
         self.text_index = 1 if t else 0
+        self.tool: str | None = None  # use_tool: the answer is a call of this tool
         self.text_delta = b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,' \
                           b'"delta":{"type":"text_delta","text":"' % self.text_index
         self.think_delta = b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,' \
                            b'"delta":{"type":"thinking_delta","thinking":"'
+
+    def use_tool(self, name: str) -> None:
+        """The answer (after any thinking) is a ``tool_use`` block: ``input_json_delta`` pieces,
+        ``stop_reason: "tool_use"``."""
+        self.tool = name
+        self.text_delta = b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,' \
+                          b'"delta":{"type":"input_json_delta","partial_json":"' % self.text_index
 
     def headers(self) -> dict[str, str]:
         return {"request-id": f"req_sim{self.job.seq:016x}", "Cache-Control": "no-cache"}
 
     def _start_block(self, index: int, thinking: bool) -> bytes:
         block = b'{"type":"thinking","thinking":"","signature":""}' if thinking else b'{"type":"text","text":""}'
+        if not thinking and self.tool is not None:
+            block = b'{"type":"tool_use","id":"toolu_sim%016x","name":%b,"input":{}}' % (
+                self.job.seq, orjson.dumps(self.tool))
         return _event(b"content_block_start",
                       b'{"type":"content_block_start","index":%d,"content_block":%b}' % (index, block))
 
@@ -103,6 +117,8 @@ class AnthropicRenderer(Renderer):
                 + _event(b"ping", b'{"type":"ping"}'))
 
     def stop_reason(self) -> str:
+        if self.tool is not None:
+            return "tool_use"
         return "max_tokens" if self.job.finish == "length" else "end_turn"
 
     def chunk(self, i: int, j: int, last: bool) -> bytes:
@@ -189,6 +205,10 @@ async def messages(request: web.Request) -> web.StreamResponse:
                   max_tokens=max_tokens, stream=bool(body.get("stream", False)), arrival_ns=arrival,
                   messages=len(msgs) + (1 if pieces[0] else 0), images=images)
     render = AnthropicRenderer(job, thinking_budget=_thinking_budget(body, max_tokens))
+    shape = anthropic_shape(body)  # tools: a tool_use block (sim/tools.py)
+    if shape is not None and shape.tool is not None:
+        shape.apply(job, first=render.t)
+        render.use_tool(shape.tool)
     return await serve(sim, request, job, render, DIALECT)
 
 

@@ -9,7 +9,9 @@ stream as parts with ``"thought": true`` and ``usageMetadata`` counts them in ``
 apart from ``candidatesTokenCount`` (the answer only, as Gemini counts). The body just ends: no sentinel. Several tokens
 per chunk by default (``--gemini-tokens-per-chunk``), as Gemini streams. The max is
 ``generationConfig.maxOutputTokens``. Errors are ``{"error": {code, message, status}}``; a full
-queue is 503 UNAVAILABLE; mid-stream a ``data: {"error": ...}`` frame.
+queue is 503 UNAVAILABLE; mid-stream a ``data: {"error": ...}`` frame. With ``tools``
+(``functionDeclarations``) the answer is a ``functionCall`` part sent whole in one chunk; with
+``responseMimeType: application/json`` JSON text (:mod:`llm_users.sim.tools`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from llm_users.sim.images import gemini_images
 from llm_users.sim.lifecycle import new_job, serve
 from llm_users.sim.state import SIM_KEY
 from llm_users.sim.text import content_text, join_prompt
+from llm_users.sim.tools import Shape, gemini_shape
 
 STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
           429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}
@@ -108,6 +111,27 @@ class GeminiRenderer(Renderer):
         })
 
 
+class FunctionCallRenderer(GeminiRenderer):
+    """An answer that is one function call. Gemini sends a call whole (``args`` is an object, not
+    text), so all the answer's tokens (after any thought parts) come in one chunk: ``parts
+    [{"functionCall": {"name", "args"}}]``, ``finishReason: "STOP"``."""
+
+    def __init__(self, job: Job, shape: Shape) -> None:
+        super().__init__(job)
+        job.k = max(1, job.n)
+        self.call = orjson.dumps({"functionCall": {"name": shape.tool, "args": shape.arguments}})
+
+    def finish_reason(self) -> str:
+        return "STOP"
+
+    def chunk(self, i: int, j: int, last: bool) -> bytes:
+        if i < self.job.thinking:  # thought parts first
+            return super().chunk(i, j, last)
+        usage = self.usage_fixed
+        return b'data: {"candidates":[{"content":{"parts":[%b],"role":"model"},"finishReason":"STOP","index":0}],' \
+               b'%b%b%b' % (self.call, self._usage(j) if usage is None else usage, self.tail, END)
+
+
 def _get(d: dict[str, Any], camel: str, snake: str) -> Any:
     v = d.get(camel)
     return d.get(snake) if v is None else v
@@ -162,7 +186,13 @@ async def model_action(request: web.Request) -> web.StreamResponse:
                   k=sim.cfg.gemini_tokens_per_chunk,
                   messages=len(body["contents"]) + (1 if _get(body, "systemInstruction", "system_instruction") else 0),
                   images=images)
-    return await serve(sim, request, job, GeminiRenderer(job), DIALECT)
+    shape = gemini_shape(body, config)  # tools / a JSON answer (sim/tools.py)
+    render = GeminiRenderer(job)
+    if shape is not None:
+        shape.apply(job, escape=shape.tool is None, first=job.thinking)  # after the thought tokens
+        if shape.tool is not None:
+            render = FunctionCallRenderer(job, shape)
+    return await serve(sim, request, job, render, DIALECT)
 
 
 def add_routes(app: web.Application) -> None:

@@ -11,7 +11,9 @@ eval_duration``); zero-valued fields are left out, as Ollama does, except a coun
 ``{"error": "..."}``; a full queue is 503 "server busy"; mid-stream an ``{"error"}`` line. With
 ``--reasoning-tokens N`` the first N tokens stream as ``message.thinking`` (/api/chat) or
 ``thinking`` (/api/generate) with empty content, as Ollama streams a thinking model; ``eval_count``
-counts them too (Ollama reports no reasoning count of its own).
+counts them too (Ollama reports no reasoning count of its own). With ``tools``
+/api/chat answers with ``message.tool_calls`` (the call whole, in one line); with ``format``
+(``"json"`` or a schema) with JSON text (:mod:`llm_users.sim.tools`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from llm_users.sim.images import ollama_images
 from llm_users.sim.lifecycle import new_job, serve
 from llm_users.sim.state import SIM_KEY, admit
 from llm_users.sim.text import content_text, join_prompt
+from llm_users.sim.tools import Shape, ollama_shape
 
 VERSION = "0.12.6"
 CONTEXT_ID_BASE = 1000
@@ -116,6 +119,25 @@ class OllamaRenderer(Renderer):
         return orjson.dumps(self._final(content=self.job.text(t), thinking=self.job.text(0, t)))
 
 
+class ToolCallRenderer(OllamaRenderer):
+    """/api/chat answered with one tool call: Ollama sends a call whole (``arguments`` is an
+    object), so all the answer's tokens come in one line, ``message.tool_calls``, then the final
+    line."""
+
+    def __init__(self, job: Job, shape: Shape) -> None:
+        super().__init__(job, chat=True)
+        job.k = max(1, job.n)
+        calls = orjson.dumps([{"function": {"name": shape.tool, "arguments": shape.arguments}}])
+        self.line = self.head_bytes + b'"message":{"role":"assistant","content":"","tool_calls":%b},"done":false}\n' % calls
+
+    def chunk(self, i: int, j: int, last: bool) -> bytes:
+        if i < self.job.thinking:  # thinking lines first
+            return super().chunk(i, j, last)
+        if last:
+            return self.line + orjson.dumps(self._final()) + b"\n"
+        return self.line
+
+
 def _max_tokens(body: dict[str, Any]) -> int:
     options = body.get("options") or {}
     n = options.get("num_predict") if isinstance(options, dict) else None
@@ -152,6 +174,11 @@ async def _handle(request: web.Request, *, chat: bool) -> web.StreamResponse:
                   prompt=prompt, max_tokens=_max_tokens(body), stream=True if stream is None else bool(stream),
                   arrival_ns=arrival, messages=len(body["messages"]) if chat else 0, images=images)
     render = OllamaRenderer(job, chat=chat)
+    shape = ollama_shape(body) if chat else ollama_shape({"format": body.get("format")})  # sim/tools.py
+    if shape is not None:
+        shape.apply(job, escape=shape.tool is None, first=job.thinking)  # after the thinking tokens
+        if shape.tool is not None:
+            render = ToolCallRenderer(job, shape)
     return await serve(sim, request, job, render, DIALECT)
 
 

@@ -13,7 +13,10 @@ vLLM write ``reasoning_content``: the client reads both), then the answer as ``d
 usage reports them in ``completion_tokens_details.reasoning_tokens``. ``--timings`` adds vLLM's per-request
 ``metrics`` (``--enable-per-request-metrics``) to the usage chunk: ``queue_time_ms`` (arrival ->
 batch slot), ``time_to_first_token_ms`` (slot -> first token: prefill), ``generation_time_ms``
-(first -> last token: decode), from the engine's own stamps. Errors are vLLM's
+(first -> last token: decode), from the engine's own stamps. A chat request with ``tools`` is
+answered with a tool call (``delta.tool_calls``, ``finish_reason: "tool_calls"``; after the
+reasoning tokens, if any), one with ``response_format`` json_object/json_schema with JSON text
+(:mod:`llm_users.sim.tools`). Errors are vLLM's
 ``{"error": {message, type, param, code=int status}}``.
 """
 
@@ -32,6 +35,7 @@ from llm_users.sim.images import openai_images
 from llm_users.sim.lifecycle import new_job, serve
 from llm_users.sim.state import SIM_KEY, admit
 from llm_users.sim.text import content_text, join_prompt
+from llm_users.sim.tools import openai_shape
 
 ERROR_TYPES = {
     400: "BadRequestError",
@@ -175,6 +179,36 @@ class ChatRenderer(_Base):
         })
 
 
+class ToolCallRenderer(ChatRenderer):
+    """A chat answer that is one tool call: the first chunk names the function (``id``, ``type``,
+    ``name``, empty ``arguments``) with the role, each token chunk carries an ``arguments`` piece,
+    the last ``finish_reason: "tool_calls"``, as OpenAI and vLLM stream one."""
+
+    def __init__(self, job: Job, name: str, *, include_usage: bool, continuous: bool, timings: bool = False) -> None:
+        super().__init__(job, include_usage=include_usage, continuous=continuous, timings=timings)
+        call = b'{"index":0,"id":"call_sim%012x","type":"function","function":{"name":%b,"arguments":""}}' % (
+            job.seq, orjson.dumps(name))
+        self.call = b'%b"tool_calls":[%b]},"logprobs":null,"finish_reason":null}]' % (self.pre, call)
+        self.role = b'%b"role":"assistant","content":null},"logprobs":null,"finish_reason":null}]' % self.pre
+        self.args = b'%b"tool_calls":[{"index":0,"function":{"arguments":"' % self.pre
+
+    def chunk(self, i: int, j: int, last: bool) -> bytes:
+        thinking = self.job.thinking
+        if i < thinking:  # reasoning first, as any chat answer streams it
+            return super().chunk(i, j, last)
+        text = b"".join(self.job.words[i:j])
+        if not last:
+            out = b'%b%b"}}]},"logprobs":null,"finish_reason":null}]%b' % (self.args, text, self._cont(j))
+        else:
+            out = b'%b%b"}}]},"logprobs":null,"finish_reason":"tool_calls","stop_reason":null}]%b%b%b' % (
+                self.args, text, self._cont(j), self._usage_frame(), DONE)
+        if i == thinking:  # the call's head (id, name) before its first arguments piece
+            out = self.call + self._cont(thinking) + out
+            if i == 0:
+                out = self.role + self._cont(0) + out
+        return out
+
+
 class CompletionRenderer(_Base):
     object_name = b"text_completion"
 
@@ -238,7 +272,14 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     job = new_job(sim, protocol="openai", route="/v1/chat/completions", model=body.get("model") or sim.cfg.model,
                   prompt=prompt, max_tokens=max_tokens, stream=stream, arrival_ns=arrival, messages=len(messages),
                   images=images)
-    render = ChatRenderer(job, include_usage=include_usage, continuous=continuous, timings=sim.cfg.timings)
+    shape = openai_shape(body)  # tools / response_format: a tool call or a JSON answer (sim/tools.py)
+    if shape is not None and shape.tool is not None:
+        render: ChatRenderer = ToolCallRenderer(job, shape.tool, include_usage=include_usage, continuous=continuous,
+                                                timings=sim.cfg.timings)
+    else:
+        render = ChatRenderer(job, include_usage=include_usage, continuous=continuous, timings=sim.cfg.timings)
+    if shape is not None:
+        shape.apply(job, first=job.thinking)  # after the reasoning tokens (the renderer set them)
     return await serve(sim, request, job, render, DIALECT)
 
 

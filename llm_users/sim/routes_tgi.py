@@ -12,7 +12,8 @@ No [DONE].
 Validation as TGI does it: a given ``temperature`` must be > 0 and a given ``top_p`` strictly
 between 0 and 1. On the streaming routes validation and overload errors arrive as an SSE
 payload ``{"error", "error_type"}`` on HTTP 200 (TGI's ``generate_stream_internal`` yields
-them as events); the non-streaming routes answer 422 / 429.
+them as events); the non-streaming routes answer 422 / 429. ``parameters.grammar`` of type
+``json`` makes the answer JSON text (:mod:`llm_users.sim.tools`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from llm_users.sim.base import Dialect, Job, Renderer, int_param
 from llm_users.sim.images import markdown_images
 from llm_users.sim.lifecycle import new_job, serve
 from llm_users.sim.state import SIM_KEY, admit
-from llm_users.sim.text import vocabulary
+from llm_users.sim.text import vocabulary, vocabulary_bytes
+from llm_users.sim.tools import tgi_shape
 
 TOKEN_ID_BASE = 1000
 EOS = b'{"id":2,"text":"</s>","logprob":-0.01,"special":true}'
@@ -88,6 +90,15 @@ class TGIRenderer(Renderer):
         frames = token_frames()
         self.frames = [frames[i] for i in job.indices]
         self.p, self.c, _ = job.reported()  # input_length and generated_tokens as the answer says
+
+    def retext(self) -> None:
+        """The job's words were rewritten (a JSON answer): the token frames follow them."""
+        job = self.job
+        for t, word in enumerate(job.words):
+            if word != vocabulary_bytes()[job.indices[t]]:
+                frame = orjson.loads(self.frames[t])
+                frame["text"] = job.text(t, t + 1).decode()
+                self.frames[t] = orjson.dumps(frame)
 
     def _text(self) -> bytes:
         job = self.job
@@ -195,6 +206,10 @@ async def _generate(request: web.Request, *, stream: bool | None, route: str) ->
     job = new_job(sim, protocol="tgi", route=route, model=sim.cfg.model, prompt=inputs, max_tokens=max_new,
                   stream=stream, arrival_ns=arrival, images=images)
     render = TGIRenderer(job, details=details, seed=seed, as_list=compat and not stream)
+    shape = tgi_shape(params)  # parameters.grammar json: a JSON answer (sim/tools.py)
+    if shape is not None:
+        shape.apply(job, last=job.n - 2 if render.eos else None)  # EOS is the last token, not text
+        render.retext()
     return await serve(sim, request, job, render, DIALECT)
 
 

@@ -53,6 +53,8 @@ GROUPS: list[tuple[str, list[tuple[str, str, str | None]]]] = [
         ("--llm-timeout", "whole-request time limit, seconds", None),
         ("--llm-think-jitter", "random pause before each later request, e.g. 200ms", None),
         ("--llm-spawn-spread", "on/off: spread each spawn batch's first requests", None),
+        ("--llm-tools", "tools file (OpenAI's function-tool JSON) sent with every request", None),
+        ("--llm-response-format", "json | schema:FILE: ask for a JSON answer, checked", None),
     ]),
 ]
 

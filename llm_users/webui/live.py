@@ -203,6 +203,7 @@ class LiveView:
             gpu = gpu_utilization((extra or {}).get(t))
             if gpu is not None:
                 point["gpuUtil"] = gpu
+            point.update(server_point((extra or {}).get(t)))
             out.append(point)
         return out
 
@@ -223,3 +224,13 @@ def gpu_utilization(values: dict[str, float] | None) -> float | None:
         return None
     utils = [v for k, v in values.items() if k.startswith("gpu_") and k.endswith("_utilization_ratio")]
     return round(100 * sum(utils) / len(utils), 1) if utils else None
+
+
+#: the LLM server's scraped columns shown live (exporters/series.py names -> chart keys)
+SERVER_KEYS = {"server_num_requests_running": "srvRunning", "server_num_requests_waiting": "srvWaiting",
+               "server_queue_time_mean_ms": "srvQueueMs"}
+
+
+def server_point(values: dict[str, float] | None) -> dict[str, float]:
+    """One second's server running and waiting requests and queue time, where scraped."""
+    return {key: round(values[col], 2) for col, key in SERVER_KEYS.items() if values and col in values}

@@ -21,7 +21,10 @@
     { id: "requests", title: "Requests/s", lines: [["reqS", "Requests/s"]], colors: ["#00ca5a"], unless: "slos" },
     { id: "openloop", title: "In flight (mean) and arrivals/s", lines: [["inflight", "In flight"], ["arrivalS", "Arrivals/s"]],
       colors: ["#ff6d6d", "#3E98C5"], split: true, when: "openLoop" },
-    { id: "gpu", title: "GPU utilization (%)", lines: [["gpuUtil", "GPU %"]], colors: ["#9966CC"], when: "gpu" }
+    { id: "gpu", title: "GPU utilization (%)", lines: [["gpuUtil", "GPU %"]], colors: ["#9966CC"], when: "gpu" },
+    { id: "server", title: "Server: running and waiting requests, queue time (ms) (its /metrics)",
+      lines: [["srvRunning", "Running"], ["srvWaiting", "Waiting"], ["srvQueueMs", "Queue ms"]],
+      colors: ["#00ca5a", "#ff6d6d", "#9966CC"], when: "server" }
   ];
   var charts = {};
   var echartsLoading = null;

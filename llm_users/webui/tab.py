@@ -192,7 +192,8 @@ def install(web_ui: Any, run: Any) -> LiveView:
         now = time.time()
         extra = run.collector.timeline.extra if run.collector is not None else {}
         study = run.current_config.study
-        body = {"since": live.since, "slos": bool(live.slos), "gpu": gpu, "rates": live.rates(now),
+        server = any(k.startswith("server_") for v in list(extra.values())[-5:] for k in v)
+        body = {"since": live.since, "slos": bool(live.slos), "gpu": gpu, "server": server, "rates": live.rates(now),
                 "sloMs": {k: v / 1e6 for k, v in live.slos.items()},
                 "openLoop": bool(study and study.open_loop), "stages": stage_marks(run, live.since),
                 "series": live.series(now, extra)}

@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -136,3 +137,26 @@ class TestNet:
                 p.kill()
                 p.wait(10)
         cleanup()
+
+
+@contextmanager
+def fresh_net(*needs: Callable[[], str | None]) -> Iterator[TestNet]:
+    """A TestNet for one test (a pytest fixture's body): skips when namespaces, or anything in
+    ``needs`` (e.g. :func:`filter_unavailable`), cannot be had here, except under CI=true, where
+    .ci/run installs them and a skip would hide the test: it fails. Leftovers of a crashed
+    earlier run are removed first; every namespace is checked gone at the end."""
+    import pytest
+
+    reason = unavailable() or next((r for need in needs if (r := need())), None)
+    if reason:
+        if needs and os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    cleanup()
+    n = TestNet()
+    try:
+        yield n
+    finally:
+        n.close()
+        left = [line for line in ip("netns", "list").stdout.splitlines() if line.startswith(PREFIX)]
+        assert not left, f"namespaces left behind: {left}"

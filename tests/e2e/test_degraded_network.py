@@ -17,7 +17,6 @@ its records, queued while cut off, arrive and merge once.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -37,19 +36,8 @@ DELAY_MS, JITTER_MS = 20, 10
 
 @pytest.fixture
 def net() -> Iterator[netns.TestNet]:
-    reason = netns.unavailable() or netns.filter_unavailable()
-    if reason:
-        if os.environ.get("CI") == "true":  # CI installs both (.ci/run): a skip there would hide the test
-            pytest.fail(reason)
-        pytest.skip(reason)
-    netns.cleanup()
-    n = netns.TestNet()
-    try:
+    with netns.fresh_net(netns.filter_unavailable) as n:  # CI installs iptables (.ci/run): fails there if absent
         yield n
-    finally:
-        n.close()
-        left = [line for line in netns.ip("netns", "list").stdout.splitlines() if line.startswith(netns.PREFIX)]
-        assert not left, f"namespaces left behind: {left}"
 
 
 def sim_counts(net: netns.TestNet) -> dict[str, Any]:

@@ -38,17 +38,8 @@ RELAY_DELAY_MS = 20
 
 @pytest.fixture
 def net() -> Iterator[netns.TestNet]:
-    reason = netns.unavailable()
-    if reason:
-        pytest.skip(reason)
-    netns.cleanup()  # a crashed earlier run's namespaces
-    n = netns.TestNet()
-    try:
+    with netns.fresh_net() as n:
         yield n
-    finally:
-        n.close()
-        left = [line for line in netns.ip("netns", "list").stdout.splitlines() if line.startswith(netns.PREFIX)]
-        assert not left, f"namespaces left behind: {left}"
 
 
 def clean_env() -> dict[str, str]:

@@ -242,8 +242,15 @@ def fake_run(**opts: object) -> tuple[SimpleNamespace, SimpleNamespace]:
 
 
 def test_options_defaults_and_checks() -> None:
-    live = Live(*fake_run())
-    assert (live.port, live.host, live.linger, live.scraper) == (9646, "0.0.0.0", 0.0, None)
+    live = Live(*fake_run())  # the server's /metrics: auto by default, looked for at the test start
+    assert (live.port, live.host, live.linger, live.auto) == (9646, "0.0.0.0", 0.0, True)
+    assert live.scraper is not None and live.scraper.targets == [] and live.found == {"mode": "auto"}
+    live = Live(*fake_run(llm_server_metrics="off"))
+    assert (live.auto, live.scraper, live.found) == (False, None, {"mode": "off"})
+    live = Live(*fake_run(llm_server_metrics="http://srv:8000/metrics"))
+    assert not live.auto and [t.url for t in live.scraper.targets] == ["http://srv:8000/metrics"]
+    with pytest.raises(ConfigError, match="--llm-server-metrics .a URL, off, or auto."):
+        Live(*fake_run(llm_server_metrics="srv"))
     live = Live(*fake_run(llm_prometheus_port="0", llm_gpu_sidecar="a:9835, b:9835", llm_scrape_interval="0.5"))
     assert live.port == 0 and live.scraper is not None and live.scraper.interval == 0.5
     assert [t.url for t in live.scraper.targets] == ["http://a:9835/metrics", "http://b:9835/metrics"]

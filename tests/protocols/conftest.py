@@ -19,7 +19,8 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 class Summary:
     text: str = ""
     reasoning: str = ""
-    chunks: int = 0  # token-bearing Content events (output or reasoning)
+    tool: str = ""  # tool-call arguments (Content(tool=True)), apart from the text
+    chunks: int = 0  # token-bearing Content events (output, reasoning or tool call)
     usage: Usage | None = None  # the merged view: later fields replace earlier ones
     finishes: list[str] = field(default_factory=list)
     errors: list[ServerError] = field(default_factory=list)
@@ -46,6 +47,8 @@ def summarize(events: list[Event], complete: bool) -> Summary:
             s.chunks += 1
             if ev.reasoning:
                 s.reasoning += ev.text
+            elif ev.tool:
+                s.tool += ev.text
             else:
                 s.text += ev.text
         elif isinstance(ev, Usage):

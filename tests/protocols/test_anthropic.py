@@ -110,8 +110,11 @@ def test_thinking_crlf_with_cache_usage(harness) -> None:
 
 
 def test_tool_use_json_deltas_are_not_text(harness) -> None:
+    """Issue 30: the arguments' deltas are token-bearing output (tool Content), never text; the
+    empty first ``partial_json`` carries no token."""
     s = harness.check(AnthropicStreamParser, harness.read(P, "tool_use.txt"))
-    assert s.text == "Checking the weather." and s.chunks == 1
+    assert s.text == "Checking the weather." and s.chunks == 3
+    assert s.tool == '{"location": "San Francisco, CA"}'
     assert s.usage == Usage(input_tokens=472, output_tokens=89)
     assert s.finishes == ["tool_use"] and s.complete
 

@@ -68,7 +68,7 @@ p.n_parallel = slots
 p.n_ctx = ctx * slots  # the context is shared out among the slots
 p.cpuparams.n_threads = 1
 p.cpuparams_batch.n_threads = 1
-p.endpoint_metrics = True
+p.endpoint_metrics = sys.argv[7:8] != ["no-metrics"]  # llama-server --metrics
 p.endpoint_slots = True
 p.endpoint_props = True
 p.use_jinja = True
@@ -231,15 +231,17 @@ def wait_ready(server: ServerProcess, path: str, timeout: float, headers: dict[s
 
 
 def start_llama(log_dir: Path, *, slots: int = 4, ctx_per_slot: int = 1024, port: int | None = None,
-                timeout: float = 120.0) -> ServerProcess:
-    """llama.cpp's server with ``slots`` parallel slots of ``ctx_per_slot`` tokens of context."""
+                timeout: float = 120.0, metrics: bool = True) -> ServerProcess:
+    """llama.cpp's server with ``slots`` parallel slots of ``ctx_per_slot`` tokens of context
+    (``metrics``: its /metrics on, as ``llama-server --metrics``)."""
     python = ensure_installed()
     model = ensure_model(python)
     template = cache_dir() / "gemma-template.jinja"
     template.write_text(GEMMA_TEMPLATE)
     port = port or free_port()
     log = log_dir / f"llama-{port}.log"
-    cmd = [str(python), "-c", LLAMA_MAIN, str(model), str(port), str(slots), str(ctx_per_slot), str(template), MODEL]
+    cmd = [str(python), "-c", LLAMA_MAIN, str(model), str(port), str(slots), str(ctx_per_slot), str(template), MODEL,
+           *([] if metrics else ["no-metrics"])]
     server = ServerProcess("llama.cpp", _spawn("llama.cpp", cmd, log), f"http://127.0.0.1:{port}", log)
     wait_ready(server, "/health", timeout)
     return server

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from llm_users.metrics import RequestRecord
-from llm_users.webui.live import LiveView, gpu_utilization
+from llm_users.webui.live import LiveView, gpu_utilization, server_point
 
 
 def rec(start: float, e2e_ms: float, ttft_ms: float = 50, tokens: int = 10, ok: bool = True,
@@ -71,6 +71,14 @@ def test_gpu_utilization_reads_only_utilization_columns() -> None:
     assert gpu_utilization(None) is None
     assert gpu_utilization({"gpu_0_memory_used_bytes": 5.0}) is None
     assert gpu_utilization({"gpu_a_utilization_ratio": 0.25, "server_queue": 3}) == 25.0
+
+
+def test_server_point_shows_the_scraped_batch_queue_and_queue_time() -> None:
+    assert server_point(None) == {}
+    assert server_point({"server_num_requests_running": 4.0, "server_num_requests_waiting": 12.0,
+                         "server_queue_time_mean_ms": 151.234, "server_itl_mean_ms": 9.0,
+                         "gpu_0_utilization_ratio": 1.0}) == {"srvRunning": 4.0, "srvWaiting": 12.0,
+                                                               "srvQueueMs": 151.23}
 
 
 def test_in_flight_is_the_mean_over_each_second_and_arrivals_count_by_start() -> None:
