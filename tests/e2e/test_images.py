@@ -104,7 +104,7 @@ def test_ttft_grows_with_the_image_count_as_the_model_says(sim_factory, tmp_path
     # lateness is one-sided (a loaded machine delays, never hastens): the fastest request of each
     # count is the one least disturbed, and medians show how the load moved the rest
     base, served_base = min(by_count[0]), min(served[0])
-    assert base >= TTFT_MS and served_base >= TTFT_MS - 0.5, (base, served_base)  # the clock fires <= 0.5 ms early
+    assert min(base, served_base) >= TTFT_MS - 0.5, (base, served_base)  # the sim's clock fires <= 0.5 ms early
     for k in (1, 4):
         model = PREFILL_US / 1000 * PER_IMAGE * k  # 25.8 ms per image (text differs by a token or so: 0.1 ms)
         growth, server_growth = min(by_count[k]) - base, min(served[k]) - served_base
