@@ -63,6 +63,7 @@ class Settings:
     verify_tls: bool
     spawn_spread: bool = True  # first request at a random offset within the spawn interval
     think_jitter_s: float = 0.0  # each later request waits up to this much more (uniform)
+    batch_size: int = 1  # embeddings/rerank routes: inputs per request (--llm-batch-size)
 
     def api_key(self) -> str | None:
         """The key from the first named variable that is set (names are comma-separated)."""
@@ -123,8 +124,15 @@ def settings_for(user_cls: Any, options: Any) -> Settings:
             raise ConfigError(f"{option} must be a number of seconds above 0, got {value:g}")
     endpoint = str(get("llm_endpoint", user_cls.endpoint))
     descriptor = getattr(user_cls, "descriptor", None)
+    batch = _batch_size(get("llm_batch_size", getattr(user_cls, "batch_size", 1)))
     if descriptor is not None:
-        descriptor.route(endpoint)  # ConfigError naming the endpoints there are
+        route = descriptor.route(endpoint)  # ConfigError naming the endpoints there are
+        if batch > 1 and route.kind == "chat":
+            raise ConfigError(f"--llm-batch-size applies to embeddings and rerank routes, not {descriptor.name}'s "
+                              f"{endpoint!r} (a chat stream)")
+        if route.max_inputs is not None and batch > route.max_inputs:
+            raise ConfigError(f"--llm-batch-size: {descriptor.name}'s {endpoint!r} takes at most {route.max_inputs} "
+                              f"input(s) per request, got {batch}")
     key_env = get("llm_api_key_env", user_cls.api_key_env)
     for name in str(key_env or "").split(","):
         if name.strip() and not _ENV_NAME.match(name.strip()):
@@ -141,7 +149,18 @@ def settings_for(user_cls: Any, options: Any) -> Settings:
         verify_tls=not parse_bool(get("llm_insecure", False), "--llm-insecure"),
         spawn_spread=parse_bool(get("llm_spawn_spread", True), "--llm-spawn-spread"),
         think_jitter_s=_jitter(get("llm_think_jitter", None)),
+        batch_size=batch,
     )
+
+
+def _batch_size(value: Any) -> int:
+    try:
+        n = int(str(value).strip())
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ConfigError(f"--llm-batch-size must be a whole number of inputs per request, at least 1, got {value!r}")
+    return n
 
 
 def _jitter(text: Any) -> float:

@@ -42,7 +42,9 @@ from llm_users.protocols.base import HTTPRequest, StreamParser
 from llm_users.protocols.gemini import GEMINI
 from llm_users.protocols.ollama import OLLAMA
 from llm_users.protocols.openai import OPENAI, VLLM
+from llm_users.protocols.tei import TEI
 from llm_users.protocols.tgi import TGI
+from llm_users.workload.batch import BatchLane, batch_inputs
 from llm_users.workload.build import source_for
 from llm_users.workload.source import Messages, WorkItem
 from llm_users.workload.tokenizer import ServerProbe
@@ -78,6 +80,7 @@ class LLMUser(User):
     extra_headers: dict[str, str] = {}  # noqa: RUF012 - replaced, never mutated
     #: class attributes handed to the backend's request builder (RequestSpec.options)
     request_options: ClassVar[tuple[str, ...]] = ()
+    batch_size: int = 1  # embeddings/rerank routes: inputs per request (--llm-batch-size)
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
@@ -106,6 +109,8 @@ class LLMUser(User):
         self.rng = user_rng(config.spawn_seed, environment, self.user_number)  # spawn offset, think jitter
         self.source = source_for(config.workload_for(type(self)))
         self.lane = self.source.lane(self.user_number)
+        if self.route.kind != "chat":  # embeddings, rerank: --llm-batch-size items per request
+            self.lane = BatchLane(self.lane, self.settings.batch_size)
         self.api_key = self.settings.api_key()
         self.model_name = self.settings.model or "default"
         self.stream_client = StreamClient(
@@ -126,13 +131,14 @@ class LLMUser(User):
         """The route of ``--llm-endpoint`` (ConfigError naming the valid ones otherwise)."""
         return self.descriptor.route(self.settings.endpoint)
 
-    def request_spec(self, messages: Messages, settings: Settings | None = None) -> RequestSpec:
+    def request_spec(self, messages: Messages, settings: Settings | None = None,
+                     item: WorkItem | None = None) -> RequestSpec:
         """What one request is built from, in raw and SDK mode alike: its own ``settings``
-        (a work item's max tokens), else the user's."""
+        (a work item's max tokens), else the user's; a batch item's inputs (embeddings, rerank)."""
         sampling = (settings or self.settings).sampling
         return RequestSpec(
             model=self.model_name, messages=messages, sampling=sampling, api_key=self.api_key,
-            options={name: getattr(self, name) for name in self.request_options},
+            options={name: getattr(self, name) for name in self.request_options}, inputs=batch_inputs(item),
         )
 
     def build_request(self, messages: Messages, settings: Settings | None = None) -> HTTPRequest:
@@ -193,8 +199,8 @@ class LLMUser(User):
     def _send(self, messages: Messages, item: WorkItem | None, settings: Settings, client: StreamClient,
               scheduled_ns: int | None, inflight_wait_ns: int | None) -> RequestRecord:
         overload = self.descriptor.overload_statuses
+        spec = self.request_spec(messages, settings, item)
         if settings.client == "sdk":
-            spec = self.request_spec(messages, settings)
             from llm_users.client.sdk import (
                 sdk_stream,  # optional extra: imported at start by the plugin's checks
             )
@@ -202,7 +208,7 @@ class LLMUser(User):
             rec = self._new_record(self.sdk_name(spec))
             run = lambda: sdk_stream(self, spec, rec)  # noqa: E731
         else:
-            req = self.build_request(messages, settings)
+            req = self.route.build(spec)
             rec = self._new_record(req.name)
             req.headers.update(self.extra_headers)
             req.headers["X-Request-Id"] = rec.request_id
@@ -210,7 +216,11 @@ class LLMUser(User):
             run = lambda: client.stream(req, parser, rec, overload)  # noqa: E731
         rec.scheduled_ns = scheduled_ns
         rec.inflight_wait_ns = inflight_wait_ns
-        rec.target_output_tokens = settings.sampling.max_tokens
+        kind = self.route.kind
+        if kind == "chat":
+            rec.target_output_tokens = settings.sampling.max_tokens
+        else:  # one answer for a batch: no output tokens, no TTFT/ITL
+            rec.kind, rec.inputs = kind, len(spec.inputs) or 1
         if item is not None:
             rec.target_input_tokens = item.target_input_tokens
             rec.session_id = item.session_id
@@ -236,6 +246,8 @@ class LLMUser(User):
         else:
             check_usage(rec, chunk_has_a_token=self.route.chunk_has_a_token,
                         prompt_tokens=lambda: rec.target_input_tokens or prompt_tokens_guess(messages))
+            if rec.input_tokens is None and kind != "chat" and rec.target_input_tokens:  # TEI: no usage
+                rec.input_tokens, rec.input_tokens_source = rec.target_input_tokens, "workload"
             s = settings.sampling
             rec.sampling_issues = sampling_issues(rec, s.max_tokens, s.ignore_eos and self.descriptor.sends_ignore_eos)
         rec.backoff_s = self.backoff.after(rec)
@@ -363,4 +375,61 @@ class GeminiUser(LLMUser):
     descriptor = GEMINI
 
 
-__all__ = ["ClaudeUser", "GeminiUser", "LLMUser", "OllamaUser", "OpenAIUser", "TGIUser", "VLLMUser", "protocols"]
+class VLLMEmbedUser(VLLMUser):
+    """vLLM's ``/v1/embeddings``: ``--llm-batch-size`` inputs per request, one JSON answer."""
+
+    abstract = True
+    endpoint = "embeddings"
+
+
+class VLLMRerankUser(VLLMUser):
+    """vLLM's ``/v1/rerank`` (``--llm-endpoint rerank_root``: ``/rerank``): ``rerank_query``
+    against ``--llm-batch-size`` documents per request."""
+
+    abstract = True
+    endpoint = "rerank"
+
+
+class OpenAIEmbedUser(OpenAIUser):
+    """OpenAI's ``/v1/embeddings`` (model text-embedding-3-small)."""
+
+    abstract = True
+    endpoint = "embeddings"
+    model = "text-embedding-3-small"
+
+
+class OllamaEmbedUser(OllamaUser):
+    """Ollama's ``/api/embed`` (model nomic-embed-text)."""
+
+    abstract = True
+    endpoint = "embed"
+    model = "nomic-embed-text"
+
+
+class GeminiEmbedUser(GeminiUser):
+    """Gemini's ``:batchEmbedContents`` (``--llm-endpoint embed_content``: ``:embedContent``,
+    one input); model gemini-embedding-001."""
+
+    abstract = True
+    endpoint = "embed"
+    model = "gemini-embedding-001"
+
+
+class TEIEmbedUser(LLMUser):
+    """Hugging Face Text Embeddings Inference ``/embed``."""
+
+    abstract = True
+    descriptor = TEI
+
+
+class TEIRerankUser(LLMUser):
+    """Hugging Face Text Embeddings Inference ``/rerank``."""
+
+    abstract = True
+    descriptor = TEI
+    endpoint = "rerank"
+
+
+__all__ = ["ClaudeUser", "GeminiEmbedUser", "GeminiUser", "LLMUser", "OllamaEmbedUser", "OllamaUser", "OpenAIEmbedUser",
+           "OpenAIUser", "TEIEmbedUser", "TEIRerankUser", "TGIUser", "VLLMEmbedUser", "VLLMRerankUser", "VLLMUser",
+           "protocols"]

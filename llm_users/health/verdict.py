@@ -194,6 +194,15 @@ def decide(nodes: list[dict[str, Any]], overall: dict[str, Any] | None, ttft_p50
                        f"{ttft_p50_ms:.1f} ms; CPU and pauses within limits")
 
 
+def first_answer_ms(overall: dict[str, Any]) -> tuple[float | None, float | None]:
+    """TTFT p50 and p99, what the client's own delay is judged against; a run of embeddings or
+    rerank requests (one whole answer each, no TTFT) is judged against its E2E instead."""
+    ttft, e2e = overall.get("ttft") or {}, overall.get("e2e") or {}
+    if ttft.get("p50") is None and overall.get("request_kinds"):
+        return e2e.get("p50"), e2e.get("p99")
+    return ttft.get("p50"), ttft.get("p99")
+
+
 def verdict(nodes: list[NodeHealth], ttft_p50_ms: float | None, ttft_p99_ms: float | None = None, *,
             overall: dict[str, Any] | None = None, window: tuple[float | None, float | None] | None = None,
             spawn_spread: bool = True, think_jitter: bool = False) -> dict[str, Any]:

@@ -60,6 +60,10 @@ class RequestRecord:
     scheduled_ns: int | None = None  # open loop: perf_counter_ns the request was due (t0 - this = lag)
     inflight_wait_ns: int | None = None  # open loop: part of the lag spent waiting for the in-flight cap
     stage: int | None = None  # stage or sweep point the request started in (set where stats merge)
+    # embeddings and rerank (llm_users/protocols/embed.py): one JSON answer for a batch, no TTFT/ITL
+    kind: str = "chat"  # "chat" (a token stream) | "embed" | "rerank"
+    inputs: int | None = None  # texts (embed) or documents (rerank) sent in the request
+    vector_dim: int | None = None  # the size of the vectors the answer carried (embed)
 
     @property
     def ok(self) -> bool:

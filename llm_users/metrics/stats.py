@@ -38,6 +38,8 @@ class Stats:
         self.sampling: Counter[str] = Counter()
         self.first_start: float | None = None
         self.last_end: float | None = None
+        self.inputs = 0  # successful requests' inputs (a chat request is one; a batch its size)
+        self.kinds: Counter[str] = Counter()  # embed/rerank requests measured (chat is the rest)
 
     def add(self, rec: RequestRecord, itl: BucketCounts | None = None) -> None:
         """Count one record; ``itl``: its ITL gaps already bucketed (:class:`StatsByName`)."""
@@ -54,6 +56,8 @@ class Stats:
             return
         self.requests += 1
         self._window(rec.start_time, rec.end_time)
+        if rec.kind != "chat":
+            self.kinds[rec.kind] += 1
         if self.slos:
             met = slo_results(rec, self.slos)
             for k, ok in met.items():
@@ -81,6 +85,7 @@ class Stats:
             d["e2e"].add(rec.e2e_ns)
         self.input_tokens += rec.input_tokens or 0
         self.output_tokens += rec.output_tokens or 0
+        self.inputs += rec.inputs or 1
         self.input_per_request.add(rec.input_tokens or 0)
         self.output_per_request.add(rec.output_tokens or 0)
         if rec.sampling_issues:
@@ -133,6 +138,11 @@ class Stats:
         out["input_tokens_per_request"] = self.input_per_request.summary()
         out["output_tokens_per_request"] = self.output_per_request.summary()
         out["requests_per_s"] = self.requests / dur if dur > 0 else None
+        # embeddings and rerank (a chat request is one input): docs/metrics.md "Embeddings and rerank"
+        out["inputs"] = self.inputs
+        out["inputs_per_s"] = self.inputs / dur if dur > 0 else None
+        out["input_tokens_per_s"] = self.input_tokens / dur if dur > 0 else None
+        out["request_kinds"] = dict(self.kinds)
         if self.slos:
             out["slo"] = {
                 "limits_ms": {k: v / 1e6 for k, v in self.slos.items()},
@@ -166,6 +176,8 @@ class Stats:
             "slo_met": dict(self.slo_met),
             "first_start": self.first_start,
             "last_end": self.last_end,
+            "inputs": self.inputs,
+            "kinds": dict(self.kinds),
         }
 
     def merge_wire(self, w: dict[str, Any]) -> None:
@@ -187,6 +199,8 @@ class Stats:
         self.good += w["good"]
         self.slo_met.update(w["slo_met"])
         self._window(w["first_start"], w["last_end"])
+        self.inputs += w.get("inputs", 0)
+        self.kinds.update(w.get("kinds", {}))
 
 
 class StatsByName:

@@ -14,6 +14,7 @@ Events are small slotted objects (treat them as read-only):
 - :class:`Finish`: the finish/stop reason.
 - :class:`ServerError`: an error payload inside a stream (these arrive on HTTP 200).
 - :class:`ModelName`: the model the server says answered (once per stream).
+- :class:`Results`: an embeddings or rerank answer's vector or score count (and vector size).
 
 ``parser.complete`` is true once the protocol's terminator was seen ([DONE], a finish reason,
 the final frame, ``done: true``...) and ``parser.frames`` counts the payloads decoded. ``close()``
@@ -64,7 +65,13 @@ class ModelName:
     name: str
 
 
-Event = Content | Usage | Finish | ServerError | ModelName
+@dataclass(slots=True, frozen=True)
+class Results:
+    count: int
+    dim: int | None = None
+
+
+Event = Content | Usage | Finish | ServerError | ModelName | Results
 
 
 class StreamParser(Protocol):

@@ -28,6 +28,7 @@ class SimState:
     def __init__(self, cfg: SimConfig) -> None:
         self.cfg = cfg
         self.engine = Engine(cfg.max_batch, cfg.max_queue)
+        self.embed_engine = Engine(cfg.embed_max_batch, cfg.max_queue)  # embeddings, rerank (routes_embed.py)
         self.stats = Stats()
         self.trace = TraceStore(cfg.trace_limit, cfg.trace_file)
         self.tokens = TokenSource(cfg.seed)
@@ -40,6 +41,11 @@ class SimState:
         self._seq = 0
         self._seen: weakref.WeakSet[Any] = weakref.WeakSet()
         self.prefix_cache = PrefixCache(cfg.prefix_cache_block) if cfg.prefix_cache_block else None
+
+    def embed_cost_ns(self, tokens: int) -> int:
+        """An embeddings or rerank batch's service time: base + per-token x its input tokens."""
+        cfg = self.cfg
+        return int(round((cfg.embed_base_ms + cfg.embed_token_ms * tokens) * 1e6))
 
     def next_seq(self) -> int:
         self._seq += 1
