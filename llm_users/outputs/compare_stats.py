@@ -19,7 +19,8 @@ import orjson
 RECORD_METRICS = {"ttft": "ttft_ns", "ttfb": "ttfb_ns", "tpot": "tpot_ns", "e2e": "e2e_ns"}
 LATENCY_STATS = ("p50", "p90", "p99", "mean")
 #: metric -> True when higher is better
-DIRECTION = {"output_tokens_per_s": True, "requests_per_s": True, "goodput_rps": True}
+DIRECTION = {"output_tokens_per_s": True, "requests_per_s": True, "goodput_rps": True, "inputs_per_s": True,
+             "input_tokens_per_s": True}
 
 
 class CompareError(Exception):
@@ -76,6 +77,9 @@ def headline(summary: dict[str, Any]) -> dict[str, float | None]:
             out[f"{m}.{k}"] = (ov.get(m) or {}).get(k)
     for k in ("requests", "failures", "output_tokens_per_s", "requests_per_s", "input_tokens", "output_tokens"):
         out[k] = ov.get(k)
+    if ov.get("request_kinds"):  # embeddings, rerank: their throughput (a chat run's would repeat requests_per_s)
+        for k in ("inputs", "inputs_per_s", "input_tokens_per_s"):
+            out[k] = ov.get(k)
     req = ov.get("requests") or 0
     out["error_rate"] = (ov.get("failures") or 0) / req if req else None
     slo = ov.get("slo")
