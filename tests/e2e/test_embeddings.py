@@ -131,3 +131,19 @@ def test_two_processes_merge_exactly(sim_factory, tmp_path) -> None:
     served = get_json(sim.url + "/_sim/stats")["by_route"]["/v1/embeddings"]["served"]
     # every request the simulator answered is a record (the preflight's and the tokenizer probe's are not)
     assert served - len([r for r in records if r["status"] != "interrupted"]) in range(0, 4), served
+
+
+def test_open_loop_rate_steps_over_an_embeddings_user(sim_factory, tmp_path) -> None:
+    """The open-loop scheduler sends embeddings batches as it sends chat requests."""
+    sim = sim_factory("--embed-base-ms", "30", "--embed-token-ms", "0.05", "--seed", "3")
+    report = tmp_path / "r"
+    proc = run_locust("embeddings.py", "--host", sim.url, "--llm-batch-size", "2", "--llm-steps", "10:20:10:5s",
+                      "--llm-arrival", "constant", "--llm-seed", "1", "--llm-prometheus-port", "0", report=report,
+                      timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    stages = read_summary(report)["stages"]
+    assert [st["rate"] for st in stages] == [10, 20]
+    for st in stages:
+        assert st["requests_per_s"] == pytest.approx(st["rate"], rel=0.05), stages
+        assert st["inputs_per_s"] == pytest.approx(2 * st["requests_per_s"])
+        assert st["request_kinds"] == {"embed": st["requests"]}
