@@ -147,3 +147,18 @@ def test_open_loop_rate_steps_over_an_embeddings_user(sim_factory, tmp_path) -> 
         assert st["requests_per_s"] == pytest.approx(st["rate"], rel=0.05), stages
         assert st["inputs_per_s"] == pytest.approx(2 * st["requests_per_s"])
         assert st["request_kinds"] == {"embed": st["requests"]}
+
+
+@pytest.mark.parametrize(("locustfile", "args", "line"), [
+    ("vllm.py", ("--llm-batch-size", "4"),
+     "locust-llm: --llm-batch-size applies to embeddings and rerank routes, not vllm's 'chat' (a chat stream)"),
+    ("gemini.py", ("--llm-endpoint", "embed_content", "--llm-batch-size", "2"),
+     "locust-llm: --llm-batch-size: gemini's 'embed_content' takes at most 1 input(s) per request, got 2"),
+    ("rerank.py", ("--llm-client", "sdk"),
+     "locust-llm: --llm-client sdk is not available for vllm's 'rerank' route (it is for chat, completions, embeddings)"),
+    ("tei.py", ("--llm-batch-size", "0"),
+     "locust-llm: --llm-batch-size must be a whole number of inputs per request, at least 1, got '0'"),
+])
+def test_refused_at_start_with_one_line(locustfile: str, args: tuple[str, ...], line: str) -> None:
+    proc = run_locust(locustfile, "--host", "http://127.0.0.1:9", "-u", "1", "-t", "2s", *args, env=KEYS)
+    assert proc.returncode == 1 and line in proc.stderr.splitlines(), proc.stderr[-2000:]
