@@ -14,7 +14,8 @@ token per word; a rerank pair counts query + document). Timed from arrival when 
 from admission when it waited, as the chat engine. So N closed-loop users with C slots and
 batches of T tokens run at ``min(N, C) / S`` requests/s, S = base + per-token x T.
 ``X-Sim-Fault`` http_429/500/503, ``malformed`` (a cut JSON body) and ``empty_200`` apply;
-``X-Sim-Vectors: N`` answers N vectors or scores whatever the batch (a wrong count).
+``X-Sim-Vectors: N`` answers N vectors or scores whatever the batch (a wrong count);
+``--usage-zero input|both`` reports 0 input tokens where the answer has a count.
 """
 
 from __future__ import annotations
@@ -104,7 +105,8 @@ async def _serve(request: web.Request, dialect: Dialect, route: str, texts: list
             engine.release()
         else:
             waiter.cancel()
-    body = answer(texts, tokens, n, model)
+    zero = sim.cfg.usage_zero in ("input", "both")  # --usage-zero: the answer's count only (the cost is real)
+    body = answer(texts, 0 if zero else tokens, n, model)
     if fault is not None and fault.kind == "malformed":
         body = body[: max(1, len(body) // 2)]
     elif fault is not None and fault.kind == "empty_200":

@@ -145,3 +145,12 @@ def test_the_simulator_counts_embed_requests(esim: SimProcess) -> None:
     stats = get_json(esim.url + "/_sim/stats")
     assert stats["by_route"]["/v1/embeddings"]["served"] >= 2 + 2 * SLOTS
     assert stats["faults"]["malformed"] >= 6
+
+
+def test_usage_zero_reports_no_input_tokens() -> None:
+    """(The User then puts the workload's target in, as for chat: metrics.check_usage.)"""
+    with start_simulator(["--usage-zero", "input", "--embed-base-ms", "1"]) as s:
+        status, body, _ = _post(s.url, "/v1/embeddings", {"model": "e5", "input": TEXTS})
+        assert status == 200 and body["usage"] == {"prompt_tokens": 0, "total_tokens": 0} and len(body["data"]) == 3
+        rec = _send(s, "ollama", "embed", {})
+    assert rec.error_category is None and rec.input_tokens == 0 and rec.input_tokens_source == "usage"
