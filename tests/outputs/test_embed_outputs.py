@@ -120,3 +120,16 @@ def test_live_tab_rows() -> None:
     assert table["Aggregated"]["inputsS"] == pytest.approx(agg["inputs_per_s"], abs=0.1)
     assert table["/v1/embeddings"]["inTokS"] == pytest.approx(agg["input_tokens_per_s"], abs=1)
     assert table["Aggregated"]["reqS"] > 0 and table["Aggregated"]["ttftP50"] == ""
+
+
+def test_live_tab_shows_the_columns_for_an_embeddings_run() -> None:
+    from types import SimpleNamespace
+
+    from llm_users.settings import settings_for
+    from llm_users.users import VLLMEmbedUser, VLLMUser
+    from llm_users.webui.tab import _has_kinds
+
+    def run(*classes: type) -> SimpleNamespace:
+        return SimpleNamespace(current_config=SimpleNamespace(user_settings={c: settings_for(c, None) for c in classes}))
+
+    assert _has_kinds(run(VLLMUser, VLLMEmbedUser)) and not _has_kinds(run(VLLMUser))
