@@ -13,7 +13,8 @@ The cost model (docs/simulator.md, "Embeddings and rerank"): a request holds one
 token per word; a rerank pair counts query + document). Timed from arrival when a slot is free,
 from admission when it waited, as the chat engine. So N closed-loop users with C slots and
 batches of T tokens run at ``min(N, C) / S`` requests/s, S = base + per-token x T.
-``X-Sim-Fault`` http_429/500/503, ``malformed`` (a cut JSON body) and ``empty_200`` apply;
+``X-Sim-Fault`` (or ``--fault-rate`` with ``--fault-kinds``) http_429/500/503, ``malformed`` (a cut
+JSON body) and ``empty_200`` apply, the other kinds are about streams;
 ``X-Sim-Vectors: N`` answers N vectors or scores whatever the batch (a wrong count);
 ``--usage-zero input|both`` reports 0 input tokens where the answer has a count.
 """
@@ -32,12 +33,16 @@ from aiohttp import web
 
 from llm_users.sim.base import Dialect, read_json
 from llm_users.sim.engine import QueueFull
-from llm_users.sim.faults import FaultHeaderError, parse_fault_header
+from llm_users.sim.faults import FaultHeaderError, draw_fault, parse_fault_header
 from llm_users.sim.routes_ollama import DIALECT as OLLAMA
 from llm_users.sim.routes_openai import DIALECT as OPENAI
 from llm_users.sim.routes_tgi import DIALECT as TEI  # TEI answers errors as TGI does: {error, error_type}
 from llm_users.sim.state import SIM_KEY, SimState
 from llm_users.sim.text import content_text, count_input_tokens
+from llm_users.sim.timing import request_rng
+
+#: the fault kinds a whole JSON answer can have (the others are about streams)
+EMBED_FAULTS = ("http_429", "http_500", "http_503", "malformed", "empty_200")
 
 #: ``(texts, tokens, n results, model) -> body``: one dialect's answer
 Answer = Callable[[list[str], int, int, str], bytes]
@@ -80,6 +85,10 @@ async def _serve(request: web.Request, dialect: Dialect, route: str, texts: list
             fault = parse_fault_header(header)
         except FaultHeaderError as e:
             return _refused(sim, rs, dialect.error(400, str(e)))
+    elif sim.cfg.fault_rate > 0:  # --fault-rate: the kinds of --fault-kinds a JSON answer can have
+        kinds = tuple(k for k in sim.cfg.fault_kinds if k in EMBED_FAULTS)
+        fault = draw_fault(request_rng(sim.cfg.seed, sim.next_seq(), "fault"), sim.cfg.fault_rate, kinds, 1)
+    if fault is not None:
         stats.faults[fault.kind] = stats.faults.get(fault.kind, 0) + 1
         if fault.http_status is not None:
             return _refused(sim, rs, dialect.fault(fault.http_status, retry_after=sim.cfg.retry_after_s))

@@ -162,3 +162,21 @@ def test_open_loop_rate_steps_over_an_embeddings_user(sim_factory, tmp_path) -> 
 def test_refused_at_start_with_one_line(locustfile: str, args: tuple[str, ...], line: str) -> None:
     proc = run_locust(locustfile, "--host", "http://127.0.0.1:9", "-u", "1", "-t", "2s", *args, env=KEYS)
     assert proc.returncode == 1 and line in proc.stderr.splitlines(), proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("locustfile", ["embeddings.py", "ollama.py"])
+def test_faults_get_the_same_categories_raw_and_sdk(locustfile: str, sim_factory, tmp_path) -> None:
+    """HTTP errors, a cut JSON body and an empty 200, drawn by the simulator: one category each, the
+    same in raw and SDK mode (the SDK's own exceptions mapped as raw mode names the fault)."""
+    sim = sim_factory("--embed-base-ms", "5", "--fault-rate", "0.4", "--fault-kinds", "http_503,malformed,empty_200",
+                      "--seed", "9")
+    seen = {}
+    for client in ("raw", "sdk"):
+        records, summary = _run(sim.url, locustfile, tmp_path / client, "--llm-client", client, "--llm-endpoint",
+                                "embed" if locustfile == "ollama.py" else "embeddings", "--llm-backoff", "off",
+                                "--llm-preflight", "off", "--exit-code-on-error", "0")
+        failed = [r for r in records if r["status"] == "error"]
+        seen[client] = {r["error_category"] for r in failed}
+        assert summary["overall"]["failures_by_category"].keys() <= seen[client]
+        assert any(r["status"] == "ok" for r in records)
+    assert seen["raw"] == seen["sdk"] == {"http_503", "malformed_stream", "empty_response"}, seen
