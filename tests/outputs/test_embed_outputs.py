@@ -133,3 +133,13 @@ def test_live_tab_shows_the_columns_for_an_embeddings_run() -> None:
         return SimpleNamespace(current_config=SimpleNamespace(user_settings={c: settings_for(c, None) for c in classes}))
 
     assert _has_kinds(run(VLLMUser, VLLMEmbedUser)) and not _has_kinds(run(VLLMUser))
+
+
+def test_self_check_says_e2e_when_it_judged_against_e2e() -> None:
+    from llm_users.health.verdict import verdict
+    from tests.health.test_verdict import node
+
+    ov = stats().summary()["overall"]
+    out = verdict([node("local", {"lag_ms": 6.0})], *first_answer_ms(ov), overall=ov)
+    assert out["level"] == "saturated" and "> 5% of E2E p50" in out["message"] and "TTFT" not in out["message"]
+    assert "E2E p50" in out["nodes"][0]["reasons"][0]
