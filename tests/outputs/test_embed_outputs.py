@@ -143,3 +143,13 @@ def test_self_check_says_e2e_when_it_judged_against_e2e() -> None:
     out = verdict([node("local", {"lag_ms": 6.0})], *first_answer_ms(ov), overall=ov)
     assert out["level"] == "saturated" and "> 5% of E2E p50" in out["message"] and "TTFT" not in out["message"]
     assert "E2E p50" in out["nodes"][0]["reasons"][0]
+
+
+def test_llm_compare_calls_runs_of_other_batch_sizes_not_comparable() -> None:
+    from llm_users.outputs.compare_config import blocking, config_rows
+
+    def summary(batch: str) -> dict:
+        return {**stats().summary(), "config": {"llm_batch_size": batch, "llm_dataset": "short"}}
+
+    assert blocking(config_rows([summary("4"), summary("8")]), 1) == ["workload"]
+    assert blocking(config_rows([summary("4"), summary("4")]), 1) == []
