@@ -84,7 +84,7 @@ class ServerProbe:
         self._tried = True
         for shape in self.tokenizers:
             n = self._call(shape, text, quiet=True)
-            if n is not None:
+            if n is not None and (n > 0 or not text.strip()):  # llama.cpp answers vLLM's shape with no tokens
                 self.shape = shape
                 log.info("locust-llm: using the server's tokenizer (%s shape)", shape.name)
                 return n
