@@ -200,6 +200,7 @@ class LLMUser(User):
               scheduled_ns: int | None, inflight_wait_ns: int | None) -> RequestRecord:
         overload = self.descriptor.overload_statuses
         spec = self.request_spec(messages, settings, item)
+        kind = self.route.kind
         if settings.client == "sdk":
             from llm_users.client.sdk import (
                 sdk_stream,  # optional extra: imported at start by the plugin's checks
@@ -208,7 +209,8 @@ class LLMUser(User):
             rec = self._new_record(self.sdk_name(spec))
             run = lambda: sdk_stream(self, spec, rec)  # noqa: E731
         else:
-            req = self.route.build(spec)
+            # a chat request through build_request (a locustfile may override it); a batch from its spec
+            req = self.build_request(messages, settings) if kind == "chat" else self.route.build(spec)
             rec = self._new_record(req.name)
             req.headers.update(self.extra_headers)
             req.headers["X-Request-Id"] = rec.request_id
@@ -216,7 +218,6 @@ class LLMUser(User):
             run = lambda: client.stream(req, parser, rec, overload)  # noqa: E731
         rec.scheduled_ns = scheduled_ns
         rec.inflight_wait_ns = inflight_wait_ns
-        kind = self.route.kind
         if kind == "chat":
             rec.target_output_tokens = settings.sampling.max_tokens
         else:  # one answer for a batch: no output tokens, no TTFT/ITL
