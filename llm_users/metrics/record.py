@@ -73,6 +73,10 @@ class RequestRecord:
     stage: int | None = None  # stage or sweep point the request started in (set where stats merge)
     tool_call: bool = False  # the answer contained a tool call (--llm-tools; protocols/tools.py)
     structured_valid: bool | None = None  # --llm-response-format: the answer parsed (and validated); None: not asked
+    # embeddings and rerank (llm_users/protocols/embed.py): one JSON answer for a batch, no TTFT/ITL
+    kind: str = "chat"  # "chat" (a token stream) | "embed" | "rerank"
+    inputs: int | None = None  # texts (embed) or documents (rerank) sent in the request
+    vector_dim: int | None = None  # the size of the vectors the answer carried (embed)
 
     @property
     def ok(self) -> bool:
