@@ -61,6 +61,20 @@ def fabricate(name: str = "/v1/chat/completions", gaps: int = GAPS) -> RequestRe
     return rec
 
 
+@events.init.add_listener
+def _profile_master(environment: object, runner: object = None, **_: object) -> None:
+    """``FAB_PROFILE=FILE``: the master's cProfile, written to FILE when it quits."""
+    from locust.runners import MasterRunner
+
+    path = os.environ.get("FAB_PROFILE")
+    if path and isinstance(runner, MasterRunner):
+        import cProfile
+
+        prof = cProfile.Profile()
+        prof.enable()
+        events.quitting.add_listener(lambda **_: (prof.disable(), prof.dump_stats(path)))
+
+
 class Fabricated(User):
     """Ends one fabricated record every 1 / FAB_RATE seconds."""
 
