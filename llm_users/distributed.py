@@ -202,11 +202,11 @@ class Collector:
 
     # distributed path -------------------------------------------------------------------------
     def receive(self, payload: dict[str, Any], now: float | None = None) -> None:
-        cpu = time.thread_time()
+        cpu, payloads = time.thread_time(), len(self._payloads)
         self._receive(payload, time.time() if now is None else now)
         self.merge_cpu_s += time.thread_time() - cpu
         sent = payload.get("sent_at")
-        if sent is not None:
+        if sent is not None and len(self._payloads) > payloads:  # merged (not a payload delivered twice)
             self.merge_lags.append(time.time() - sent)
 
     def merge_state(self) -> dict[str, Any]:
