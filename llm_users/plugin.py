@@ -86,6 +86,8 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
                 check_report_dir(config.report_dir)
         llm_options.install(environment, config)  # read again at each test start, before the study sees it
         run = run_for(environment, config, runner)
+        if isinstance(run, MasterRun):  # summary.json's workers.merge: the merge's lag and CPU
+            run.summary_hooks.append(run.collector.add_merge_state)
         from llm_users.workload.summary import attach as attach_workload
 
         attach_workload(environment, run)

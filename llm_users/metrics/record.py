@@ -154,8 +154,12 @@ class RequestRecord:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RequestRecord:
-        d = {k: v for k, v in d.items() if k in _RECORD_FIELDS}
-        return cls(**d)
+        kw = d.copy()
+        kw.pop("tpot_ns", None)  # derived
+        try:  # a dict from to_dict (a worker's payload): its keys are the fields
+            return cls(**kw)
+        except TypeError:  # a key that is no field (a record from another version)
+            return cls(**{k: v for k, v in d.items() if k in _RECORD_FIELDS})
 
 
 _RECORD_ORDER = tuple(f for f in RequestRecord.__dataclass_fields__ if f != "reply")
