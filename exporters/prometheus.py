@@ -156,7 +156,10 @@ class LLMCollector(Collector):
         reason_tok = CounterMetricFamily("llm_reasoning_tokens", "Reasoning tokens (part of the output tokens) of "
                                          "successful measured requests: the server's count, else reasoning chunks.",
                                          labels=LABELS)
+        inputs = CounterMetricFamily("llm_inputs", "Inputs of successful measured requests: embeddings texts and "
+                                     "rerank documents (a chat request is one); rate() is inputs/s.", labels=LABELS)
         for labels, s in series:
+            inputs.add_metric(labels, s.inputs)
             requests.add_metric([*labels, "ok"], s.requests - s.failures)
             for category, n in sorted(s.failures_by_category.items()):
                 requests.add_metric([*labels, category], n)
@@ -166,7 +169,7 @@ class LLMCollector(Collector):
             out_tok.add_metric(labels, s.output_tokens)
             in_tok.add_metric(labels, s.input_tokens)
             reason_tok.add_metric(labels, s.reasoning.reasoning_tokens)
-        yield from (requests, excluded, out_tok, in_tok, reason_tok)
+        yield from (requests, excluded, out_tok, in_tok, reason_tok, inputs)
         for key, (name, bounds, doc) in HISTOGRAMS.items():
             hist = HistogramMetricFamily(name, doc + " Seconds.", labels=LABELS)
             summ = Metric(name + "_quantile", doc + " Exact HDR quantiles over the run so far, seconds.", "summary")

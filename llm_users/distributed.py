@@ -31,7 +31,9 @@ their order are documented there).
 
 from __future__ import annotations
 
+import math
 import time
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -143,6 +145,9 @@ class Collector:
         self.backoff_s = 0.0
         self.labels: dict[str, tuple[str, str]] = {}  # request name -> (backend, model), first seen
         self.live: Any = None  # the web UI's LiveView (llm_users/webui/live.py), fed beside the run's stats
+        self.merge_lags = array("d")  # per payload merged: seconds from the worker's sent_at to merged
+        self.merge_cpu_s = 0.0  # this thread's CPU in receive (the rpc's msgpack decode not included)
+        self.merged_records = 0
         self.pipeline = RecordPipeline()
         self.pipeline.add("statistics", self._pending.put)
         self.pipeline.add("counts", self._count)
@@ -197,7 +202,33 @@ class Collector:
 
     # distributed path -------------------------------------------------------------------------
     def receive(self, payload: dict[str, Any], now: float | None = None) -> None:
-        now = time.time() if now is None else now
+        cpu, payloads = time.thread_time(), len(self._payloads)
+        self._receive(payload, time.time() if now is None else now)
+        self.merge_cpu_s += time.thread_time() - cpu
+        sent = payload.get("sent_at")
+        if sent is not None and len(self._payloads) > payloads:  # merged (not a payload delivered twice)
+            self.merge_lags.append(time.time() - sent)
+
+    def merge_state(self) -> dict[str, Any]:
+        """summary.json's ``workers.merge``: how far behind the workers the master's merge ran
+        (per payload: sent by the worker -> merged here, seconds; one host's clock or NTP's
+        skew between hosts) and its CPU per record (``receive`` on this thread)."""
+        lags = sorted(self.merge_lags)
+        n = len(lags)
+
+        def pct(p: float) -> float | None:
+            return round(lags[max(0, min(n - 1, math.ceil(p / 100 * n) - 1))], 4) if n else None
+
+        return {"payloads": n, "records": self.merged_records, "lag_p50_s": pct(50), "lag_p99_s": pct(99),
+                "lag_max_s": pct(100), "cpu_s": round(self.merge_cpu_s, 4),
+                "cpu_us_per_record": round(self.merge_cpu_s / self.merged_records * 1e6, 2)
+                if self.merged_records else None}
+
+    def add_merge_state(self, summary: dict[str, Any]) -> None:
+        """A summary hook (the master's): ``workers.merge``, :meth:`merge_state`."""
+        summary.setdefault("workers", {})["merge"] = self.merge_state()
+
+    def _receive(self, payload: dict[str, Any], now: float) -> None:
         wid = payload["worker"]
         key = (wid, int(payload["seq"]))
         if key in self._payloads:  # delivered twice: its records are already in
@@ -213,6 +244,7 @@ class Collector:
         self._stats.merge_wire(payload["stats"])
         if self.live is not None:
             self.live.merge_wire(payload["stats"])
+        self.merged_records += len(payload["records"])
         for d in payload["records"]:
             ws.records += 1
             self.pipeline.keep(RequestRecord.from_dict(d), after="statistics")  # merged above, in wire form

@@ -17,7 +17,8 @@ keeps the server's own words where there are any. Raw and SDK mode raise the sam
     ├── HTTPStatusError             http_<status>
     ├── ProtocolError               malformed_stream
     │   ├── StreamTruncated         stream_truncated
-    │   └── EmptyResponse           empty_response
+    │   ├── EmptyResponse           empty_response
+    │   └── WrongResultCount        wrong_result_count (embeddings/rerank)
     ├── ServerStreamError           server_error (payload code in ``code``)
     │   └── ServerOverloaded        server_overloaded
     ├── SDKError                    sdk_error (an SDK exception nothing else explains)
@@ -113,6 +114,12 @@ class EmptyResponse(ProtocolError):
     """Status and headers, then the body ended without a single event."""
 
     category = "empty_response"
+
+
+class WrongResultCount(ProtocolError):
+    """An embeddings or rerank answer with another number of vectors or scores than inputs sent."""
+
+    category = "wrong_result_count"
 
 
 class ServerStreamError(LLMRequestError):

@@ -57,7 +57,10 @@ def add_arguments(parser: Any) -> None:
     opt("--llm-temperature", "sampling temperature (default 0)", web=True)
     opt("--llm-top-p", "nucleus sampling top_p (default 1)", web=True)
     opt("--llm-ignore-eos", "true/false: keep generating past EOS where the backend can (default true)", web=True)
-    opt("--llm-endpoint", "chat | completions | responses (OpenAI-style), chat | generate (Ollama)", web=True)
+    opt("--llm-endpoint", "chat | completions | responses | embeddings | rerank (OpenAI-style, vLLM), chat | generate "
+        "| embed (Ollama), embed (TEI, Gemini)", web=True)
+    opt("--llm-batch-size", "embeddings and rerank Users: inputs (texts, documents) per request, each one "
+        "item of the workload (default 1)", web=True)
     opt("--llm-prompts", "the same as --llm-dataset (kept for existing command lines)", web=True)
     opt("--llm-api-key-env", "NAME of the environment variable that holds the API key (never the key)", web=True)
     opt("--llm-client", "raw (default: our streaming client) | sdk (the backend's official SDK)", web=True)

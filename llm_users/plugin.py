@@ -87,6 +87,8 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
                 check_report_dir(config.report_dir)
         llm_options.install(environment, config)  # read again at each test start, before the study sees it
         run = run_for(environment, config, runner)
+        if isinstance(run, MasterRun):  # summary.json's workers.merge: the merge's lag and CPU
+            run.summary_hooks.append(run.collector.add_merge_state)
         from llm_users.workload.summary import attach as attach_workload
 
         attach_workload(environment, run)
@@ -126,8 +128,8 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
                       "single-process runs; start one with `llm-sim --host 0.0.0.0 --port 8000`)")
             _start_simulator(environment, run)
     _preflight(environment, run)
+    from llm_users.client.model_probe import discovered_models
     from llm_users.health import guard
-    from llm_users.users import discovered_models
 
     guard.attach_before(environment, run, discovered_models())  # a worker's preflight, as its test starts
     run.install(runner)
@@ -203,8 +205,8 @@ def _preflight(environment: Any, run: Any) -> None:
     the other roles run theirs): a fatal finding is one line and exit 1, no load sent."""
     if run.merges and run.generates_load and (environment.host or any(
             getattr(c, "host", None) for c in run.config.user_settings)):
+        from llm_users.client.model_probe import discovered_models
         from llm_users.health.guard import preflight_at_start
-        from llm_users.users import discovered_models
 
         fatal = preflight_at_start(environment, run, discovered_models())
         if fatal is not None:

@@ -37,7 +37,7 @@ from llm_users.health.idle import serve_ready_io
 from llm_users.health.lagtrace import span
 from llm_users.health.master_watch import MasterWatch, lose_master
 from llm_users.health.selfcheck import SelfMonitor
-from llm_users.health.verdict import verdict
+from llm_users.health.verdict import first_answer_ms, verdict
 from llm_users.metrics import RequestRecord
 from llm_users.options import RunConfig, current_options
 from llm_users.outputs import SCHEMA, FinalData, RecordWriter
@@ -301,7 +301,7 @@ class MergingRun(LLMRun):
     def summary(self) -> dict[str, Any]:
         c = self.collector
         s = c.stats.summary()
-        ttft50, ttft99 = s["overall"]["ttft"]["p50"], s["overall"]["ttft"]["p99"]
+        ttft50, ttft99 = first_answer_ms(s["overall"])
         s["schema"] = SCHEMA
         s["host"] = self.environment.host
         s["simulator"] = self.simulator is not None

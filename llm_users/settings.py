@@ -67,6 +67,7 @@ class Settings:
     think_jitter_s: float = 0.0  # each later request waits up to this much more (uniform)
     cancel: CancelPlan | None = None  # --llm-cancel-after / --llm-cancel-rate (client/cancel.py)
     tools: ToolSpec | None = None  # --llm-tools / --llm-response-format, sent with every request
+    batch_size: int = 1  # embeddings/rerank routes: inputs per request (--llm-batch-size)
 
     def api_key(self) -> str | None:
         """The key from the first named variable that is set (names are comma-separated)."""
@@ -128,6 +129,7 @@ def settings_for(user_cls: Any, options: Any) -> Settings:
     endpoint = str(get("llm_endpoint", user_cls.endpoint))
     descriptor = getattr(user_cls, "descriptor", None)
     tools = parse_tool_options(get("llm_tools", None), get("llm_response_format", None))
+    batch = _batch_size(get("llm_batch_size", getattr(user_cls, "batch_size", 1)))
     if descriptor is not None:
         route = descriptor.route(endpoint)  # ConfigError naming the endpoints there are
         check_route(tools, route.protocol, route.path, descriptor.name)
@@ -135,6 +137,12 @@ def settings_for(user_cls: Any, options: Any) -> Settings:
         if sampling.max_tokens < least:
             raise ConfigError(f"--llm-max-tokens must be at least {least} for {descriptor.name}'s {endpoint} endpoint "
                               f"(the server refuses less), got {sampling.max_tokens}")
+        if batch > 1 and route.kind == "chat":
+            raise ConfigError(f"--llm-batch-size applies to embeddings and rerank routes, not {descriptor.name}'s "
+                              f"{endpoint!r} (a chat stream)")
+        if route.max_inputs is not None and batch > route.max_inputs:
+            raise ConfigError(f"--llm-batch-size: {descriptor.name}'s {endpoint!r} takes at most {route.max_inputs} "
+                              f"input(s) per request, got {batch}")
     key_env = get("llm_api_key_env", user_cls.api_key_env)
     for name in str(key_env or "").split(","):
         if name.strip() and not _ENV_NAME.match(name.strip()):
@@ -153,7 +161,18 @@ def settings_for(user_cls: Any, options: Any) -> Settings:
         think_jitter_s=_jitter(get("llm_think_jitter", None)),
         cancel=parse_cancel(get("llm_cancel_after", None), get("llm_cancel_rate", None)),
         tools=tools,
+        batch_size=batch,
     )
+
+
+def _batch_size(value: Any) -> int:
+    try:
+        n = int(str(value).strip())
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ConfigError(f"--llm-batch-size must be a whole number of inputs per request, at least 1, got {value!r}")
+    return n
 
 
 def _jitter(text: Any) -> float:

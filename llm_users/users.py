@@ -30,6 +30,7 @@ from llm_users import protocols
 from llm_users.client.backoff import Backoff
 from llm_users.client.cancel import chosen
 from llm_users.client.failure_table import for_locust
+from llm_users.client.model_probe import discover_model
 from llm_users.client.request_state import mark_cancelled, mark_failed, mark_interrupted
 from llm_users.client.stream import StreamClient, new_request_id
 from llm_users.errors import Cancelled, LLMRequestError
@@ -44,8 +45,10 @@ from llm_users.protocols.gemini import GEMINI
 from llm_users.protocols.images import Image
 from llm_users.protocols.ollama import OLLAMA
 from llm_users.protocols.openai import OPENAI, VLLM
+from llm_users.protocols.tei import TEI
 from llm_users.protocols.tgi import TGI
 from llm_users.protocols.tools import structured_valid
+from llm_users.workload.batch import BatchLane, batch_inputs
 from llm_users.workload.build import source_for
 from llm_users.workload.source import Messages, WorkItem
 from llm_users.workload.tokenizer import ServerProbe
@@ -84,6 +87,7 @@ class LLMUser(User):
     extra_headers: dict[str, str] = {}  # noqa: RUF012 - replaced, never mutated
     #: class attributes handed to the backend's request builder (RequestSpec.options)
     request_options: ClassVar[tuple[str, ...]] = ()
+    batch_size: int = 1  # embeddings/rerank routes: inputs per request (--llm-batch-size)
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
@@ -114,6 +118,8 @@ class LLMUser(User):
         self._worker = getattr(getattr(environment, "runner", None), "worker_index", 0) or 0
         self.source = source_for(config.workload_for(type(self)))
         self.lane = self.source.lane(self.user_number)
+        if self.route.kind != "chat":  # embeddings, rerank: --llm-batch-size items per request
+            self.lane = BatchLane(self.lane, self.settings.batch_size)
         self.api_key = self.settings.api_key()
         self.model_name = self.settings.model or "default"
         self.stream_client = StreamClient(
@@ -135,19 +141,21 @@ class LLMUser(User):
         return self.descriptor.route(self.settings.endpoint)
 
     def request_spec(self, messages: Messages, settings: Settings | None = None,
-                     images: tuple[Image, ...] = ()) -> RequestSpec:
+                     item: WorkItem | None = None) -> RequestSpec:
         """What one request is built from, in raw and SDK mode alike: its own ``settings``
-        (a work item's max tokens), else the user's; the work item's images."""
+        (a work item's max tokens), else the user's; a batch item's inputs (embeddings, rerank)
+        and the work item's images."""
         s = settings or self.settings
         return RequestSpec(
             model=self.model_name, messages=messages, sampling=s.sampling, api_key=self.api_key,
             options={name: getattr(self, name) for name in self.request_options}, tools=s.tools,
-            images=images,
+            inputs=batch_inputs(item), images=item.images if item is not None else (),
         )
 
     def build_request(self, messages: Messages, settings: Settings | None = None,
                       images: tuple[Image, ...] = ()) -> HTTPRequest:
-        return self.route.build(self.request_spec(messages, settings, images))
+        spec = self.request_spec(messages, settings)
+        return self.route.build(replace(spec, images=images) if images else spec)
 
     def new_parser(self) -> StreamParser:
         return self.route.parser()
@@ -159,7 +167,7 @@ class LLMUser(User):
         if delay:  # out of phase with the rest of its spawn batch (llm_users/load/spawn.py)
             gevent.sleep(delay)
         if self.descriptor.discover_model and self.settings.model is None:
-            self.model_name = _discover_model(self.stream_client, self.backend)
+            self.model_name = discover_model(self.stream_client, self.backend)
         self.prepare_workload()
 
     # the task -------------------------------------------------------------------------------
@@ -206,8 +214,9 @@ class LLMUser(User):
         overload = self.descriptor.overload_statuses
         images = item.images if item is not None else ()
         cancel = chosen(settings.cancel, self._seed, self._worker, self.user_number, self._sent)
+        spec = self.request_spec(messages, settings, item)
+        kind = self.route.kind
         if settings.client == "sdk":
-            spec = self.request_spec(messages, settings, images)
             from llm_users.client.sdk import (
                 sdk_stream,  # optional extra: imported at start by the plugin's checks
             )
@@ -215,7 +224,8 @@ class LLMUser(User):
             rec = self._new_record(self.sdk_name(spec))
             run = lambda: sdk_stream(self, spec, rec, cancel)  # noqa: E731
         else:
-            req = self.build_request(messages, settings, images)
+            # a chat request through build_request (a locustfile may override it); a batch from its spec
+            req = self.build_request(messages, settings, images) if kind == "chat" else self.route.build(spec)
             rec = self._new_record(req.name)
             req.headers.update(self.extra_headers)
             req.headers["X-Request-Id"] = rec.request_id
@@ -224,7 +234,10 @@ class LLMUser(User):
             run = lambda: client.stream(req, parser, rec, overload, cancel, side)  # noqa: E731
         rec.scheduled_ns = scheduled_ns
         rec.inflight_wait_ns = inflight_wait_ns
-        rec.target_output_tokens = settings.sampling.max_tokens
+        if kind == "chat":
+            rec.target_output_tokens = settings.sampling.max_tokens
+        else:  # one answer for a batch: no output tokens, no TTFT/ITL
+            rec.kind, rec.inputs = kind, len(spec.inputs) or 1
         if item is not None:
             rec.target_input_tokens = item.target_input_tokens
             rec.session_id = item.session_id
@@ -258,6 +271,8 @@ class LLMUser(User):
         else:
             check_usage(rec, chunk_has_a_token=self.route.chunk_has_a_token,
                         prompt_tokens=lambda: rec.target_input_tokens or prompt_tokens_guess(messages))
+            if rec.input_tokens is None and kind != "chat" and rec.target_input_tokens:  # TEI: no usage
+                rec.input_tokens, rec.input_tokens_source = rec.target_input_tokens, "workload"
             s = settings.sampling
             rec.sampling_issues = sampling_issues(rec, s.max_tokens, s.ignore_eos and self.descriptor.sends_ignore_eos)
             if answer_format is not None:
@@ -316,29 +331,6 @@ class LLMUser(User):
         self.stream_client.close()
 
 
-_discovered: dict[str, str] = {}
-
-
-def _discover_model(client: StreamClient, backend: str) -> str:
-    """Ask an OpenAI-compatible server which model it serves (GET /v1/models), once per host."""
-    key = f"{client.scheme}://{client.host_header}"
-    if key not in _discovered:
-        try:
-            data = client.fetch_json("/v1/models")
-            _discovered[key] = data["data"][0]["id"]
-            log.info("locust-llm: %s serves model %r", key, _discovered[key])
-        except (LLMRequestError, KeyError, IndexError, TypeError) as e:
-            log.error("locust-llm: could not discover the model from GET /v1/models (%s); "
-                      "sending model 'default' (give --llm-model)", e)
-            _discovered[key] = "default"
-    return _discovered[key]
-
-
-def discovered_models() -> dict[str, str]:
-    """Where the model probe keeps what each host serves (the preflight fills it first)."""
-    return _discovered
-
-
 class VLLMUser(LLMUser):
     """vLLM's OpenAI-compatible server: max_tokens + ignore_eos, model discovered if not given."""
 
@@ -389,4 +381,61 @@ class GeminiUser(LLMUser):
     descriptor = GEMINI
 
 
-__all__ = ["ClaudeUser", "GeminiUser", "LLMUser", "OllamaUser", "OpenAIUser", "TGIUser", "VLLMUser", "protocols"]
+class VLLMEmbedUser(VLLMUser):
+    """vLLM's ``/v1/embeddings``: ``--llm-batch-size`` inputs per request, one JSON answer."""
+
+    abstract = True
+    endpoint = "embeddings"
+
+
+class VLLMRerankUser(VLLMUser):
+    """vLLM's ``/v1/rerank`` (``--llm-endpoint rerank_root``: ``/rerank``): ``rerank_query``
+    against ``--llm-batch-size`` documents per request."""
+
+    abstract = True
+    endpoint = "rerank"
+
+
+class OpenAIEmbedUser(OpenAIUser):
+    """OpenAI's ``/v1/embeddings`` (model text-embedding-3-small)."""
+
+    abstract = True
+    endpoint = "embeddings"
+    model = "text-embedding-3-small"
+
+
+class OllamaEmbedUser(OllamaUser):
+    """Ollama's ``/api/embed`` (model nomic-embed-text)."""
+
+    abstract = True
+    endpoint = "embed"
+    model = "nomic-embed-text"
+
+
+class GeminiEmbedUser(GeminiUser):
+    """Gemini's ``:batchEmbedContents`` (``--llm-endpoint embed_content``: ``:embedContent``,
+    one input); model gemini-embedding-001."""
+
+    abstract = True
+    endpoint = "embed"
+    model = "gemini-embedding-001"
+
+
+class TEIEmbedUser(LLMUser):
+    """Hugging Face Text Embeddings Inference ``/embed``."""
+
+    abstract = True
+    descriptor = TEI
+
+
+class TEIRerankUser(LLMUser):
+    """Hugging Face Text Embeddings Inference ``/rerank``."""
+
+    abstract = True
+    descriptor = TEI
+    endpoint = "rerank"
+
+
+__all__ = ["ClaudeUser", "GeminiEmbedUser", "GeminiUser", "LLMUser", "OllamaEmbedUser", "OllamaUser", "OpenAIEmbedUser",
+           "OpenAIUser", "TEIEmbedUser", "TEIRerankUser", "TGIUser", "VLLMEmbedUser", "VLLMRerankUser", "VLLMUser",
+           "protocols"]

@@ -66,3 +66,33 @@ def test_the_web_forms_slos_are_taken_before_the_first_record_only() -> None:
     assert slo["limits_ms"] == {"ttft": 10.0} and slo["good_requests"] == 10
     assert not c.use_slos({"ttft": 5_000_000.0}), "counted records keep the SLOs they were counted with"
     assert c.stats.summary()["overall"]["slo"]["limits_ms"] == {"ttft": 10.0}
+
+
+def test_the_merge_reports_its_lag_and_cpu_per_record() -> None:
+    import time
+
+    s = Shipper("w1")
+    for i in range(3):
+        s.add(rec(i))
+    p = s.payload()
+    p["sent_at"] = time.time() - 0.25  # a quarter second on the way
+    c = Collector()
+    assert c.merge_state()["payloads"] == 0 and c.merge_state()["lag_p50_s"] is None
+    c.receive(p)
+    c.receive(p)  # delivered twice: merged once, its lag noted once
+    s.add(rec(4))
+    c.receive(s.payload(final=True))
+    m = c.merge_state()
+    assert m["payloads"] == 2 and m["records"] == 4
+    assert 0.25 <= m["lag_max_s"] < 1.0 and m["lag_p50_s"] <= m["lag_p99_s"] == m["lag_max_s"]
+    assert 0 <= m["cpu_s"] < 1.0 and abs(m["cpu_us_per_record"] * 4e-6 - m["cpu_s"]) <= 5e-5  # cpu_s: 4 decimals
+    summary: dict = {"workers": {"reported": ["w1"]}}
+    c.add_merge_state(summary)
+    assert summary["workers"]["reported"] == ["w1"] and summary["workers"]["merge"]["records"] == 4
+
+
+def test_a_record_dict_with_a_key_that_is_no_field_still_decodes() -> None:
+    d = rec(3).to_dict()
+    assert RequestRecord.from_dict(d) == rec(3)
+    assert RequestRecord.from_dict({**d, "from_a_newer_version": 1}) == rec(3)
+    assert "tpot_ns" in d and RequestRecord.from_dict(d).tpot_ns == d["tpot_ns"]

@@ -286,3 +286,32 @@ def test_token_reasons_are_counted_and_merge_exactly() -> None:
     assert s["estimated_token_requests"] == 7
     assert {k: v["requests"] for k, v in s["estimated_token_reasons"].items()} == {"no_usage": 2,
                                                                                   "usage_implausible": 5}
+
+
+def test_a_few_buckets_travel_as_counts_and_merge_exactly() -> None:
+    """A distribution filling at most WIRE_BUCKETS_MAX buckets goes as bucket counts (JSON- and
+    msgpack-safe), more as the encoded histogram; either way the merge equals the union."""
+    import json
+
+    from llm_users.metrics.distribution import WIRE_BUCKETS_MAX
+
+    rng = random.Random(4)
+    small = [rng.randint(100_000_000, 300_000_000) for _ in range(40)]  # a payload's TTFTs
+    large = [rng.randint(1_000_000, 900_000_000) for _ in range(20_000)]  # its ITL gaps
+    union, merged = Distribution(), Distribution()
+    for values in (small, large, small[:3]):
+        part = Distribution()
+        part.add_many(values)
+        union.add_many(values)
+        few = len(part._pending) <= WIRE_BUCKETS_MAX
+        wire = part.to_wire()
+        assert (wire["hist"] is None) == few
+        assert ("buckets" in wire) == (wire["hist"] is None)
+        merged.merge_wire(json.loads(json.dumps(wire)))  # the wire is JSON: no int keys
+        merged.merge_wire(msgpack.unpackb(msgpack.packb(Distribution().to_wire())))  # empty: nothing
+    assert merged.summary_ms() == union.summary_ms()
+    assert merged.count == 40 + 20_000 + 3
+    old = Distribution()  # the encoded form (a worker from before) still merges
+    old.add_many(small)
+    _ = old.hist
+    assert old.to_wire()["hist"] is not None and "buckets" not in old.to_wire()

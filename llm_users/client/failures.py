@@ -28,6 +28,7 @@ from llm_users.errors import (
     ConnectError,
     ConnectionResetError_,
     ConnectTimeout,
+    EmptyResponse,
     FirstByteTimeout,
     HTTPStatusError,
     LLMRequestError,
@@ -62,6 +63,8 @@ def from_sdk_exception(exc: BaseException, state: RequestState) -> LLMRequestErr
         if isinstance(e, LLMRequestError):
             return e
         if isinstance(e, json.JSONDecodeError):
+            if not e.doc.strip() and not state.parser.frames:  # an empty whole-body answer (embeddings): as raw mode
+                return EmptyResponse("HTTP 200 and headers, then the body ended without any event")
             return ProtocolError(f"payload is not JSON: {e.doc[:120]!r}")
     for e in chain:
         name = type(e).__name__

@@ -18,9 +18,19 @@ from llm_users.errors import (
     ServerOverloaded,
     ServerStreamError,
     StreamTruncated,
+    WrongResultCount,
 )
 from llm_users.metrics import RequestRecord
-from llm_users.protocols.base import Content, Event, Finish, ModelName, ServerError, StreamParser, Usage
+from llm_users.protocols.base import (
+    Content,
+    Event,
+    Finish,
+    ModelName,
+    Results,
+    ServerError,
+    StreamParser,
+    Usage,
+)
 from llm_users.protocols.server_side import Headers, ServerSide
 
 perf_counter_ns = time.perf_counter_ns
@@ -104,6 +114,10 @@ class RequestState:
                 raise self.server_error(ev)  # type: ignore[arg-type]
             elif cls is ModelName and rec.server_model is None:
                 rec.server_model = ev.name  # type: ignore[union-attr]
+            elif cls is Results:  # embeddings, rerank: one vector or score per input sent
+                if rec.inputs is not None and ev.count != rec.inputs:  # type: ignore[union-attr]
+                    raise WrongResultCount(f"{ev.count} results for {rec.inputs} inputs")  # type: ignore[union-attr]
+                rec.vector_dim = ev.dim  # type: ignore[union-attr]
 
     def server_error(self, ev: ServerError) -> ServerStreamError:
         """An error payload inside a 200 stream: ``server_overloaded`` when its kind says

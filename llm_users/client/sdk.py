@@ -84,6 +84,10 @@ def check_sdk_available(user_cls: Any, endpoint: str | None = None) -> Any:
     route = user_cls.descriptor.route(endpoint)
     sdk = route.sdk
     if sdk is None:
+        ends = [r.endpoint for r in user_cls.descriptor.routes if r.sdk]
+        if ends:  # another of its routes has one (vLLM's rerank: no SDK call)
+            raise ConfigError(f"--llm-client sdk is not available for {user_cls.backend}'s {route.endpoint!r} route "
+                              f"(it is for {', '.join(ends)})")
         have = sorted(b.name for b in all_backends().values() if b.sdk_module)
         raise ConfigError(f"--llm-client sdk is not available for {user_cls.backend} (it is for {', '.join(have)})")
     try:

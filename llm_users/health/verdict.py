@@ -194,6 +194,19 @@ def decide(nodes: list[dict[str, Any]], overall: dict[str, Any] | None, ttft_p50
                        f"{ttft_p50_ms:.1f} ms; CPU and pauses within limits")
 
 
+def first_answer_ms(overall: dict[str, Any]) -> tuple[float | None, float | None]:
+    """TTFT p50 and p99, what the client's own delay is judged against; a run of embeddings or
+    rerank requests (one whole answer each, no TTFT) is judged against its E2E instead."""
+    ttft, e2e = overall.get("ttft") or {}, overall.get("e2e") or {}
+    if ttft.get("p50") is None and overall.get("request_kinds"):
+        return e2e.get("p50"), e2e.get("p99")
+    return ttft.get("p50"), ttft.get("p99")
+
+
+def _as_e2e(text: str) -> str:
+    return text.replace("TTFT p50", "E2E p50").replace("TTFT p99", "E2E p99").replace("TTFT tail", "E2E tail")
+
+
 def verdict(nodes: list[NodeHealth], ttft_p50_ms: float | None, ttft_p99_ms: float | None = None, *,
             overall: dict[str, Any] | None = None, window: tuple[float | None, float | None] | None = None,
             spawn_spread: bool = True, think_jitter: bool = False) -> dict[str, Any]:
@@ -207,6 +220,11 @@ def verdict(nodes: list[NodeHealth], ttft_p50_ms: float | None, ttft_p99_ms: flo
             n.close_window(*window)
     judged = [_node(n, ttft_p50_ms, ttft_p99_ms, spawn_spread, think_jitter) for n in nodes]
     level, message = decide(judged, overall, ttft_p50_ms)
+    if overall is not None and overall.get("request_kinds") and (overall.get("ttft") or {}).get("p50") is None:
+        message = _as_e2e(message)  # judged against E2E (first_answer_ms): say so
+        for node in judged:
+            node["reasons"] = [_as_e2e(r) for r in node["reasons"]]
+            node["warnings"] = [_as_e2e(w) for w in node["warnings"]]
     out: dict[str, Any] = {"level": level, "saturated": level == "saturated", "nodes": judged, "message": message,
                            "lag_share_limit": LAG_SHARE, "cpu_limit": CPU_LIMIT}
     failing = failure_verdict(overall) if overall is not None else None

@@ -169,7 +169,8 @@ def stage_summary(st: StageRecord, now: float | None = None, measured: float | N
                 "excluded_tail": st.excluded_tail, "excluded_warmup": s["excluded_warmup"],
                 "excluded_cooldown": s["excluded_cooldown"]})
     for k in ("successes", "failures", "failures_by_category", "ttft", "ttfo", "ttst", "ttfb", "itl", "tpot", "e2e",
-              "input_tokens", "output_tokens", "output_tokens_per_s", "requests_per_s", "slo"):
+              "input_tokens", "output_tokens", "output_tokens_per_s", "requests_per_s", "slo",
+              "inputs", "inputs_per_s", "input_tokens_per_s", "request_kinds"):
         if k in s:
             out[k] = s[k]
     for m, d in st.sched.items():

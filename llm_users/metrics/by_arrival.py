@@ -59,7 +59,7 @@ def by_second(start_time: float, ttft_ns: int | None, itl_ns: Sequence[int], tok
         cum_before = k * total // n  # tokens of chunks 0..k-1
         share = (k + 1) * total // n - cum_before  # chunk k's tokens, produced over (before, at]
         upto = cum_before + int(share * (boundary - before) / (at - before))
-        lo, hi = max(chunk_lo, 1) - 1, max(k, 1) - 1
+        lo, hi = chunk_lo - 1 if chunk_lo else 0, k - 1 if k else 0  # max(x, 1) - 1, without the calls
         if upto > done or hi > lo:
             out.append((sec, upto - done, lo, hi))
         done, chunk_lo = upto, k

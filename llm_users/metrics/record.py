@@ -73,6 +73,10 @@ class RequestRecord:
     stage: int | None = None  # stage or sweep point the request started in (set where stats merge)
     tool_call: bool = False  # the answer contained a tool call (--llm-tools; protocols/tools.py)
     structured_valid: bool | None = None  # --llm-response-format: the answer parsed (and validated); None: not asked
+    # embeddings and rerank (llm_users/protocols/embed.py): one JSON answer for a batch, no TTFT/ITL
+    kind: str = "chat"  # "chat" (a token stream) | "embed" | "rerank"
+    inputs: int | None = None  # texts (embed) or documents (rerank) sent in the request
+    vector_dim: int | None = None  # the size of the vectors the answer carried (embed)
     image_count: int = 0  # images sent in the prompt (workload/images.py)
     image_bytes: int = 0  # bytes sent for them: their base64 text (4/3 of the image files' size)
 
@@ -152,8 +156,12 @@ class RequestRecord:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RequestRecord:
-        d = {k: v for k, v in d.items() if k in _RECORD_FIELDS}
-        return cls(**d)
+        kw = d.copy()
+        kw.pop("tpot_ns", None)  # derived
+        try:  # a dict from to_dict (a worker's payload): its keys are the fields
+            return cls(**kw)
+        except TypeError:  # a key that is no field (a record from another version)
+            return cls(**{k: v for k, v in d.items() if k in _RECORD_FIELDS})
 
 
 _RECORD_ORDER = tuple(f for f in RequestRecord.__dataclass_fields__ if f != "reply")

@@ -43,6 +43,8 @@ class Stats:
         self.last_end: float | None = None
         self.tool_calls = 0  # successful answers with a tool call (--llm-tools)
         self.structured: Counter[str] = Counter()  # --llm-response-format: "valid" / "invalid" answers
+        self.inputs = 0  # successful requests' inputs (a chat request is one; a batch its size)
+        self.kinds: Counter[str] = Counter()  # embed/rerank requests measured (chat is the rest)
 
     def add(self, rec: RequestRecord, itl: BucketCounts | None = None) -> None:
         """Count one record; ``itl``: its ITL gaps already bucketed (:class:`StatsByName`)."""
@@ -62,6 +64,8 @@ class Stats:
             return
         self.requests += 1
         self._window(rec.start_time, rec.end_time)
+        if rec.kind != "chat":
+            self.kinds[rec.kind] += 1
         if self.slos:
             met = slo_results(rec, self.slos)
             for k, ok in met.items():
@@ -93,6 +97,7 @@ class Stats:
             d["e2e"].add(rec.e2e_ns)
         self.input_tokens += rec.input_tokens or 0
         self.output_tokens += rec.output_tokens or 0
+        self.inputs += rec.inputs or 1
         self.input_per_request.add(rec.input_tokens or 0)
         self.output_per_request.add(rec.output_tokens or 0)
         self.reasoning.add(rec)
@@ -155,6 +160,11 @@ class Stats:
         out["tool_calls"] = self.tool_calls
         out["structured_valid"] = self.structured["valid"]
         out["structured_invalid"] = self.structured["invalid"]
+        # embeddings and rerank (a chat request is one input): docs/metrics.md "Embeddings and rerank"
+        out["inputs"] = self.inputs
+        out["inputs_per_s"] = self.inputs / dur if dur > 0 else None
+        out["input_tokens_per_s"] = self.input_tokens / dur if dur > 0 else None
+        out["request_kinds"] = dict(self.kinds)
         if self.slos:
             out["slo"] = {
                 "limits_ms": {k: v / 1e6 for k, v in self.slos.items()},
@@ -192,6 +202,8 @@ class Stats:
             "last_end": self.last_end,
             "tool_calls": self.tool_calls,
             "structured": dict(self.structured),
+            "inputs": self.inputs,
+            "kinds": dict(self.kinds),
         }
 
     def merge_wire(self, w: dict[str, Any]) -> None:
@@ -217,6 +229,8 @@ class Stats:
         self._window(w["first_start"], w["last_end"])
         self.tool_calls += w.get("tool_calls", 0)
         self.structured.update(w.get("structured", {}))
+        self.inputs += w.get("inputs", 0)
+        self.kinds.update(w.get("kinds", {}))
 
 
 class StatsByName:

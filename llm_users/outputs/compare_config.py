@@ -12,9 +12,10 @@ which is the options); else what the run recorded (``environment.backends_models
 
 A row is *critical* when a difference in it changes what the server was asked to do: the load
 (users, stages, steps, sweep, rate), the model, the input and output lengths, the max tokens,
-the workload (dataset, turns, shared prefix) and the sampling. A pair of runs that differs in
-a critical row gets no verdict ("not comparable") unless ``--allow-config-diff``. The others
-(backend, server, SLOs, duration, client mode, ...) are shown and marked, never blocking:
+the workload (dataset, turns, shared prefix, embeddings batch size) and the sampling. A pair of
+runs that differs in a critical row gets no verdict ("not comparable") unless
+``--allow-config-diff``. The others (backend, server, SLOs, duration, client mode, ...) are
+shown and marked, never blocking:
 comparing two servers or two versions on the same work is what llm-compare is for.
 """
 
@@ -152,8 +153,8 @@ def _workload(summary: dict[str, Any]) -> str:
         what = f"{src.get('kind', 'dataset')} {src.get('name') or src.get('path') or ''}" + (f" [{sha}]" if sha else "")
     else:
         what = _text(cfg.get("dataset") or o.get("llm_dataset") or o.get("llm_prompts"))
-    extra = [f"{k}={_text(o[f'llm_{k}'])}" for k in ("turns", "prefix_tokens", "prefix_count", "think_time", "images",
-                                                      "image_size")
+    extra = [f"{k}={_text(o[f'llm_{k}'])}"
+             for k in ("turns", "prefix_tokens", "prefix_count", "think_time", "batch_size", "images", "image_size")
              if o.get(f"llm_{k}") is not None]
     return ", ".join([what.strip(), *extra])
 

@@ -22,7 +22,8 @@ RECORD_METRICS = {"ttft": "ttft_ns", "ttfb": "ttfb_ns", "tpot": "tpot_ns", "e2e"
                   "ttst": "ttst_ns"}
 LATENCY_STATS = ("p50", "p90", "p99", "mean")
 #: metric -> True when higher is better
-DIRECTION = {"output_tokens_per_s": True, "requests_per_s": True, "goodput_rps": True}
+DIRECTION = {"output_tokens_per_s": True, "requests_per_s": True, "goodput_rps": True, "inputs_per_s": True,
+             "input_tokens_per_s": True}
 
 
 class CompareError(Exception):
@@ -82,6 +83,9 @@ def headline(summary: dict[str, Any]) -> dict[str, float | None]:
     if reasoned(ov):
         out["reasoning_tokens"] = ov["reasoning"].get("reasoning_tokens")
         out["answer_tokens"] = ov["reasoning"].get("answer_tokens")
+    if ov.get("request_kinds"):  # embeddings, rerank: their throughput (a chat run's would repeat requests_per_s)
+        for k in ("inputs", "inputs_per_s", "input_tokens_per_s"):
+            out[k] = ov.get(k)
     req = ov.get("requests") or 0
     out["error_rate"] = (ov.get("failures") or 0) / req if req else None
     slo = ov.get("slo")

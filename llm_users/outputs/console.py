@@ -108,6 +108,17 @@ _FIRST_TOKEN_COLUMNS = {"ttfo": [("TTFO p50", 9, ("ttfo", "p50")), ("p99", 8, ("
 def _columns(overall: dict[str, Any]) -> list[tuple[str, int, tuple[str, ...] | None]]:
     extra = [c for m in first_token_metrics(overall) for c in _FIRST_TOKEN_COLUMNS[m]]
     return [*_COLUMNS[:6], *extra, *_COLUMNS[6:]]  # after TTFT p50/p90/p99
+def kinds_line(overall: dict[str, Any]) -> str | None:
+    """Embeddings and rerank requests: their throughput in inputs and input tokens (None when the
+    run sent none). Their latency is the table's E2E (and TTFB): no TTFT, ITL or output tokens."""
+    kinds = overall.get("request_kinds") or {}
+    if not kinds:
+        return None
+    e2e = overall.get("e2e") or {}
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(kinds.items()))
+    return (f"embeddings/rerank ({counts} requests): {_number(overall.get('inputs_per_s'))} inputs/s, "
+            f"{_number(overall.get('input_tokens_per_s'))} input tok/s, {_number(overall.get('requests_per_s'))} req/s; "
+            f"E2E p50 {_number(e2e.get('p50'))} ms, p90 {_number(e2e.get('p90'))} ms, p99 {_number(e2e.get('p99'))} ms")
 
 
 def summary_table(summary: dict[str, Any]) -> str:
@@ -132,6 +143,9 @@ def summary_table(summary: dict[str, Any]) -> str:
     reasoning = reasoning_line(ov)
     if reasoning:
         lines.append(reasoning)
+    kinds = kinds_line(ov)
+    if kinds:
+        lines.append(kinds)
     if ov.get("failures_by_category"):
         cats = ", ".join(f"{k}={v}" for k, v in sorted(ov["failures_by_category"].items()))
         lines.append(f"failures by category: {cats}")

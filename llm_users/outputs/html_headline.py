@@ -1,7 +1,7 @@
 """The headline strip at the top of report.html: the run's few numbers a reader wants first
-(goodput and SLO attainment when SLOs were given, output tokens/s, requests/s, TTFT and TPOT
-p50/p99, tokens per request in and out), then the client's self-check verdict in one sentence,
-coloured by its level.
+(goodput and SLO attainment when SLOs were given, output tokens/s, requests/s, for embeddings and
+rerank inputs/s, input tokens/s and E2E, TTFT and TPOT p50/p99, tokens per request in and out),
+then the client's self-check verdict in one sentence, coloured by its level.
 
 It reads the final summary only. Tokens per request come from ``overall.input_tokens_per_request``
 and ``overall.output_tokens_per_request`` (``{"p50", "mean"}``) where the summary has them, else
@@ -74,6 +74,12 @@ def cells(summary: dict[str, Any]) -> list[tuple[str, str, str]]:
         out.append(("Total tokens/s", fmt(total), "input + output"))
     out.append(("Requests/s", fmt(ov.get("requests_per_s")), f"{ov.get('requests', 0)} measured, "
                                                              f"{ov.get('failures', 0)} failed"))
+    kinds = ov.get("request_kinds") or {}
+    if kinds:  # embeddings, rerank: one answer per batch, latency is E2E (docs/metrics.md)
+        what = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+        out.append(("Inputs/s", fmt(ov.get("inputs_per_s")), f"texts or documents ({what} requests)"))
+        out.append(("Input tokens/s", fmt(ov.get("input_tokens_per_s")), "embeddings/rerank inputs"))
+        out.append(("E2E p50 / p99", _ms(ov.get("e2e")), "ms"))
     out.append(("TTFT p50 / p99", _ms(ov.get("ttft")), "ms"))
     out.append(("TPOT p50 / p99", _ms(ov.get("tpot")), "ms"))
     tokens = _tokens_cell(ov)

@@ -49,12 +49,15 @@ def _table(summary: dict[str, Any]) -> str:
     metrics = ("ttft", *first_token_metrics(summary["overall"]), "itl", "tpot", "e2e")
     head = ["name", "requests", "failures"] + [f"{m.upper()} {k}" for m in metrics
                                                  for k in ("p50", "p99")] + ["out tok/s", "req/s"]
+    kinds = bool(summary["overall"].get("request_kinds"))  # embeddings, rerank: their throughput too
+    head += ["inputs/s", "in tok/s"] if kinds else []
     rows = list(summary["by_name"].items()) + [("Aggregated", summary["overall"])]
     out = ["<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
     for name, s in rows:
         cells = [name, s["requests"], s["failures"]]
         cells += [(s.get(m) or {}).get(k) for m in metrics for k in ("p50", "p99")]
         cells += [s["output_tokens_per_s"], s["requests_per_s"]]
+        cells += [s.get("inputs_per_s"), s.get("input_tokens_per_s")] if kinds else []
         out.append("<tr>" + "".join(f"<td>{html.escape(_fmt(c))}</td>" for c in cells) + "</tr>")
     out.append("</table>")
     return "".join(out)

@@ -53,6 +53,8 @@ class RequestSpec:
     api_key: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     tools: ToolSpec | None = None  # --llm-tools / --llm-response-format (protocols/tools.py)
+    #: embeddings and rerank routes: the batch's input texts (empty: the prompt's text, one input)
+    inputs: tuple[str, ...] = ()
     images: tuple[Image, ...] = ()
 
 
@@ -120,6 +122,8 @@ class Route:
     ``chunk_has_a_token``: every token-bearing chunk carries at least one token the server's
     output count includes (OpenAI-style, TGI and Ollama streams; not Gemini, whose count leaves
     thoughts out), so a count below the chunk count cannot be true (:func:`~llm_users.metrics.check_usage`).
+    ``kind``: ``chat`` (a stream of tokens), ``embed`` or ``rerank`` (one JSON answer for a batch of
+    inputs, :mod:`~llm_users.protocols.embed`); ``max_inputs``: the most inputs one request carries.
     """
 
     endpoint: str
@@ -133,6 +137,8 @@ class Route:
     min_output_tokens: int = 1
     #: the server's own timings and request id (headers kept, where they are): server_side.py
     server_side: ServerSide | None = None
+    kind: str = "chat"
+    max_inputs: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +227,7 @@ BUILTINS = (
     "llm_users.protocols.ollama:OLLAMA",
     "llm_users.protocols.anthropic:CLAUDE",
     "llm_users.protocols.gemini:GEMINI",
+    "llm_users.protocols.tei:TEI",
 )
 
 _registered: dict[str, Backend] = {}

@@ -15,6 +15,7 @@ Events are small slotted objects (treat them as read-only):
 - :class:`Finish`: the finish/stop reason.
 - :class:`ServerError`: an error payload inside a stream (these arrive on HTTP 200).
 - :class:`ModelName`: the model the server says answered (once per stream).
+- :class:`Results`: an embeddings or rerank answer's vector or score count (and vector size).
 
 ``parser.response_id`` (where a parser has it) is the server's own id for the answer, once the
 stream gave it (the join key with its logs, see :mod:`~llm_users.protocols.server_side`).
@@ -68,7 +69,13 @@ class ModelName:
     name: str
 
 
-Event = Content | Usage | Finish | ServerError | ModelName
+@dataclass(slots=True, frozen=True)
+class Results:
+    count: int
+    dim: int | None = None
+
+
+Event = Content | Usage | Finish | ServerError | ModelName | Results
 
 
 class StreamParser(Protocol):

@@ -45,6 +45,7 @@ from llm_users.protocols.base import (
     error_message,
     json_post,
 )
+from llm_users.protocols.embed import gemini_embed_routes
 from llm_users.protocols.images import Image, gemini_parts, with_images
 from llm_users.protocols.sampling import Sampling
 from llm_users.protocols.sse import SSEJSONParser
@@ -194,7 +195,7 @@ SDK = SDKBinding("google.genai", "google-genai", _sdk_client, _sdk_stream)
 GEMINI = Backend(
     name="gemini",
     routes=(Route("generate", "/v1beta/models/{model}:streamGenerateContent?alt=sse", _build, GeminiStreamParser,
-                  protocol="gemini", sdk=SDK),),
+                  protocol="gemini", sdk=SDK), *gemini_embed_routes()),
     auth_header="x-goog-api-key",
     api_key_env="GEMINI_API_KEY,GOOGLE_API_KEY",
     requires_api_key=True,

@@ -39,6 +39,7 @@ from llm_users.protocols.base import (
     error_message,
     json_post,
 )
+from llm_users.protocols.embed import ollama_embed_route
 from llm_users.protocols.images import Image, ollama_images, with_images
 from llm_users.protocols.openai import compat_route, messages_to_prompt
 from llm_users.protocols.sampling import Sampling
@@ -235,7 +236,7 @@ def _route(endpoint: Endpoint) -> Route:
 
 OLLAMA = Backend(
     name="ollama",
-    routes=(_route("chat"), _route("generate"), compat_route("openai")),
+    routes=(_route("chat"), _route("generate"), compat_route("openai"), ollama_embed_route()),
     auth_header="Authorization",
     api_key_env=None,
     default_model="llama3.2",

@@ -45,6 +45,7 @@ from llm_users.protocols.base import (
     error_message,
     json_post,
 )
+from llm_users.protocols.embed import RERANK_OPTIONS, openai_embeddings_route, vllm_rerank_routes
 from llm_users.protocols.images import Image, openai_content, with_images
 from llm_users.protocols.sampling import Sampling
 from llm_users.protocols.server_side import OPENAI as OPENAI_SIDE
@@ -240,12 +241,14 @@ SIM_ROUTES = "llm_users.sim.routes_openai"
 
 VLLM = Backend(
     name="vllm",
-    routes=(_route("chat", "vllm"), _route("completions", "vllm"), responses.route("vllm", _sdk_client)),
+    routes=(_route("chat", "vllm"), _route("completions", "vllm"), responses.route("vllm", _sdk_client),
+            openai_embeddings_route(), *vllm_rerank_routes()),
     auth_header="Authorization",
     api_key_env=None,
     strip_v1=True,
     discover_model=True,
     sends_ignore_eos=True,
+    request_options=RERANK_OPTIONS,
     tokenizers=TOKENIZERS,
     probes=("/version", "/v1/models", "/props"),  # /props: llama.cpp's server (build, model file)
     bench_name="openai-chat",
@@ -260,7 +263,8 @@ VLLM = Backend(
 
 OPENAI = Backend(
     name="openai",
-    routes=(_route("chat", "openai"), _route("completions", "openai"), responses.route("openai", _sdk_client)),
+    routes=(_route("chat", "openai"), _route("completions", "openai"), responses.route("openai", _sdk_client),
+            openai_embeddings_route()),
     auth_header="Authorization",
     api_key_env="OPENAI_API_KEY",
     requires_api_key=True,

@@ -56,6 +56,7 @@ from llm_users.protocols.base import (
 )
 from llm_users.protocols.sampling import Sampling
 from llm_users.protocols.sse import SSEJSONParser
+from llm_users.protocols.tools import ToolSpec, responses_fields
 
 Dialect = Literal["openai", "vllm"]
 
@@ -90,8 +91,10 @@ def build_request(
     dialect: Dialect = "openai",
     api_key: str | None = None,
     extra_headers: dict[str, str] | None = None,
+    tools: ToolSpec | None = None,
 ) -> HTTPRequest:
-    """A streaming Responses request in the given dialect."""
+    """A streaming Responses request in the given dialect (``tools``: --llm-tools and
+    --llm-response-format in this API's shape)."""
     if dialect not in ("openai", "vllm"):
         raise ValueError(f"unknown Responses dialect {dialect!r}: use 'openai' or 'vllm'")
     previous, input_ = split_input(messages)
@@ -111,6 +114,7 @@ def build_request(
             body["seed"] = sampling.seed
         if sampling.stop:
             body["stop"] = list(sampling.stop)
+    body.update(responses_fields(tools))
     body["stream"] = True
     return json_post(PATH, body, accept="text/event-stream", auth=bearer(api_key), extra_headers=extra_headers)
 
@@ -227,7 +231,7 @@ def route(dialect: Dialect, sdk_client: Callable[[Any, SDKSetup], Any]) -> Route
             raise ConfigError("--llm-images: --llm-endpoint responses sends no images yet (its input_image items "
                               "belong beside protocols/images.py's other dialects); use --llm-endpoint chat")
         return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling, dialect=dialect,
-                             api_key=spec.api_key)
+                             api_key=spec.api_key, tools=spec.tools)
 
     sdk = SDKBinding("openai", "openai", sdk_client, _sdk_stream)
     return Route(ENDPOINT, PATH, build, ResponsesStreamParser, protocol="openai-responses", sdk=sdk,

@@ -179,7 +179,7 @@ def check_route(spec: ToolSpec | None, protocol: str, path: str, backend: str) -
         raise ConfigError("--llm-tools with --llm-response-format: Anthropic's Messages API has no response "
                           "format; its JSON answer is a forced tool call, which leaves no choice of tools: "
                           "give one of the two")
-    if protocol not in ("openai", "anthropic", "gemini", "ollama", "tgi"):
+    if protocol not in ("openai", "openai-responses", "anthropic", "gemini", "ollama", "tgi"):
         raise ConfigError(f"{what} is not implemented for {backend}'s {path} ({protocol} protocol)")
 
 
@@ -197,6 +197,21 @@ def openai_fields(spec: ToolSpec | None) -> dict[str, Any]:
     elif spec.response_format == "schema":
         out["response_format"] = {"type": "json_schema",
                                   "json_schema": {"name": spec.schema_name, "schema": spec.schema}}
+    return out
+
+
+def responses_fields(spec: ToolSpec | None) -> dict[str, Any]:
+    """``tools`` (flat function tools: ``name``, ``parameters`` beside ``type``) and ``text.format``
+    of an OpenAI Responses request."""
+    out: dict[str, Any] = {}
+    if spec is None:
+        return out
+    if spec.functions:
+        out["tools"] = [{"type": "function", **f} for f in spec.functions]
+    if spec.response_format == "json":
+        out["text"] = {"format": {"type": "json_object"}}
+    elif spec.response_format == "schema":
+        out["text"] = {"format": {"type": "json_schema", "name": spec.schema_name, "schema": spec.schema}}
     return out
 
 

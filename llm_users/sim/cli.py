@@ -34,6 +34,7 @@ EPILOG = """\
 routes: POST /v1/chat/completions /v1/completions (GET /v1/models); POST /generate_stream
 /generate / (GET /info); POST /api/chat /api/generate (GET /api/tags /api/version);
 POST /v1/messages; POST /v1beta|v1/models/MODEL:streamGenerateContent|:generateContent;
+POST /v1/embeddings /v1/rerank /rerank /api/embed /embed, MODEL:embedContent|:batchEmbedContents;
 GET /metrics /health /_sim/stats /_sim/config; GET|DELETE /_sim/trace[?request_id=X].
 Per-request header X-Sim-Fault: KIND[;after=N] forces a fault; X-Request-Id turns on ground
 truth for that request. See docs/simulator.md."""
@@ -154,6 +155,15 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-queue", type=_nonneg(int), default=None, help="queue length beyond which requests are "
                    "refused like the real server when overloaded (vLLM 503, TGI 429, Anthropic 529, Gemini 503, "
                    "Ollama 503); default unlimited")
+
+    g = p.add_argument_group("embeddings and rerank (their own slots and queue)")
+    g.add_argument("--embed-base-ms", type=_nonneg(float), default=5.0, help="an embeddings/rerank request takes "
+                   "base + per-token x its batch's input tokens (default 5)")
+    g.add_argument("--embed-token-ms", type=_nonneg(float), default=0.01, help="milliseconds per input token of "
+                   "the batch (a rerank pair counts query + document; default 0.01)")
+    g.add_argument("--embed-max-batch", type=_positive_int, default=32, help="embeddings/rerank requests served "
+                   "at once; more wait in a FIFO queue (default 32)")
+    g.add_argument("--embed-dim", type=_positive_int, default=384, help="numbers per embedding vector (default 384)")
 
     g = p.add_argument_group("faults")
     g.add_argument("--fault-rate", type=float, default=0.0, help="probability that a request gets a fault "

@@ -54,6 +54,12 @@ class SimConfig:
     cold_start_ms: float = 0.0
     prefill_us_per_token: float = 0.0  # TTFT grows by this per uncached prompt token (images included)
 
+    # embeddings and rerank (routes_embed.py): base + per-token x batch tokens, in their own slots
+    embed_base_ms: float = 5.0
+    embed_token_ms: float = 0.01
+    embed_max_batch: int = 32
+    embed_dim: int = 384
+
     fault_rate: float = 0.0
     fault_kinds: tuple[str, ...] = FAULT_KINDS
     fault_after: int | None = None  # drawn faults strike after this many chunks; None: drawn too
@@ -95,6 +101,10 @@ class SimConfig:
             raise ValueError(f"output_tokens must be >= 1, got {self.output_tokens}")
         if self.tokens_per_chunk < 1 or self.gemini_tokens_per_chunk < 1:
             raise ValueError("tokens per chunk must be >= 1")
+        if self.embed_max_batch < 1 or self.embed_dim < 1:
+            raise ValueError("embed_max_batch and embed_dim must be >= 1")
+        if self.embed_base_ms < 0 or self.embed_token_ms < 0:
+            raise ValueError("embed_base_ms and embed_token_ms must be >= 0")
         if self.max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {self.max_batch}")
         if self.max_queue is not None and self.max_queue < 0:

@@ -25,6 +25,7 @@ from aiohttp import web
 from llm_users.sim.base import Dialect, Job, Renderer, int_param, read_json
 from llm_users.sim.images import gemini_images
 from llm_users.sim.lifecycle import new_job, serve
+from llm_users.sim.routes_embed import GEMINI_ACTIONS, gemini_embed
 from llm_users.sim.state import SIM_KEY
 from llm_users.sim.text import content_text, join_prompt
 from llm_users.sim.tools import Shape, gemini_shape
@@ -162,6 +163,8 @@ async def model_action(request: web.Request) -> web.StreamResponse:
         return DIALECT.unauthorized()
     target = request.match_info["target"]
     model, _, action = target.rpartition(":")
+    if action in GEMINI_ACTIONS and model:  # embeddings: their own route module
+        return await gemini_embed(request, action, model, DIALECT)
     if action not in ("streamGenerateContent", "generateContent") or not model:
         return DIALECT.error(404, f"Method not found: {target}")
     body = await read_json(request, DIALECT)

@@ -14,6 +14,13 @@ reasoning_tokens``, ``input_tokens_details.cached_tokens``). No ``[DONE]``. Delt
 With ``--reasoning-tokens N`` the first N tokens of the answer are a ``reasoning`` item
 (output_index 0, ``response.reasoning_text.delta``), the text a ``message`` item after it.
 
+A request with function ``tools`` (and a ``tool_choice`` that allows a call) is answered with a
+``function_call`` item instead of the message: ``response.output_item.added`` (``name``,
+``call_id``, empty ``arguments``), the arguments JSON streamed as
+``response.function_call_arguments.delta`` over the answer's tokens, then
+``response.function_call_arguments.done`` and ``response.output_item.done``; ``text.format``
+``json_object`` / ``json_schema`` makes the message's text JSON (:mod:`llm_users.sim.tools`).
+
 Multi-turn by ``previous_response_id``: every response is kept (``store`` not false; the last
 :data:`STORE_LIMIT`, oldest dropped) as its conversation so far (the prompt and the answer's
 text), so a chained request is the same prompt, the same input tokens and the same answer as
@@ -38,6 +45,7 @@ from llm_users.sim.base import Dialect, Job, Renderer, int_param
 from llm_users.sim.lifecycle import new_job, serve
 from llm_users.sim.state import admit
 from llm_users.sim.text import content_text, join_prompt
+from llm_users.sim.tools import responses_shape
 
 ROUTE = "/v1/responses"
 STORE_LIMIT = 10_000
@@ -90,17 +98,20 @@ def _event(kind: bytes, payload: bytes) -> bytes:
 
 
 class ResponsesRenderer(Renderer):
-    def __init__(self, job: Job, *, request: dict[str, Any], store: ResponseStore | None) -> None:
+    def __init__(self, job: Job, *, request: dict[str, Any], store: ResponseStore | None,
+                 tool: str | None = None) -> None:
         super().__init__(job)
         self.request = request  # what the response object echoes (temperature, previous id...)
         self.store = store
+        self.tool = tool  # the answer is a call of this function (a function_call item), not a message
         seq = job.seq
         self.id = f"resp_sim{seq:016x}"
-        self.msg_id = f"msg_sim{seq:016x}"
+        self.msg_id = f"{'fc' if tool else 'msg'}_sim{seq:016x}"
+        self.call_id = f"call_sim{seq:016x}"
         self.rs_id = f"rs_sim{seq:016x}"
         self.created = int(time.time())
         self.seq = 0  # the next event's sequence_number
-        self.t = min(job.reasoning, job.n)  # tokens streamed as reasoning
+        self.t = job.thinking = min(job.reasoning, job.n)  # tokens streamed as reasoning (the streamer cuts there)
         self.p, self.c, self.r = job.reported()
         self.cached = 0 if job.cached_tokens is None or job.zero_input else job.cached_tokens
         self.msg_index = 1 if self.t else 0
@@ -132,8 +143,8 @@ class ResponsesRenderer(Renderer):
             "max_output_tokens": job.max_tokens, "model": job.model, "output": output,
             "parallel_tool_calls": True, "previous_response_id": req.get("previous_response_id"),
             "reasoning": {"effort": None, "summary": None}, "store": req.get("store", True) is not False,
-            "temperature": req.get("temperature", 1.0), "text": {"format": {"type": "text"}},
-            "tool_choice": "auto", "tools": [], "top_p": req.get("top_p", 1.0), "truncation": "disabled",
+            "temperature": req.get("temperature", 1.0), "text": req.get("text") or {"format": {"type": "text"}},
+            "tool_choice": req.get("tool_choice") or "auto", "tools": req.get("tools") or [], "top_p": req.get("top_p", 1.0), "truncation": "disabled",
             "usage": self.usage() if usage else None, "user": None, "metadata": {},
         }
 
@@ -156,6 +167,9 @@ class ResponsesRenderer(Renderer):
 
     def _message_item(self, done: bool) -> dict[str, Any]:
         status = ("incomplete" if self.job.finish == "length" else "completed") if done else "in_progress"
+        if self.tool:
+            return {"id": self.msg_id, "type": "function_call", "status": status, "call_id": self.call_id,
+                    "name": self.tool, "arguments": self.job.text(self.t).decode() if done else ""}
         return {"id": self.msg_id, "type": "message", "status": status, "role": "assistant",
                 "content": [self._text_part(True)] if done else []}
 
@@ -165,6 +179,8 @@ class ResponsesRenderer(Renderer):
     def _start_message(self) -> bytes:
         self.msg_started = True
         i = self.msg_index
+        if self.tool:
+            return self._ev("response.output_item.added", {"output_index": i, "item": self._message_item(False)})
         return (self._ev("response.output_item.added", {"output_index": i, "item": self._message_item(False)})
                 + self._ev("response.content_part.added", {"item_id": self.msg_id, "output_index": i,
                                                            "content_index": 0, "part": self._text_part(False)}))
@@ -201,7 +217,13 @@ class ResponsesRenderer(Renderer):
             i = e
         if i < j:
             text = words[i] if j - i == 1 else b"".join(words[i:j])
-            out += self._delta(b"response.output_text.delta", self.msg_id, self.msg_index, text, True)
+            if self.tool:
+                out += b'event: response.function_call_arguments.delta\ndata: {"type":' \
+                       b'"response.function_call_arguments.delta","sequence_number":%d,"item_id":"%b",' \
+                       b'"output_index":%d,"delta":"%b"}\n\n' % (self.seq, self.msg_id.encode(), self.msg_index, text)
+                self.seq += 1
+            else:
+                out += self._delta(b"response.output_text.delta", self.msg_id, self.msg_index, text, True)
         if last:
             out += self._finish()
         return out
@@ -210,9 +232,13 @@ class ResponsesRenderer(Renderer):
         job = self.job
         out = b"" if self.msg_started else self._start_message()
         text = job.text(self.t).decode()
-        where = {"item_id": self.msg_id, "output_index": self.msg_index, "content_index": 0}
-        out += self._ev("response.output_text.done", {**where, "text": text, "logprobs": []})
-        out += self._ev("response.content_part.done", {**where, "part": self._text_part(True)})
+        if self.tool:
+            out += self._ev("response.function_call_arguments.done", {
+                "item_id": self.msg_id, "output_index": self.msg_index, "name": self.tool, "arguments": text})
+        else:
+            where = {"item_id": self.msg_id, "output_index": self.msg_index, "content_index": 0}
+            out += self._ev("response.output_text.done", {**where, "text": text, "logprobs": []})
+            out += self._ev("response.content_part.done", {**where, "part": self._text_part(True)})
         out += self._ev("response.output_item.done", {"output_index": self.msg_index,
                                                       "item": self._message_item(True)})
         status = "incomplete" if job.finish == "length" else "completed"
@@ -286,7 +312,11 @@ async def responses(request: web.Request) -> web.StreamResponse:
     job = new_job(sim, protocol="responses", route=ROUTE, model=str(body.get("model") or sim.cfg.model),
                   prompt=join_prompt(pieces), max_tokens=max_tokens, stream=bool(body.get("stream") or False),
                   arrival_ns=arrival, messages=messages)
-    render = ResponsesRenderer(job, request=body, store=None if body.get("store") is False else store)
+    shape = responses_shape(body)  # tools / text.format: a function call or a JSON answer (sim/tools.py)
+    render = ResponsesRenderer(job, request=body, store=None if body.get("store") is False else store,
+                               tool=shape.tool if shape is not None else None)
+    if shape is not None:
+        shape.apply(job, first=job.thinking)  # after the reasoning tokens (the renderer set them)
     return await serve(sim, request, job, render, DIALECT)
 
 

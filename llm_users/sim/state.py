@@ -29,6 +29,7 @@ class SimState:
     def __init__(self, cfg: SimConfig) -> None:
         self.cfg = cfg
         self.engine = Engine(cfg.max_batch, cfg.max_queue)
+        self.embed_engine = Engine(cfg.embed_max_batch, cfg.max_queue)  # embeddings, rerank (routes_embed.py)
         self.stats = Stats()
         self.trace = TraceStore(cfg.trace_limit, cfg.trace_file)
         self.tokens = TokenSource(cfg.seed)
@@ -53,6 +54,11 @@ class SimState:
     def token_ids(self, text: str) -> list[int] | None:
         """The ids of ``text`` by ``--tokenizer``, or None (the toy ids)."""
         return self.tokenizer.ids(text) if self.tokenizer is not None else None
+
+    def embed_cost_ns(self, tokens: int) -> int:
+        """An embeddings or rerank batch's service time: base + per-token x its input tokens."""
+        cfg = self.cfg
+        return int(round((cfg.embed_base_ms + cfg.embed_token_ms * tokens) * 1e6))
 
     def next_seq(self) -> int:
         self._seq += 1

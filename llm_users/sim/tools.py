@@ -10,7 +10,7 @@ none), so the JSON arrives over the answer's n tokens at the usual ITL pace: the
 carries the opening (``{"city":" kalo``), the last the closing (`` bai"}``). A simple schema is
 met (types, required, enum); patterns and length limits are not looked at.
 
-Each dialect reads its own request fields (:func:`openai_shape`, :func:`anthropic_shape`,
+Each dialect reads its own request fields (:func:`openai_shape`, :func:`responses_shape`, :func:`anthropic_shape`,
 :func:`gemini_shape`, :func:`ollama_shape`, :func:`tgi_shape`) into a :class:`Shape`;
 :meth:`Shape.apply` rewrites the job's words. Gemini and Ollama send a call whole (their
 ``args``/``arguments`` are an object, not text): their routes send it in one chunk
@@ -144,6 +144,19 @@ def openai_shape(body: dict[str, Any]) -> Shape | None:
     fmt = body.get("response_format")
     if isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema"):
         return shape_for((fmt.get("json_schema") or {}).get("schema"))
+    return None
+
+
+def responses_shape(body: dict[str, Any]) -> Shape | None:
+    """OpenAI's Responses API: flat function tools (``{"type": "function", "name", "parameters"}``),
+    ``tool_choice``, and ``text.format`` (``json_object`` / ``json_schema`` with ``schema``)."""
+    called = _openai_tool(body.get("tools"), body.get("tool_choice"))
+    if called is not None:
+        return shape_for(called[1], called[0])
+    text = body.get("text")
+    fmt = text.get("format") if isinstance(text, dict) else None
+    if isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema"):
+        return shape_for(fmt.get("schema"))
     return None
 
 

@@ -43,7 +43,9 @@ COLUMNS = [
     ("outTokS", "Output tok/s (now)", 1), ("reqS", "Req/s (now)", 2),
 ]
 GOODPUT_COLUMN = ("goodputS", "Goodput/s (now)", 2)
-DECIMALS = {k: d for k, _, d in [*COLUMNS, GOODPUT_COLUMN]}
+#: embeddings and rerank Users in the run: their throughput since the reset (docs/metrics.md)
+KIND_COLUMNS = [("inputsS", "Inputs/s", 1), ("inTokS", "Input tok/s", 0)]
+DECIMALS = {k: d for k, _, d in [*COLUMNS, GOODPUT_COLUMN, *KIND_COLUMNS]}
 
 
 def _r(key: str, v: Any) -> Any:
@@ -71,8 +73,19 @@ def rows(live: LiveView, now: float) -> list[dict[str, Any]]:
         }
         if live.slos:
             row["goodputS"] = r["good"]
+        if s.get("inputs_per_s") is not None:
+            row["inputsS"], row["inTokS"] = s["inputs_per_s"], s["input_tokens_per_s"]
         out.append({k: _r(k, v) for k, v in row.items()})
     return out
+
+
+def _has_kinds(run: Any) -> bool:
+    """The run has an embeddings or rerank User (a route whose kind is not chat)."""
+    for cls, settings in run.current_config.user_settings.items():
+        descriptor = getattr(cls, "descriptor", None)
+        if descriptor is not None and descriptor.route(settings.endpoint).kind != "chat":
+            return True
+    return False
 
 
 def check_form(form: Any, config: Any, user_classes: list[Any], started: bool = False) -> str | None:
@@ -120,7 +133,7 @@ def install(web_ui: Any, run: Any) -> LiveView:
     gpu = bool(run.config.gpu_sidecars)
 
     def table() -> None:  # the goodput column with SLOs (the form may set them for the first test)
-        columns = COLUMNS + ([GOODPUT_COLUMN] if live.slos else [])
+        columns = COLUMNS + ([GOODPUT_COLUMN] if live.slos else []) + (KIND_COLUMNS if _has_kinds(run) else [])
         web_ui.template_args["extendedTabs"] = [{"title": "LLM", "key": TAB}]
         web_ui.template_args["extendedTables"] = [
             {"key": TAB, "structure": [{"key": k, "title": t, **({"round": d} if d else {})} for k, t, d in columns]}

@@ -216,8 +216,11 @@ def check(w: WorkloadOptions, descriptor: Any = None, endpoint: str | None = Non
         from llm_users.protocols.images import Image
         from llm_users.protocols.sampling import Sampling
 
+        route = descriptor.route(endpoint)
+        if route.kind != "chat":  # embeddings and rerank take texts
+            raise ConfigError(f"--llm-images: the {route.endpoint} route ({route.kind}) takes no images")
         one = Image("image/png", "", 1, 1)
-        descriptor.route(endpoint).build(RequestSpec("m", [{"role": "user", "content": "x"}], Sampling(), images=(one,)))
+        route.build(RequestSpec("m", [{"role": "user", "content": "x"}], Sampling(), images=(one,)))
 
 
 def has_images(source: RequestSource) -> bool:

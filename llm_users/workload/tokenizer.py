@@ -7,7 +7,8 @@ the servers give (from their sources):
 
 - vLLM ``POST /tokenize`` -> ``{"count", "max_model_len", "tokens"}``;
 - llama.cpp server ``POST /tokenize`` and llama-cpp-python ``POST /extras/tokenize`` -> ``{"tokens": [...]}``;
-- TGI ``POST /tokenize`` -> ``[{"id", "text", "start", "stop"}, ...]``.
+- TGI ``POST /tokenize`` -> ``[{"id", "text", "start", "stop"}, ...]``;
+- TEI ``POST /tokenize`` -> the same, one list per input: ``[[{"id", ...}, ...]]``.
 
 OpenAI-compatible users try the vLLM, llama.cpp and llama-cpp-python shapes in turn; TGI users
 the TGI one; Ollama, Claude and Gemini have none (calibration instead).
@@ -34,6 +35,8 @@ log = logging.getLogger(__name__)
 def token_count(data: Any) -> int | None:
     """The count in any of the shapes above."""
     if isinstance(data, list):
+        if len(data) == 1 and isinstance(data[0], list):  # TEI: one token list per input
+            return len(data[0])
         return len(data)
     if isinstance(data, dict):
         if isinstance(data.get("count"), int):
@@ -81,7 +84,7 @@ class ServerProbe:
         self._tried = True
         for shape in self.tokenizers:
             n = self._call(shape, text, quiet=True)
-            if n is not None:
+            if n is not None and (n > 0 or not text.strip()):  # llama.cpp answers vLLM's shape with no tokens
                 self.shape = shape
                 log.info("locust-llm: using the server's tokenizer (%s shape)", shape.name)
                 return n

@@ -15,7 +15,8 @@ pytestmark = pytest.mark.slow
 
 KEYS = {"OPENAI_API_KEY": "sk-test-not-a-real-key", "ANTHROPIC_API_KEY": "sk-ant-test-key",
         "GEMINI_API_KEY": "gm-test-key"}
-BACKENDS = [b.docs.locustfile for b in all_backends().values() if b.docs]  # the shipped locustfiles
+# the shipped locustfiles of the streaming backends (TEI's embeddings: tests/e2e/test_embeddings.py)
+BACKENDS = [b.docs.locustfile for b in all_backends().values() if b.docs and b.routes[0].kind == "chat"]
 
 
 @pytest.mark.parametrize("locustfile", BACKENDS)

@@ -29,7 +29,7 @@ CASES = [
     ("wrong-locustfile", ["--only-backends", "tgi"], "vllm.py", ["--host", "{sim}"],
      ["model probe (GET /v1/models", "answered 404", "wrong locustfile for this server", "vllm.py"]),
     ("wrong-endpoint", ["--only-backends", "ollama"], "ollama.py", ["--host", "{sim}", "--llm-endpoint", "openai"],
-     ["POST /v1/chat/completions", "answered 404", "--llm-endpoint (chat, generate, openai; now openai)"]),
+     ["POST /v1/chat/completions", "answered 404", "--llm-endpoint (chat, generate, openai, embed; now openai)"]),
 ]
 
 

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 KEYS = {"OPENAI_API_KEY": "sk-test-not-a-real-key", "ANTHROPIC_API_KEY": "sk-ant-test-key",
         "GEMINI_API_KEY": "gm-test-key"}
 SEED = 11
-_SHIPPED = [b for b in all_backends().values() if b.docs]
+_SHIPPED = [b for b in all_backends().values() if b.docs and b.routes[0].kind == "chat"]  # TEI: no conversations
 CASES = [(b.docs.locustfile, "raw") for b in _SHIPPED] + [  # SDK mode: OpenAI's SDK is vLLM's (its case covers it)
     (b.docs.locustfile, "sdk") for b in _SHIPPED if b.sdk_module and b.name != "openai"]
 

@@ -126,3 +126,24 @@ def test_refusals_are_one_line(locustfile: str, args: tuple[str, ...], message: 
     assert proc.returncode == 1
     lines = [ln for ln in proc.stderr.splitlines() if "locust-llm:" in ln]
     assert len(lines) == 1 and lines[0].startswith(message), proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("client", ["raw", "sdk"])
+def test_responses_api_tools_and_json(client: str, sim_factory, tmp_path) -> None:
+    """The Responses API (--llm-endpoint responses): flat function tools, the call streamed as
+    response.function_call_arguments.delta events (one per token, timed as output), and a JSON
+    answer by text.format; raw and the openai SDK's Responses streaming alike."""
+    sim = sim_factory("--ttft-ms", TTFT_MS, "--itl-ms", ITL_MS, "--output-tokens", TOKENS, "--seed", "5")
+    tools, schema, _ = _files(tmp_path)
+    calls = _run(sim, "vllm.py", tmp_path / "t", "--llm-client", client, "--llm-endpoint", "responses",
+                 "--llm-tools", str(tools))
+    for r in calls:
+        assert r["tool_call"] is True and r["chunks"] == TOKENS and len(r["itl_ns"]) == TOKENS - 1, r
+        assert r["output_tokens"] == TOKENS and r["ttft_ns"] >= TTFT_MS * 1e6 * 0.9
+    ov = read_summary(tmp_path / "t")["overall"]
+    assert ov["tool_calls"] == ov["requests"] > 0
+    answers = _run(sim, "vllm.py", tmp_path / "j", "--llm-client", client, "--llm-endpoint", "responses",
+                   "--llm-response-format", f"schema:{schema}")
+    assert all(r["structured_valid"] is True and not r["tool_call"] and r["chunks"] == TOKENS for r in answers)
+    ov = read_summary(tmp_path / "j")["overall"]
+    assert ov["structured_valid"] == ov["requests"] > 0 and ov["structured_invalid"] == 0

@@ -17,7 +17,7 @@ from tests.helpers import free_port, get_json, read_records, read_summary, run_l
 pytestmark = pytest.mark.slow
 
 KEYS = {"OPENAI_API_KEY": "sk-test", "ANTHROPIC_API_KEY": "sk-ant-test", "GEMINI_API_KEY": "gm-test"}
-CASES = [(b.docs.locustfile, client) for b in all_backends().values() if b.docs
+CASES = [(b.docs.locustfile, client) for b in all_backends().values() if b.docs and b.routes[0].kind == "chat"
          for client in ("raw", "sdk") if client == "raw" or b.sdk_module]
 
 

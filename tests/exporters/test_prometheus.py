@@ -160,6 +160,7 @@ def test_counters_labels_users_lag_and_scrape_errors(merged: Collector) -> None:
     assert got[("llm_output_tokens_total", L(**chat))] == s.output_tokens
     assert got[("llm_input_tokens_total", L(**chat))] == s.input_tokens
     assert got[("llm_reasoning_tokens_total", L(**chat))] == s.reasoning.reasoning_tokens
+    assert got[("llm_inputs_total", L(**chat))] == s.inputs == s.requests - s.failures  # a chat request is one input
     assert got[("llm_requests_total", L(backend="tgi", model="m2", name=COMP, status="ok"))] == 50
     assert got[("llm_users", L())] == 7
     assert got[("llm_client_loop_lag_seconds_count", L(node="local"))] == 3
@@ -171,7 +172,7 @@ def test_counters_labels_users_lag_and_scrape_errors(merged: Collector) -> None:
     # every family is a base-unit llm_* name
     assert {f.name for f in text_string_to_metric_families(text)} <= {
         "llm_requests", "llm_excluded_requests", "llm_output_tokens", "llm_input_tokens", "llm_reasoning_tokens",
-        "llm_users", "llm_client_loop_lag_seconds", "llm_scrape_errors",
+        "llm_inputs", "llm_users", "llm_client_loop_lag_seconds", "llm_scrape_errors",
         *(f"llm_{n}_seconds{s}" for n in ("time_to_first_token", "time_to_first_output_token",
                                           "time_to_second_token", "inter_token_latency", "time_per_output_token",
                                           "request_duration") for s in ("", "_quantile"))}

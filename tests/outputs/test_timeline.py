@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from llm_users.metrics import RequestRecord
 from llm_users.outputs.timeline import COLUMNS, Timeline
 
@@ -49,6 +51,32 @@ def test_sliced_percentiles_equal_a_full_sort_and_pause_between_slices() -> None
         assert got == want, n
         assert len(pauses) == (0 if n <= timeline.SLICE else math.ceil(n / timeline.SLICE) + 2)
     assert timeline.pcts_ms(array("q"), (50,)) == [None]
+
+
+def test_selected_percentiles_of_a_large_second_equal_the_sliced_ones(monkeypatch: Any) -> None:
+    """Above SELECT_ABOVE values (a master's second) numpy selects the ranks: the same values as
+    the slices find, ties and extremes included, and without numpy the slices still answer."""
+    import math
+    import random
+    from array import array
+
+    import pytest
+
+    from llm_users.outputs import timeline
+
+    pytest.importorskip("numpy")
+    rng = random.Random(11)
+    n = timeline.SELECT_ABOVE + 777
+    values = array("q", (rng.choice((rng.randint(1, 900_000_000), 20_000_000)) for _ in range(n)))
+    s = sorted(values)
+    ps = (0.1, 50, 90, 99, 99.9, 100)
+    want = [s[max(0, min(n - 1, math.ceil(p / 100 * n) - 1))] / 1e6 for p in ps]
+    pauses: list[int] = []
+    assert timeline.pcts_ms(values, ps, pause=lambda: pauses.append(1)) == want
+    assert not pauses  # one piece
+    assert timeline._select(values, [0, n - 1]) == [s[0], s[-1]]
+    monkeypatch.setattr(timeline, "_select", lambda *_: None)  # numpy absent
+    assert timeline.pcts_ms(values, ps) == want
 
 
 MS = 1_000_000

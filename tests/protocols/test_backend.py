@@ -29,14 +29,16 @@ MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content
 SPEC = RequestSpec(model="m", messages=MESSAGES, sampling=Sampling(max_tokens=7), api_key="sk-secret")
 
 
-def test_six_backends_in_readme_order() -> None:
-    assert list(all_backends()) == ["vllm", "openai", "tgi", "ollama", "claude", "gemini"]
+def test_seven_backends_in_readme_order() -> None:
+    assert list(all_backends()) == ["vllm", "openai", "tgi", "ollama", "claude", "gemini", "tei"]
 
 
 @pytest.mark.parametrize("name", list(all_backends()))
 def test_every_route_builds_a_request_its_parser_reads(name: str) -> None:
     backend = get_backend(name)
     for route in backend.routes:
+        if route.kind != "chat":  # embeddings, rerank: no max tokens (tests/protocols/test_embed.py)
+            continue
         req = route.build(SPEC)
         assert req.method == "POST"
         assert req.path.split("?")[0] == route.path.replace("{model}", "m").split("?")[0]
@@ -76,7 +78,7 @@ def test_descriptor_facts() -> None:
     assert 529 in b["claude"].overload_statuses and 529 not in b["openai"].overload_statuses
     assert {n: x.sdk_module for n, x in b.items()} == {  # the default route's SDK
         "vllm": "openai", "openai": "openai", "tgi": None, "ollama": "ollama", "claude": "anthropic",
-        "gemini": "google.genai"}
+        "gemini": "google.genai", "tei": None}
     assert b["openai"].base_url("http://h:1/v1/") == "http://h:1"
     assert b["claude"].base_url("http://h:1/v1") == "http://h:1/v1"
 
@@ -102,7 +104,7 @@ def test_user_defaults_are_what_they_were() -> None:
                getattr(users, d.docs.user).requires_api_key) for n, d in all_backends().items() if d.docs}
     assert got == {"vllm": (None, True, False), "openai": ("gpt-4o-mini", False, True), "tgi": ("tgi", False, False),
                    "ollama": ("llama3.2", False, False), "claude": ("claude-sonnet-4-5", False, True),
-                   "gemini": ("gemini-2.5-flash", False, True)}
+                   "gemini": ("gemini-2.5-flash", False, True), "tei": ("tei", False, False)}
     assert (ClaudeUser.auth, ClaudeUser.anthropic_version) == ("x-api-key", "2023-06-01")
     assert ClaudeUser.request_options == ("auth", "anthropic_version")
     assert GeminiUser.api_version == "v1beta" and GeminiUser.request_options == ("api_version",)
@@ -128,7 +130,7 @@ def test_backend_facts_the_rest_reads() -> None:
     b = all_backends()
     assert {n: [t.name for t in x.tokenizers] for n, x in b.items()} == {
         "vllm": ["vllm", "llama.cpp", "llama-cpp-python"], "openai": ["vllm", "llama.cpp", "llama-cpp-python"],
-        "tgi": ["tgi"], "ollama": [], "claude": [], "gemini": []}
+        "tgi": ["tgi"], "ollama": [], "claude": [], "gemini": [], "tei": ["tei"]}
     shapes = {t.name: (t.path, t.body("m", "some text")) for t in b["vllm"].tokenizers + b["tgi"].tokenizers}
     assert shapes == {"vllm": ("/tokenize", {"model": "m", "prompt": "some text"}),
                       "llama.cpp": ("/tokenize", {"content": "some text"}),
@@ -136,15 +138,16 @@ def test_backend_facts_the_rest_reads() -> None:
                       "tgi": ("/tokenize", {"inputs": "some text"})}
     assert {n: x.probes for n, x in b.items()} == {
         "vllm": ("/version", "/v1/models", "/props"), "openai": ("/props",), "tgi": ("/info",),
-        "ollama": ("/api/version",), "claude": (), "gemini": ()}
+        "ollama": ("/api/version",), "claude": (), "gemini": (), "tei": ("/info",)}
     assert {n: x.bench_name or n for n, x in b.items()} == {
         "vllm": "openai-chat", "openai": "openai-chat", "tgi": "tgi", "ollama": "ollama", "claude": "claude",
-        "gemini": "gemini"}
+        "gemini": "gemini", "tei": "tei"}
     assert [n for n, x in b.items() if not x.cached_in_prompt] == ["claude"]
     assert {n: x.sim_routes for n, x in b.items()} == {
         "vllm": "llm_users.sim.routes_openai", "openai": "llm_users.sim.routes_openai",
         "tgi": "llm_users.sim.routes_tgi", "ollama": "llm_users.sim.routes_ollama",
-        "claude": "llm_users.sim.routes_anthropic", "gemini": "llm_users.sim.routes_gemini"}
+        "claude": "llm_users.sim.routes_anthropic", "gemini": "llm_users.sim.routes_gemini",
+        "tei": "llm_users.sim.routes_embed"}
 
 
 def _toy(name: str = "toy", sim_routes: str | None = "toy_routes") -> Backend:
@@ -161,7 +164,7 @@ def test_register_adds_a_backend_after_the_builtins(monkeypatch: pytest.MonkeyPa
     assert get_backend("toy") is again
     with pytest.raises(ConfigError, match="'vllm' is built in"):
         register(_toy("vllm"))
-    assert list(builtin_backends()) == ["vllm", "openai", "tgi", "ollama", "claude", "gemini"]
+    assert list(builtin_backends()) == ["vllm", "openai", "tgi", "ollama", "claude", "gemini", "tei"]
     assert backend_table() in (ROOT / "README.md").read_text()  # the README's table: the built-ins only
     # the simulator serves the built-ins' routes itself: --routes names only the others
     assert extra_sim_routes([get_backend("vllm"), toy, get_backend("claude"), _toy("t2")]) == ["toy_routes"]

@@ -151,6 +151,19 @@ def test_ollama_tools_and_format(files) -> None:
     assert b["format"] == "json" and "tools" not in b
 
 
+def test_responses_shapes(files) -> None:
+    from llm_users.protocols import responses
+
+    b = _body(responses.build_request(model="m", messages=MESSAGES, sampling=Sampling(),
+                                      tools=_spec(files, f"schema:{files['schema']}")))
+    assert b["tools"] == [{"type": "function", **t["function"]} for t in TOOLS]  # flat, as the Responses API takes them
+    fmt = b["text"]["format"]
+    assert (fmt["type"], fmt["schema"]) == ("json_schema", WEATHER) and fmt["name"]
+    b = _body(responses.build_request(model="m", messages=MESSAGES, sampling=Sampling(),
+                                      tools=_spec(files, "json", tools=False)))
+    assert b["text"] == {"format": {"type": "json_object"}} and "tools" not in b
+
+
 def test_tgi_grammar(files) -> None:
     b = _body(tgi.build_request(model="m", messages=MESSAGES, sampling=Sampling(),
                                 tools=_spec(files, f"schema:{files['schema']}", tools=False)))
@@ -166,7 +179,6 @@ def test_tgi_grammar(files) -> None:
     ("tgi", "generate_stream", True, None, "its Messages API does: --llm-endpoint chat"),
     ("ollama", "generate", True, None, "Ollama's /api/generate takes no tools"),
     ("claude", "messages", True, "json", "forced tool call"),
-    ("vllm", "responses", True, None, "not implemented for vllm's /v1/responses"),  # its function calls: not yet
 ])
 def test_routes_that_cannot_send_them_refuse(files, backend, endpoint, tools, fmt, message) -> None:
     route = builtin_backends()[backend].route(endpoint)
@@ -177,7 +189,8 @@ def test_routes_that_cannot_send_them_refuse(files, backend, endpoint, tools, fm
 def test_routes_that_can_send_them(files) -> None:
     both = _spec(files, "json")
     for backend, endpoint in (("vllm", "chat"), ("openai", "chat"), ("tgi", "chat"), ("ollama", "chat"),
-                              ("ollama", "openai"), ("gemini", "generate")):
+                              ("ollama", "openai"), ("gemini", "generate"), ("vllm", "responses"),
+                              ("openai", "responses")):
         route = builtin_backends()[backend].route(endpoint)
         check_route(both, route.protocol, route.path, backend)
     for backend, endpoint in (("tgi", "generate_stream"), ("ollama", "generate"), ("claude", "messages")):

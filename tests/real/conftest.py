@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.real.servers import ServerProcess, start_litellm, start_llama
+from tests.real.servers import ServerProcess, start_litellm, start_llama, start_llama_embeddings
 
 #: slots of the shared llama.cpp server (and so how many streams it batches) and context per slot
 SLOTS = 4
@@ -34,6 +34,15 @@ def real_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def llama(request: pytest.FixtureRequest, real_logs: Path) -> Iterator[ServerProcess]:
     server = start_llama(real_logs, slots=SLOTS, ctx_per_slot=CTX_PER_SLOT)
+    yield server
+    server.stop()
+    _keep_logs_on_failure(request, server)
+
+
+@pytest.fixture(scope="session")
+def llama_embeddings(request: pytest.FixtureRequest, real_logs: Path) -> Iterator[ServerProcess]:
+    """llama.cpp's server in embedding mode (tests/real/test_llamacpp_embeddings.py)."""
+    server = start_llama_embeddings(real_logs)
     yield server
     server.stop()
     _keep_logs_on_failure(request, server)

@@ -247,6 +247,39 @@ def start_llama(log_dir: Path, *, slots: int = 4, ctx_per_slot: int = 1024, port
     return server
 
 
+# llama.cpp in embedding mode (``--embeddings``, mean pooling): ``/v1/embeddings``; chat is refused
+LLAMA_EMBED_MAIN = """
+import signal, sys, xllamacpp
+p = xllamacpp.CommonParams()
+p.model.path, p.hostnames, p.port = sys.argv[1], ["127.0.0.1"], int(sys.argv[2])
+p.n_parallel, p.n_ctx = int(sys.argv[3]), 512 * int(sys.argv[3])
+p.cpuparams.n_threads = 1
+p.cpuparams_batch.n_threads = 1
+p.endpoint_metrics = True
+p.embedding = True
+p.pooling_type = xllamacpp.llama_pooling_type.LLAMA_POOLING_TYPE_MEAN
+p.model_alias = {sys.argv[4]}
+server = xllamacpp.Server(p)
+print("llama.cpp embeddings: serving", flush=True)
+signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+while True:
+    signal.pause()
+"""
+
+
+def start_llama_embeddings(log_dir: Path, *, slots: int = 2, port: int | None = None,
+                           timeout: float = 120.0) -> ServerProcess:
+    """llama.cpp's server in embedding mode (the same Gemma model, mean pooling): ``/v1/embeddings``."""
+    python = ensure_installed()
+    model = ensure_model(python)
+    port = port or free_port()
+    log = log_dir / f"llama-embed-{port}.log"
+    cmd = [str(python), "-c", LLAMA_EMBED_MAIN, str(model), str(port), str(slots), MODEL]
+    server = ServerProcess("llama.cpp embeddings", _spawn("llama.cpp", cmd, log), f"http://127.0.0.1:{port}", log)
+    wait_ready(server, "/health", timeout)
+    return server
+
+
 def litellm_config(llama_url: str) -> dict[str, object]:
     """Two names for the one model: ``gemma-3-270m`` passes requests through to llama.cpp's own
     routes (``openai/``), ``gemma-3-270m-bridge`` makes LiteLLM translate (``hosted_vllm/``)."""

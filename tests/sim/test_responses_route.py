@@ -118,3 +118,25 @@ def test_non_streaming_body_and_faults(sim) -> None:
     EVENT_TYPES["response.failed"].model_validate(events[-1].to_dict())
     bad = httpx.post(sim.url + "/v1/responses", json={"model": "m", "input": []})
     assert bad.status_code == 400 and "input" in bad.json()["error"]["message"]
+
+
+def test_a_function_tool_is_called_in_openais_event_shapes(sim) -> None:
+    """--llm-tools on the Responses API: a function_call item whose arguments stream as
+    response.function_call_arguments.delta, each event valid against the SDK's type; the
+    arguments JSON of the tool's schema, the answer's words in its string."""
+    import json
+
+    tool = {"type": "function", "name": "get_weather", "description": "Weather of a city", "strict": False,
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+                           "required": ["city", "days"]}}
+    events = _stream(sim, "resp-tool", input=PROMPT, max_output_tokens=64, tools=[tool])
+    kinds = [e.type for e in events]
+    deltas = [e for e in events if e.type == "response.function_call_arguments.delta"]
+    assert len(deltas) == 10 - REASONING and "response.output_text.delta" not in kinds
+    done = next(e for e in events if e.type == "response.function_call_arguments.done")
+    assert "".join(d.delta for d in deltas) == done.arguments
+    args = json.loads(done.arguments)
+    assert args["days"] == 1 and args["city"].split() == expected_text(SEED, PROMPT, 10).split()[REASONING:]
+    final = events[-1].response
+    (call,) = [o for o in final.output if o.type == "function_call"]
+    assert call.name == "get_weather" and call.arguments == done.arguments and call.call_id

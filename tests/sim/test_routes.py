@@ -34,11 +34,12 @@ def test_the_builtin_descriptors_name_the_route_modules() -> None:
     names = route_module_names(SimConfig())
     assert names == list(dict.fromkeys(b.sim_routes for b in builtin_backends().values()))
     assert names == ["llm_users.sim.routes_openai", "llm_users.sim.routes_tgi", "llm_users.sim.routes_ollama",
-                     "llm_users.sim.routes_anthropic", "llm_users.sim.routes_gemini"]
+                     "llm_users.sim.routes_anthropic", "llm_users.sim.routes_gemini", "llm_users.sim.routes_embed"]
     paths = _paths(SimConfig())
     for path in ("/v1/chat/completions", "/v1/completions", "/v1/models", "/generate_stream", "/generate", "/",
                  "/info", "/api/chat", "/api/generate", "/api/tags", "/api/version", "/v1/messages",
-                 "/tokenize", "/extras/tokenize", "/version", "/metrics", "/health", "/_sim/trace"):
+                 "/tokenize", "/extras/tokenize", "/version", "/metrics", "/health", "/_sim/trace",
+                 "/v1/embeddings", "/v1/rerank", "/rerank", "/api/embed", "/embed"):
         assert path in paths, path
 
 

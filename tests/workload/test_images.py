@@ -100,6 +100,8 @@ def test_a_route_without_images_refuses_them_at_start() -> None:
     check(WorkloadOptions(), get_backend("vllm"), "completions")  # no images: nothing to refuse
     with pytest.raises(ConfigError, match="--llm-images: --llm-endpoint responses sends no images yet"):
         check(w, get_backend("openai"), "responses")  # not dropped silently
+    with pytest.raises(ConfigError, match=r"--llm-images: the embeddings route \(embed\) takes no images"):
+        check(w, get_backend("vllm"), "embeddings")
 
 
 def _files(tmp_path):
