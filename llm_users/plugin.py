@@ -76,7 +76,8 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
 
         for cls in config.user_settings:
             try:
-                check_workload(config.workload_for(cls))  # a malformed dataset fails here, at start
+                check_workload(config.workload_for(cls), getattr(cls, "descriptor", None),  # a malformed dataset
+                               config.settings(cls).endpoint)  # or images to a route without them fail here, at start
             except ConfigError as e:  # "dataset FILE, line N: ..." names the option's value already
                 named = "--llm-" in str(e) or str(e).startswith("dataset")
                 raise ConfigError(str(e) if named else f"--llm-dataset/--llm-prompts: {e}") from None

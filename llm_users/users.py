@@ -42,6 +42,7 @@ from llm_users.protocols.anthropic import CLAUDE
 from llm_users.protocols.backend import Backend, RequestSpec, Route
 from llm_users.protocols.base import HTTPRequest, StreamParser
 from llm_users.protocols.gemini import GEMINI
+from llm_users.protocols.images import Image
 from llm_users.protocols.ollama import OLLAMA
 from llm_users.protocols.openai import OPENAI, VLLM
 from llm_users.protocols.tei import TEI
@@ -142,16 +143,19 @@ class LLMUser(User):
     def request_spec(self, messages: Messages, settings: Settings | None = None,
                      item: WorkItem | None = None) -> RequestSpec:
         """What one request is built from, in raw and SDK mode alike: its own ``settings``
-        (a work item's max tokens), else the user's; a batch item's inputs (embeddings, rerank)."""
+        (a work item's max tokens), else the user's; a batch item's inputs (embeddings, rerank)
+        and the work item's images."""
         s = settings or self.settings
         return RequestSpec(
             model=self.model_name, messages=messages, sampling=s.sampling, api_key=self.api_key,
             options={name: getattr(self, name) for name in self.request_options}, tools=s.tools,
-            inputs=batch_inputs(item),
+            inputs=batch_inputs(item), images=item.images if item is not None else (),
         )
 
-    def build_request(self, messages: Messages, settings: Settings | None = None) -> HTTPRequest:
-        return self.route.build(self.request_spec(messages, settings))
+    def build_request(self, messages: Messages, settings: Settings | None = None,
+                      images: tuple[Image, ...] = ()) -> HTTPRequest:
+        spec = self.request_spec(messages, settings)
+        return self.route.build(replace(spec, images=images) if images else spec)
 
     def new_parser(self) -> StreamParser:
         return self.route.parser()
@@ -208,6 +212,7 @@ class LLMUser(User):
     def _send(self, messages: Messages, item: WorkItem | None, settings: Settings, client: StreamClient,
               scheduled_ns: int | None, inflight_wait_ns: int | None) -> RequestRecord:
         overload = self.descriptor.overload_statuses
+        images = item.images if item is not None else ()
         cancel = chosen(settings.cancel, self._seed, self._worker, self.user_number, self._sent)
         spec = self.request_spec(messages, settings, item)
         kind = self.route.kind
@@ -220,7 +225,7 @@ class LLMUser(User):
             run = lambda: sdk_stream(self, spec, rec, cancel)  # noqa: E731
         else:
             # a chat request through build_request (a locustfile may override it); a batch from its spec
-            req = self.build_request(messages, settings) if kind == "chat" else self.route.build(spec)
+            req = self.build_request(messages, settings, images) if kind == "chat" else self.route.build(spec)
             rec = self._new_record(req.name)
             req.headers.update(self.extra_headers)
             req.headers["X-Request-Id"] = rec.request_id
@@ -238,6 +243,9 @@ class LLMUser(User):
             rec.session_id = item.session_id
             rec.turn = item.turn
             rec.prefix_id = item.prefix_id
+            if images:
+                rec.image_count = len(images)
+                rec.image_bytes = sum(im.wire_bytes for im in images)
             if item.wants_reply:
                 rec.reply = []
         answer_format = settings.tools if settings.tools is not None and settings.tools.response_format else None

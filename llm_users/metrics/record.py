@@ -77,6 +77,8 @@ class RequestRecord:
     kind: str = "chat"  # "chat" (a token stream) | "embed" | "rerank"
     inputs: int | None = None  # texts (embed) or documents (rerank) sent in the request
     vector_dim: int | None = None  # the size of the vectors the answer carried (embed)
+    image_count: int = 0  # images sent in the prompt (workload/images.py)
+    image_bytes: int = 0  # bytes sent for them: their base64 text (4/3 of the image files' size)
 
     @property
     def ok(self) -> bool:

@@ -154,7 +154,7 @@ def _workload(summary: dict[str, Any]) -> str:
     else:
         what = _text(cfg.get("dataset") or o.get("llm_dataset") or o.get("llm_prompts"))
     extra = [f"{k}={_text(o[f'llm_{k}'])}"
-             for k in ("turns", "prefix_tokens", "prefix_count", "think_time", "batch_size")
+             for k in ("turns", "prefix_tokens", "prefix_count", "think_time", "batch_size", "images", "image_size")
              if o.get(f"llm_{k}") is not None]
     return ", ".join([what.strip(), *extra])
 

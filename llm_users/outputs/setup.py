@@ -90,6 +90,7 @@ def setup_block(config: Any, options: Mapping[str, Any]) -> dict[str, Any]:
         "dataset": None if lengths else _one([w.dataset or "short (shipped)" for w in workloads]),
         "turns": _one([w.turns or None for w in workloads]),
         "prefix_tokens": _one([w.prefix_tokens or None for w in workloads]),
+        "images": _one([f"{w.images} x {w.image_size[0]}x{w.image_size[1]}" if w.images else None for w in workloads]),
         "max_tokens": _one([s.sampling.max_tokens for s in settings]),
         "temperature": _one([s.sampling.temperature for s in settings]),
         "ignore_eos": _one([s.sampling.ignore_eos for s in settings]),

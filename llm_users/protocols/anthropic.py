@@ -47,6 +47,7 @@ from llm_users.protocols.base import (
     error_message,
     json_post,
 )
+from llm_users.protocols.images import Image, anthropic_content, with_images
 from llm_users.protocols.sampling import Sampling
 from llm_users.protocols.sse import SSEJSONParser
 from llm_users.protocols.tools import ToolSpec, anthropic_fields
@@ -68,15 +69,18 @@ def build_request(
     anthropic_version: str = DEFAULT_VERSION,
     include_sampling: bool | None = None,
     extra_headers: dict[str, str] | None = None,
+    images: tuple[Image, ...] = (),
     tools: ToolSpec | None = None,
 ) -> HTTPRequest:
-    """A streaming Messages request (``tools``: the run's tools, or the forced JSON-answer tool).
+    """A streaming Messages request (``tools``: the run's tools, or the forced JSON-answer tool;
+    ``images``: base64 ``image`` blocks after the last user message's text).
 
     ``include_sampling`` None means: send temperature/top_p only under version 2023-06-01.
     """
     system = [str(m.get("content", "")) for m in messages if m.get("role") == "system"]
     convo = [{"role": m.get("role", "user"), "content": m.get("content", "")} for m in messages
              if m.get("role") != "system"]
+    convo = with_images(convo, images, anthropic_content)
     body: dict[str, Any] = {"model": model, "max_tokens": sampling.max_tokens, "messages": convo}
     if system:
         body["system"] = "\n\n".join(system)
@@ -183,7 +187,7 @@ def _build(spec: RequestSpec) -> HTTPRequest:
     o = spec.options
     return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling, api_key=spec.api_key,
                          auth=o.get("auth", "x-api-key"), anthropic_version=o.get("anthropic_version", DEFAULT_VERSION),
-                         tools=spec.tools)
+                         tools=spec.tools, images=spec.images)
 
 
 def _sdk_client(anthropic: Any, setup: SDKSetup) -> Any:

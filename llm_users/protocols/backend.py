@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from llm_users.errors import ConfigError
 from llm_users.protocols.base import HTTPRequest, StreamParser
+from llm_users.protocols.images import Image
 from llm_users.protocols.sampling import Sampling
 from llm_users.protocols.server_side import ServerSide
 
@@ -43,6 +44,7 @@ class RequestSpec:
 
     ``options`` holds a backend's own knobs, taken from the User class (Claude's ``auth`` and
     ``anthropic_version``, Gemini's ``api_version``); builders read what they know.
+    ``images`` go with the last user message, in the dialect's parts (:mod:`.images`).
     """
 
     model: str
@@ -53,6 +55,7 @@ class RequestSpec:
     tools: ToolSpec | None = None  # --llm-tools / --llm-response-format (protocols/tools.py)
     #: embeddings and rerank routes: the batch's input texts (empty: the prompt's text, one input)
     inputs: tuple[str, ...] = ()
+    images: tuple[Image, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,7 @@ from llm_users.protocols.base import (
     json_post,
 )
 from llm_users.protocols.embed import gemini_embed_routes
+from llm_users.protocols.images import Image, gemini_parts, with_images
 from llm_users.protocols.sampling import Sampling
 from llm_users.protocols.sse import SSEJSONParser
 from llm_users.protocols.tools import ToolSpec, gemini_fields
@@ -61,19 +62,21 @@ def build_request(
     api_key: str | None = None,
     api_version: str = DEFAULT_API_VERSION,
     extra_headers: dict[str, str] | None = None,
+    images: tuple[Image, ...] = (),
     tools: ToolSpec | None = None,
 ) -> HTTPRequest:
     """A streaming generateContent request (``tools``: ``functionDeclarations`` and the JSON answer's
-    ``responseMimeType``/``responseJsonSchema``)."""
+    ``responseMimeType``/``responseJsonSchema``; ``images``: ``inlineData`` parts after the last user
+    message's text)."""
     model = model.removeprefix("models/")
     system = [str(m.get("content", "")) for m in messages if m.get("role") == "system"]
+    convo = with_images([m for m in messages if m.get("role") != "system"], images, gemini_parts, key="parts")
     contents = [
         {
             "role": "model" if m.get("role") in ("assistant", "model") else "user",
-            "parts": [{"text": str(m.get("content", ""))}],
+            "parts": m.get("parts") or [{"text": str(m.get("content", ""))}],
         }
-        for m in messages
-        if m.get("role") != "system"
+        for m in convo
     ]
     body: dict[str, Any] = {"contents": contents}
     if system:
@@ -165,7 +168,8 @@ class GeminiStreamParser(SSEJSONParser):
 
 def _build(spec: RequestSpec) -> HTTPRequest:
     return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling, api_key=spec.api_key,
-                         api_version=spec.options.get("api_version", DEFAULT_API_VERSION), tools=spec.tools)
+                         api_version=spec.options.get("api_version", DEFAULT_API_VERSION), tools=spec.tools,
+                         images=spec.images)
 
 
 def _sdk_client(genai: Any, setup: SDKSetup) -> Any:

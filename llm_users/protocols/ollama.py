@@ -40,6 +40,7 @@ from llm_users.protocols.base import (
     json_post,
 )
 from llm_users.protocols.embed import ollama_embed_route
+from llm_users.protocols.images import Image, ollama_images, with_images
 from llm_users.protocols.openai import compat_route, messages_to_prompt
 from llm_users.protocols.sampling import Sampling
 from llm_users.protocols.server_side import OLLAMA as OLLAMA_SIDE
@@ -69,18 +70,23 @@ def build_request(
     api_key: str | None = None,
     endpoint: Endpoint = "chat",
     extra_headers: dict[str, str] | None = None,
+    images: tuple[Image, ...] = (),
     tools: ToolSpec | None = None,
 ) -> HTTPRequest:
-    """A streaming Ollama chat or generate request (``tools``: ``tools`` and ``format``)."""
+    """A streaming Ollama chat or generate request (``tools``: ``tools`` and ``format``;
+    ``images``: base64 strings in the last user message's ``images``, or the body's on /api/generate)."""
     body: dict[str, Any] = {"model": model}
     if endpoint == "chat":
-        body["messages"] = [{"role": m.get("role", "user"), "content": m.get("content", "")} for m in messages]
+        msgs = [{"role": m.get("role", "user"), "content": m.get("content", "")} for m in messages]
+        body["messages"] = with_images(msgs, images, lambda _text, ims: ollama_images(ims), key="images")
     elif endpoint == "generate":
         system = [str(m.get("content", "")) for m in messages if m.get("role") == "system"]
         rest = [m for m in messages if m.get("role") != "system"]
         body["prompt"] = messages_to_prompt(rest) if rest else ""
         if system:
             body["system"] = "\n\n".join(system)
+        if images:
+            body["images"] = ollama_images(images)
     else:
         raise ValueError(f"unknown endpoint {endpoint!r}: use 'chat' or 'generate'")
     options: dict[str, Any] = {
@@ -222,7 +228,7 @@ SDK = SDKBinding("ollama", "ollama", _sdk_client, _sdk_stream)
 def _route(endpoint: Endpoint) -> Route:
     def build(spec: RequestSpec) -> HTTPRequest:
         return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling,
-                             api_key=spec.api_key, endpoint=endpoint, tools=spec.tools)
+                             api_key=spec.api_key, endpoint=endpoint, tools=spec.tools, images=spec.images)
 
     return Route(endpoint, PATHS[endpoint], build, OllamaStreamParser, protocol="ollama", sdk=SDK, chunk_has_a_token=True,
                  server_side=OLLAMA_SIDE)

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Literal
 
+from llm_users.errors import ConfigError
 from llm_users.protocols import responses
 from llm_users.protocols.backend import (
     Backend,
@@ -45,6 +46,7 @@ from llm_users.protocols.base import (
     json_post,
 )
 from llm_users.protocols.embed import RERANK_OPTIONS, openai_embeddings_route, vllm_rerank_routes
+from llm_users.protocols.images import Image, openai_content, with_images
 from llm_users.protocols.sampling import Sampling
 from llm_users.protocols.server_side import OPENAI as OPENAI_SIDE
 from llm_users.protocols.sse import SSEJSONParser
@@ -65,13 +67,17 @@ def build_request(
     dialect: Dialect = "openai",
     api_key: str | None = None,
     extra_headers: dict[str, str] | None = None,
+    images: tuple[Image, ...] = (),
     tools: ToolSpec | None = None,
 ) -> HTTPRequest:
-    """A streaming chat or completions request in the given dialect (``tools``: chat only)."""
+    """A streaming chat or completions request in the given dialect (``tools``: chat
+    only; ``images``: chat only, as ``image_url`` data-URL parts of the last user message)."""
     body: dict[str, Any] = {"model": model}
     if endpoint == "chat":
-        body["messages"] = messages
+        body["messages"] = with_images(messages, images, openai_content)
     elif endpoint == "completions":
+        if images:
+            raise ConfigError("--llm-images: /v1/completions takes no images; use --llm-endpoint chat")
         body["prompt"] = messages_to_prompt(messages)
     else:
         raise ValueError(f"unknown endpoint {endpoint!r}: use 'chat' or 'completions'")
@@ -210,7 +216,8 @@ SDK = SDKBinding("openai", "openai", _sdk_client, _sdk_stream)
 def _route(endpoint: Endpoint, dialect: Dialect) -> Route:
     def build(spec: RequestSpec) -> HTTPRequest:
         return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling,
-                             endpoint=endpoint, dialect=dialect, api_key=spec.api_key, tools=spec.tools)
+                             endpoint=endpoint, dialect=dialect, api_key=spec.api_key, tools=spec.tools,
+                             images=spec.images)
 
     return Route(endpoint, PATHS[endpoint], build, OpenAIStreamParser, protocol="openai", sdk=SDK,
                  chunk_has_a_token=True, server_side=OPENAI_SIDE)

@@ -40,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
+from llm_users.errors import ConfigError
 from llm_users.protocols.backend import RequestSpec, Route, SDKBinding, SDKChunk, SDKSetup, sdk_arguments
 from llm_users.protocols.base import (
     Content,
@@ -226,6 +227,9 @@ def route(dialect: Dialect, sdk_client: Callable[[Any, SDKSetup], Any]) -> Route
     start (the builder still raises the preflight's one-token probe to 16)."""
 
     def build(spec: RequestSpec) -> HTTPRequest:
+        if spec.images:  # input_image items are not built yet: refused at start (workload.build.check), not dropped
+            raise ConfigError("--llm-images: --llm-endpoint responses sends no images yet (its input_image items "
+                              "belong beside protocols/images.py's other dialects); use --llm-endpoint chat")
         return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling, dialect=dialect,
                              api_key=spec.api_key, tools=spec.tools)
 

@@ -28,6 +28,7 @@ from llm_users.protocols.base import (
     error_message,
     json_post,
 )
+from llm_users.protocols.images import Image, markdown_images, with_images
 from llm_users.protocols.openai import compat_route, messages_to_prompt
 from llm_users.protocols.sampling import Sampling
 from llm_users.protocols.server_side import TGI as TGI_SIDE
@@ -46,10 +47,13 @@ def build_request(
     path: Path = "/generate_stream",
     extra_headers: dict[str, str] | None = None,
     tools: ToolSpec | None = None,
+    images: tuple[Image, ...] = (),
 ) -> HTTPRequest:
     """A streaming TGI generate request. ``model`` is unused on the wire (TGI serves one model)
     but kept for a uniform signature. ``tools``: a JSON answer as ``parameters.grammar`` (TGI's
-    native API has no tools: :func:`~llm_users.protocols.tools.check_route` refuses them)."""
+    native API has no tools: :func:`~llm_users.protocols.tools.check_route` refuses them).
+    ``images``: markdown ``![](data:...)`` links after the last user message's text, as TGI's
+    vision models take them in ``inputs``."""
     del model
     if path not in ("/generate_stream", "/"):
         raise ValueError(f"unknown TGI path {path!r}: use '/generate_stream' or '/'")
@@ -69,7 +73,8 @@ def build_request(
     grammar = tgi_grammar(tools)
     if grammar is not None:
         params["grammar"] = grammar
-    body: dict[str, Any] = {"inputs": messages_to_prompt(messages), "parameters": params}
+    body: dict[str, Any] = {"inputs": messages_to_prompt(with_images(messages, images, markdown_images)),
+                            "parameters": params}
     if path == "/":
         body["stream"] = True
     return json_post(path, body, accept="text/event-stream", auth=bearer(api_key),
@@ -114,7 +119,7 @@ class TGIStreamParser(SSEJSONParser):
 def _route(endpoint: str, path: Path) -> Route:
     def build(spec: RequestSpec) -> HTTPRequest:
         return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling,
-                             api_key=spec.api_key, path=path, tools=spec.tools)
+                             api_key=spec.api_key, path=path, tools=spec.tools, images=spec.images)
 
     return Route(endpoint, path, build, TGIStreamParser, protocol="tgi", chunk_has_a_token=True, server_side=TGI_SIDE)
 

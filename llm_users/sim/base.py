@@ -32,6 +32,8 @@ class Job:
     max_tokens: int
     messages: int = 0  # chat messages the prompt was joined from (0: a plain prompt)
     cached_tokens: int | None = None  # with --prefix-cache-block: leading prompt tokens found cached
+    images: int = 0  # images in the request (sim/images.py)
+    image_tokens: int = 0  # the prompt tokens they cost (in input_tokens)
     n: int = 0
     reasoning: int = 0  # of the n tokens, reported as reasoning in usage
     thinking: int = 0  # of the n tokens, the first ones streamed as reasoning text (set by the renderer)

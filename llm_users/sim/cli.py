@@ -103,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--itl-sd-ms", type=_nonneg(float), default=0.0, help="chunk-gap standard deviation (default 0)")
     g.add_argument("--cold-start-ms", type=_nonneg(float), default=0.0, help="extra TTFT for the first request "
                    "on each new TCP connection (default 0)")
+    g.add_argument("--prefill-us-per-token", type=_nonneg(float), default=0.0, help="prefill: TTFT grows by this "
+                   "many MICROseconds per prompt token not found in the prefix cache, image tokens included "
+                   "(default 0: TTFT does not depend on the prompt)")
 
     g = p.add_argument_group("output")
     g.add_argument("--output-tokens", type=_positive_int, default=None, help="tokens per answer, as if "

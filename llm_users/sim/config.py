@@ -52,6 +52,7 @@ class SimConfig:
     itl_slope_ms: float = 0.0
     max_queue: int | None = None
     cold_start_ms: float = 0.0
+    prefill_us_per_token: float = 0.0  # TTFT grows by this per uncached prompt token (images included)
 
     # embeddings and rerank (routes_embed.py): base + per-token x batch tokens, in their own slots
     embed_base_ms: float = 5.0
@@ -92,7 +93,8 @@ class SimConfig:
         for name in ("ttft_dist", "itl_dist"):
             if getattr(self, name) not in DISTRIBUTIONS:
                 raise ValueError(f"{name} must be one of {', '.join(DISTRIBUTIONS)}")
-        for name in ("ttft_ms", "ttft_sd_ms", "itl_ms", "itl_sd_ms", "itl_slope_ms", "cold_start_ms", "stall_ms"):
+        for name in ("ttft_ms", "ttft_sd_ms", "itl_ms", "itl_sd_ms", "itl_slope_ms", "cold_start_ms", "stall_ms",
+                     "prefill_us_per_token"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.output_tokens is not None and self.output_tokens < 1:

@@ -18,6 +18,7 @@ from llm_users.sim import disconnect
 from llm_users.sim.base import Dialect, Job, Renderer
 from llm_users.sim.engine import QueueFull
 from llm_users.sim.faults import Fault, FaultHeaderError, draw_fault, parse_fault_header
+from llm_users.sim.images import Images
 from llm_users.sim.state import SimState
 from llm_users.sim.stats import RouteStats
 from llm_users.sim.streamer import Streamer, chunked, reset_connection
@@ -28,11 +29,15 @@ from llm_users.sim.trace import Record
 def new_job(
     sim: SimState, *, protocol: str, route: str, model: str, prompt: str, max_tokens: int, stream: bool,
     arrival_ns: int, k: int | None = None, input_tokens: int | None = None, messages: int = 0,
+    images: Images | None = None,
 ) -> Job:
     """A planned job: the answer's length, how it ends and its tokens are fixed here. ``messages``:
-    how many chat messages the prompt came from (each adds ``--template-tokens`` to the count)."""
+    how many chat messages the prompt came from (each adds ``--template-tokens`` to the count);
+    ``images``: the request's images, whose tokens add to it (sim/images.py)."""
     if input_tokens is None:
         input_tokens = sim.count_prompt(prompt) + sim.cfg.template_tokens * messages
+    if images is not None:
+        input_tokens += images.tokens
     cfg = sim.cfg
     if cfg.ignore_max_tokens is not None:  # a server that does not know the request's field
         max_tokens = cfg.ignore_max_tokens
@@ -43,6 +48,10 @@ def new_job(
         max_tokens=max_tokens, stream=stream, k=k or sim.cfg.tokens_per_chunk, arrival_ns=arrival_ns,
         seq=sim.next_seq(),
     )
+    if images is not None and images.count:
+        job.images, job.image_tokens = images.count, images.tokens
+        sim.stats.images += images.count
+        sim.stats.image_tokens += images.tokens
     if sim.prefix_cache is not None:
         job.cached_tokens = sim.prefix_cache.lookup_and_add(prompt)
     n = max_tokens if sim.cfg.output_tokens is None else min(sim.cfg.output_tokens, max_tokens)
@@ -65,6 +74,7 @@ async def serve(sim: SimState, request: web.Request, job: Job, render: Renderer,
         rec.model = job.model
         rec.stream = job.stream
         rec.input_tokens = job.input_tokens
+        rec.images, rec.image_tokens = job.images, job.image_tokens
         if sim.cfg.trace_prompts:
             rec.prompt = job.prompt
             rec.messages = job.messages
@@ -177,6 +187,8 @@ async def _serve(
     timing_fixed = sim.ttft.fixed and sim.itl.fixed
     rng = None if timing_fixed else request_rng(cfg.seed, job.seq, "timing")
     ttft = sim.ttft.mean_ns if rng is None else sim.ttft.sample_ns(rng)
+    if sim.prefill_ns_per_token:  # --prefill-us-per-token: the prompt's uncached tokens, images included
+        ttft += round(sim.prefill_ns_per_token * (job.input_tokens - (job.cached_tokens or 0)))
     cold = sim.cold_ns if sim.cold_start(request) else 0
     target = start + ttft + cold
     job.cold_ms = cold * 1e-6

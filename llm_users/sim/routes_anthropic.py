@@ -28,6 +28,7 @@ import orjson
 from aiohttp import web
 
 from llm_users.sim.base import Dialect, Job, Renderer, int_param
+from llm_users.sim.images import anthropic_images
 from llm_users.sim.lifecycle import new_job, serve
 from llm_users.sim.state import admit
 from llm_users.sim.text import content_text, join_prompt
@@ -194,11 +195,15 @@ async def messages(request: web.Request) -> web.StreamResponse:
     model = body.get("model")
     if not model:
         return DIALECT.error(400, "model: Field required")
+    try:
+        images = anthropic_images(msgs)
+    except ValueError as e:
+        return DIALECT.error(400, str(e))
     pieces = [content_text(body.get("system"))]
     pieces += [content_text(m.get("content")) for m in msgs if isinstance(m, dict)]
     job = new_job(sim, protocol="anthropic", route="/v1/messages", model=str(model), prompt=join_prompt(pieces),
                   max_tokens=max_tokens, stream=bool(body.get("stream", False)), arrival_ns=arrival,
-                  messages=len(msgs) + (1 if pieces[0] else 0))
+                  messages=len(msgs) + (1 if pieces[0] else 0), images=images)
     render = AnthropicRenderer(job, thinking_budget=_thinking_budget(body, max_tokens))
     shape = anthropic_shape(body)  # tools: a tool_use block (sim/tools.py)
     if shape is not None and shape.tool is not None:

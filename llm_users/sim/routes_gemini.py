@@ -23,6 +23,7 @@ import orjson
 from aiohttp import web
 
 from llm_users.sim.base import Dialect, Job, Renderer, int_param, read_json
+from llm_users.sim.images import gemini_images
 from llm_users.sim.lifecycle import new_job, serve
 from llm_users.sim.routes_embed import GEMINI_ACTIONS, gemini_embed
 from llm_users.sim.state import SIM_KEY
@@ -178,10 +179,16 @@ async def model_action(request: web.Request) -> web.StreamResponse:
         return DIALECT.error(400, str(e))
     stream = action == "streamGenerateContent"
     version = request.match_info["version"]
+    contents = body["contents"]
+    try:
+        images = gemini_images(contents if isinstance(contents, list) else [contents])
+    except ValueError as e:
+        return DIALECT.error(400, str(e))
     job = new_job(sim, protocol="gemini", route=f"/{version}/models:{action}", model=model.removeprefix("models/"),
                   prompt=_prompt(body), max_tokens=max_tokens or 512, stream=stream, arrival_ns=arrival,
                   k=sim.cfg.gemini_tokens_per_chunk,
-                  messages=len(body["contents"]) + (1 if _get(body, "systemInstruction", "system_instruction") else 0))
+                  messages=len(body["contents"]) + (1 if _get(body, "systemInstruction", "system_instruction") else 0),
+                  images=images)
     shape = gemini_shape(body, config)  # tools / a JSON answer (sim/tools.py)
     render = GeminiRenderer(job)
     if shape is not None:

@@ -26,6 +26,7 @@ import orjson
 from aiohttp import web
 
 from llm_users.sim.base import Dialect, Job, Renderer
+from llm_users.sim.images import ollama_images
 from llm_users.sim.lifecycle import new_job, serve
 from llm_users.sim.state import SIM_KEY, admit
 from llm_users.sim.text import content_text, join_prompt
@@ -164,10 +165,14 @@ async def _handle(request: web.Request, *, chat: bool) -> web.StreamResponse:
             return DIALECT.error(400, "prompt is required")
         system = body.get("system")
         prompt = join_prompt([system if isinstance(system, str) else "", raw])
+    try:
+        images = ollama_images(body, chat)
+    except ValueError as e:
+        return DIALECT.error(400, str(e))
     stream = body.get("stream")
     job = new_job(sim, protocol="ollama", route="/api/chat" if chat else "/api/generate", model=str(model),
                   prompt=prompt, max_tokens=_max_tokens(body), stream=True if stream is None else bool(stream),
-                  arrival_ns=arrival, messages=len(body["messages"]) if chat else 0)
+                  arrival_ns=arrival, messages=len(body["messages"]) if chat else 0, images=images)
     render = OllamaRenderer(job, chat=chat)
     shape = ollama_shape(body) if chat else ollama_shape({"format": body.get("format")})  # sim/tools.py
     if shape is not None:

@@ -31,6 +31,7 @@ from aiohttp import web
 
 from llm_users.sim import routes_responses
 from llm_users.sim.base import Dialect, Job, Renderer, int_param
+from llm_users.sim.images import openai_images
 from llm_users.sim.lifecycle import new_job, serve
 from llm_users.sim.state import SIM_KEY, admit
 from llm_users.sim.text import content_text, join_prompt
@@ -264,11 +265,13 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     try:
         stream, include_usage, continuous, max_tokens = _common(
             body, 512, ("max_completion_tokens", "max_tokens"))
+        images = openai_images(messages)
     except ValueError as e:
         return DIALECT.error(400, str(e))
     prompt = join_prompt([content_text(m.get("content")) for m in messages if isinstance(m, dict)])
     job = new_job(sim, protocol="openai", route="/v1/chat/completions", model=body.get("model") or sim.cfg.model,
-                  prompt=prompt, max_tokens=max_tokens, stream=stream, arrival_ns=arrival, messages=len(messages))
+                  prompt=prompt, max_tokens=max_tokens, stream=stream, arrival_ns=arrival, messages=len(messages),
+                  images=images)
     shape = openai_shape(body)  # tools / response_format: a tool call or a JSON answer (sim/tools.py)
     if shape is not None and shape.tool is not None:
         render: ChatRenderer = ToolCallRenderer(job, shape.tool, include_usage=include_usage, continuous=continuous,

@@ -26,6 +26,7 @@ import orjson
 from aiohttp import web
 
 from llm_users.sim.base import Dialect, Job, Renderer, int_param
+from llm_users.sim.images import markdown_images
 from llm_users.sim.lifecycle import new_job, serve
 from llm_users.sim.state import SIM_KEY, admit
 from llm_users.sim.text import vocabulary, vocabulary_bytes
@@ -198,8 +199,12 @@ async def _generate(request: web.Request, *, stream: bool | None, route: str) ->
         max_new, details, seed = _validate(params)
     except ValueError as e:
         return DIALECT.error(422, str(e), "validation", stream=stream)
+    try:
+        inputs, images = markdown_images(inputs)
+    except ValueError as e:
+        return DIALECT.error(422, f"Input validation error: {e}", "validation", stream=stream)
     job = new_job(sim, protocol="tgi", route=route, model=sim.cfg.model, prompt=inputs, max_tokens=max_new,
-                  stream=stream, arrival_ns=arrival)
+                  stream=stream, arrival_ns=arrival, images=images)
     render = TGIRenderer(job, details=details, seed=seed, as_list=compat and not stream)
     shape = tgi_shape(params)  # parameters.grammar json: a JSON answer (sim/tools.py)
     if shape is not None:

@@ -38,6 +38,7 @@ class SimState:
         self.slope_ns = int(round(cfg.itl_slope_ms * 1e6))
         self.stall_ns = int(round(cfg.stall_ms * 1e6))
         self.cold_ns = int(round(cfg.cold_start_ms * 1e6))
+        self.prefill_ns_per_token = cfg.prefill_us_per_token * 1e3
         self.clock: Clock = None  # type: ignore[assignment]  # made at startup, on the running loop
         self._seq = 0
         self._seen: weakref.WeakSet[Any] = weakref.WeakSet()

@@ -74,6 +74,8 @@ class Stats:
         self.chunks = 0
         self.prompt_tokens = 0
         self.generation_tokens = 0
+        self.images = 0  # images read in requests (sim/images.py)
+        self.image_tokens = 0  # the prompt tokens they cost
         self.faults: dict[str, int] = {}
         self.finished: dict[str, int] = {}
         self.by_route: dict[str, RouteStats] = {}
@@ -123,6 +125,8 @@ class Stats:
             "chunks_per_s": round(self.chunks_per_s(), 1),
             "prompt_tokens": self.prompt_tokens,
             "generation_tokens": self.generation_tokens,
+            "images": self.images,
+            "image_tokens": self.image_tokens,
             "faults": dict(self.faults),
             "by_route": {k: v.as_dict() for k, v in self.by_route.items()},
             "cache_resets": dict(self.cache_resets),

@@ -31,7 +31,7 @@ class Record:
         "request_id", "route", "protocol", "model", "stream", "seq", "arrival_ns", "admitted_ns",
         "headers_ns", "times", "tokens", "end_ns", "input_tokens", "output_tokens", "planned_tokens",
         "finish_reason", "status", "completed", "outcome", "fault", "cold_start", "ttft_target_ns",
-        "prompt", "messages",
+        "prompt", "messages", "images", "image_tokens",
     )
 
     def __init__(self, request_id: str, route: str, protocol: str, arrival_ns: int, seq: int) -> None:
@@ -59,6 +59,8 @@ class Record:
         self.ttft_target_ns: int | None = None
         self.prompt: str | None = None  # with --trace-prompts: the prompt text as the sim joined it
         self.messages: int | None = None  # with --trace-prompts: how many chat messages it came from
+        self.images = 0  # images in the request
+        self.image_tokens = 0  # the prompt tokens they cost (in input_tokens)
 
     def to_dict(self, compact: bool = False) -> dict[str, Any]:
         extra = {} if self.prompt is None else {"prompt": self.prompt, "messages": self.messages}
@@ -87,6 +89,8 @@ class Record:
             "outcome": self.outcome,
             "fault": self.fault,
             "cold_start": self.cold_start,
+            "images": self.images,
+            "image_tokens": self.image_tokens,
         }
 
 

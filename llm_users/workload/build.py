@@ -13,6 +13,7 @@ from llm_users.durations import parse_duration_s
 from llm_users.errors import ConfigError
 from llm_users.workload.dataset_source import DatasetSource
 from llm_users.workload.datasets import DEFAULT_DATASET, load_dataset
+from llm_users.workload.images import DEFAULT_SIZE, ImageSource, SyntheticImages, parse_count, parse_size
 from llm_users.workload.lengths import Lengths, parse_lengths
 from llm_users.workload.sessions import SessionSource
 from llm_users.workload.source import Lane, Probe, RequestSource, WorkItem
@@ -37,6 +38,9 @@ def add_arguments(opt: Any) -> None:
     opt("--llm-responses-chain", "how a session's later turns reach --llm-endpoint responses: full (default: the "
         "whole history as input) or previous_id (previous_response_id + the new message; the server keeps the rest)")
     opt("--llm-workload-seed", "seed of the synthetic text and length draws (default 0)", type=int)
+    opt("--llm-images", "N synthetic images in every request, sent inline in the backend's format (PNG, "
+        "unique per request; see docs/prompts.md)")
+    opt("--llm-image-size", "WIDTHxHEIGHT of the --llm-images images in pixels (default 512x512)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +55,8 @@ class WorkloadOptions:
     seed: int = 0
     tokenizer: str | None = None  # --llm-tokenizer: a local tokenizer.json fits synthetic prompts
     chain: str = "full"  # --llm-responses-chain: "full" | "previous_id"
+    images: int = 0  # --llm-images: synthetic images per request
+    image_size: tuple[int, int] = DEFAULT_SIZE
 
     def for_class(self, user_cls: Any) -> WorkloadOptions:
         """The workload of one User class: its own ``prompts`` where no dataset was given."""
@@ -80,6 +86,10 @@ def workload_options(options: Any) -> WorkloadOptions:
     turns = int(get("llm_turns") or 0)
     if turns < 0:
         raise ConfigError(f"--llm-turns must be >= 1, got {turns}")
+    size = get("llm_image_size")
+    images = parse_count(get("llm_images") or 0)
+    if size is not None and not images:
+        raise ConfigError("--llm-image-size needs --llm-images N (how many images per request)")
     return WorkloadOptions(
         dataset=dataset,
         input_tokens=parse_lengths(inp, "--llm-input-tokens") if inp is not None else None,
@@ -91,6 +101,8 @@ def workload_options(options: Any) -> WorkloadOptions:
         seed=_seed(get("llm_workload_seed") or get("llm_seed") or 0),
         tokenizer=str(tokenizer) if tokenizer is not None else None,
         chain=_chain(get("llm_responses_chain")),
+        images=images,
+        image_size=parse_size(size) if size is not None else DEFAULT_SIZE,
     )
 
 
@@ -132,7 +144,12 @@ def build_source(w: WorkloadOptions) -> RequestSource:
     if w.input_tokens is not None:
         source = SyntheticSource(w.input_tokens, w.seed, w.prefix_tokens, w.prefix_count, w.tokenizer)
     else:
-        source = DatasetSource(load_dataset(w.dataset or DEFAULT_DATASET))
+        dataset = load_dataset(w.dataset or DEFAULT_DATASET)
+        if w.images and any(item.images for item in dataset.items):
+            raise ConfigError(f"--llm-images: dataset {dataset.path} names its own images; give one or the other")
+        source = DatasetSource(dataset)
+    if w.images:  # before sessions: a session's first turn carries the images
+        source = ImageSource(source, SyntheticImages(w.images, w.image_size, w.seed))
     if w.turns > 1:
         source = SessionSource(source, w.turns, w.think_s, chain=w.chain == "previous_id")
     if w.output_tokens is not None:
@@ -190,6 +207,28 @@ def source_for(w: WorkloadOptions) -> RequestSource:
     return src
 
 
-def check(w: WorkloadOptions) -> None:
-    """Read the dataset at start (a bad file stops the run there)."""
-    source_for(w)
+def check(w: WorkloadOptions, descriptor: Any = None, endpoint: str | None = None) -> None:
+    """Read the dataset at start (a bad file stops the run there); with images, the route of
+    ``descriptor`` and ``endpoint`` must take them (its builder refuses them otherwise)."""
+    source = source_for(w)
+    if descriptor is not None and has_images(source):
+        from llm_users.protocols.backend import RequestSpec
+        from llm_users.protocols.images import Image
+        from llm_users.protocols.sampling import Sampling
+
+        route = descriptor.route(endpoint)
+        if route.kind != "chat":  # embeddings and rerank take texts
+            raise ConfigError(f"--llm-images: the {route.endpoint} route ({route.kind}) takes no images")
+        one = Image("image/png", "", 1, 1)
+        route.build(RequestSpec("m", [{"role": "user", "content": "x"}], Sampling(), images=(one,)))
+
+
+def has_images(source: RequestSource) -> bool:
+    """Whether the requests of ``source`` carry images (synthetic, or named by its dataset)."""
+    while source is not None:
+        if isinstance(source, ImageSource):
+            return True
+        if isinstance(source, DatasetSource):
+            return any(item.images for item in source.dataset.items)
+        source = getattr(source, "inner", None)
+    return False

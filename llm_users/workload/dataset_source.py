@@ -31,4 +31,4 @@ class DatasetLane(Lane):
         item = self.items[self.i]
         self.i = (self.i + 1) % len(self.items)
         meta = {"followups": item.followups} if self.sharegpt else {}
-        return WorkItem(item.first(), max_tokens=item.max_tokens, meta=meta)
+        return WorkItem(item.first(), max_tokens=item.max_tokens, meta=meta, images=item.images)

@@ -8,6 +8,10 @@
   (also accepted one per JSONL line). The human turns are the conversation's user turns; the
   recorded gpt replies are not sent (the server's own replies are, in sessions).
 
+Any object item may name images: ``"image": PATH`` (ShareGPT-4V / LLaVA style, whose ``<image>``
+placeholders are taken out of the text) or ``"images": [PATH, ...]``, relative to the dataset
+file's folder; they are read and checked here, at start (:func:`~llm_users.workload.images.dataset_images`).
+
 A name that is not an existing file is looked up among the files shipped in the package
 (``llm_users/data/prompts``, via importlib.resources), so ``--llm-dataset short`` works from a
 non-editable install. Every malformed item is a :class:`ConfigError` naming file and line.
@@ -18,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -26,6 +30,8 @@ from typing import Any
 import orjson
 
 from llm_users.errors import ConfigError
+from llm_users.protocols.images import Image
+from llm_users.workload.images import dataset_images
 from llm_users.workload.source import Messages
 
 DEFAULT_DATASET = "short"
@@ -44,6 +50,7 @@ class Item:
     max_tokens: int | None = None
     followups: tuple[str, ...] = ()
     where: str = ""
+    images: tuple[Image, ...] = ()  # sent with the first request
 
     def first(self) -> Messages:
         return [dict(m) for m in self.messages]
@@ -59,8 +66,13 @@ class Dataset:
     skipped: int = 0  # ShareGPT conversations without a human turn
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "path": self.path, "sha256": self.sha256, "format": self.format,
-                "items": len(self.items), "skipped": self.skipped}
+        d = {"name": self.name, "path": self.path, "sha256": self.sha256, "format": self.format,
+             "items": len(self.items), "skipped": self.skipped}
+        images = sum(len(i.images) for i in self.items)
+        if images:
+            d["images"] = images
+            d["image_files"] = len({id(im) for i in self.items for im in i.images})
+        return d
 
 
 def shipped_names() -> list[str]:
@@ -91,17 +103,29 @@ def load_dataset(name: str | None = None) -> Dataset:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ConfigError(f"dataset {path}: not UTF-8 text ({e})") from None
+    base = str(Path(path).parent) if not path.startswith("package:") else None
     if path.endswith((".jsonl", ".ndjson")):
-        fmt, items, skipped = _jsonl(text, path)
+        fmt, items, skipped = _jsonl(text, path, base)
     else:
-        fmt, items, skipped = _json(text, path)
+        fmt, items, skipped = _json(text, path, base)
     if not items:
         raise ConfigError(f"dataset {path}: no usable items")
     return Dataset(name, path, sha, fmt, tuple(items), skipped)
 
 
-def _jsonl(text: str, path: str) -> tuple[str, list[Item], int]:
+def _with_images(item: Item, obj: Any, base: str | None, where: str, cache: dict[str, Image]) -> Item:
+    images = dataset_images(obj, base, where, cache)
+    if not images:
+        return item
+    msgs = tuple({**m, "content": m["content"].replace("<image>", "").strip()} if m["role"] == "user" else m
+                 for m in item.messages)
+    return replace(item, messages=msgs, images=images,
+                   followups=tuple(f.replace("<image>", "").strip() for f in item.followups))
+
+
+def _jsonl(text: str, path: str, base: str | None = None) -> tuple[str, list[Item], int]:
     items: list[Item] = []
+    cache: dict[str, Image] = {}
     skipped = 0
     fmt = "jsonl"
     for n, line in enumerate(text.splitlines(), 1):
@@ -120,11 +144,11 @@ def _jsonl(text: str, path: str) -> tuple[str, list[Item], int]:
                 continue
         else:
             item = _item(obj, where)
-        items.append(item)
+        items.append(_with_images(item, obj, base, where, cache))
     return fmt, items, skipped
 
 
-def _json(text: str, path: str) -> tuple[str, list[Item], int]:
+def _json(text: str, path: str, base: str | None = None) -> tuple[str, list[Item], int]:
     try:
         data = orjson.loads(text)
     except orjson.JSONDecodeError as e:
@@ -136,6 +160,7 @@ def _json(text: str, path: str) -> tuple[str, list[Item], int]:
     sharegpt = all(isinstance(x, dict) and "conversations" in x for x in items)
     out: list[Item] = []
     skipped = 0
+    cache: dict[str, Image] = {}
     for i, obj in enumerate(items):
         where = f"dataset {path}, line {lines[i]} (item {i})" if lines else f"dataset {path}, item {i}"
         if sharegpt:
@@ -143,9 +168,9 @@ def _json(text: str, path: str) -> tuple[str, list[Item], int]:
             if item is None:
                 skipped += 1
                 continue
-            out.append(item)
+            out.append(_with_images(item, obj, base, where, cache))
         else:
-            out.append(_item(obj, where))
+            out.append(_with_images(_item(obj, where), obj, base, where, cache))
     return ("sharegpt" if sharegpt else "prompts"), out, skipped
 
 

@@ -16,6 +16,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from llm_users.protocols.images import Image
+
 Messages = list[dict[str, str]]
 
 
@@ -32,6 +34,7 @@ class WorkItem:
     think_s: float = 0.0  # wait this long before sending (between session turns)
     wants_reply: bool = False  # the lane needs the reply text (sessions)
     meta: dict[str, Any] = field(default_factory=dict)
+    images: tuple[Image, ...] = ()  # sent with the last user message (workload/images.py)
 
 
 class Probe(Protocol):

@@ -5,7 +5,11 @@
   against the target: error p50/p99/max in tokens and percent, share exact;
 - ``by_turn``: one entry per session turn index (TTFT, E2E, input/output tokens);
 - ``by_prefix``: TTFT split by shared prefix, and by prefix-cache hit where the server reports
-  cached prompt tokens.
+  cached prompt tokens;
+- ``images`` (requests that sent images): images per request, the bytes sent for them (base64, as
+  on the wire), and the server's prompt tokens per request; TTFT by image count.
+  The input-length error above leaves these requests out: their target is the text's, and the
+  server counts the images' tokens on top.
 
 Warm-up and cool-down records are left out, as everywhere.
 """
@@ -16,7 +20,7 @@ import math
 from collections import Counter
 from typing import Any
 
-from llm_users.metrics import RequestRecord, Stats
+from llm_users.metrics import Distribution, RequestRecord, Stats
 
 
 def _pct(sorted_values: list[float], p: float) -> float | None:
@@ -47,6 +51,9 @@ class WorkloadStats:
         self.achieved: list[int] = []
         self.by_prefix: dict[int, Stats] = {}
         self.cache_hit: dict[bool, Stats] = {}
+        self.by_images: dict[int, list[Any]] = {}  # image count -> [requests, TTFT of the successes] (0 included)
+        self.image_bytes = 0
+        self.image_prompt_tokens: list[int] = []  # the server's prompt tokens of requests with images
 
     def add(self, rec: RequestRecord) -> None:
         if rec.warmup or rec.cooldown:
@@ -56,7 +63,9 @@ class WorkloadStats:
             if st is None:
                 st = self.by_turn[rec.turn] = Stats()
             st.add(rec)
-        if rec.ok and rec.target_input_tokens and rec.input_tokens is not None and rec.turn in (None, 1):
+        self._image(rec)
+        if (rec.ok and rec.target_input_tokens and rec.input_tokens is not None and rec.turn in (None, 1)
+                and not rec.image_count):
             d = rec.input_tokens - rec.target_input_tokens
             self.errors.append(d)
             self.achieved.append(rec.input_tokens)
@@ -73,6 +82,37 @@ class WorkloadStats:
             if st is None:
                 st = self.cache_hit[hit] = Stats()
             st.add(rec)
+
+    def _image(self, rec: RequestRecord) -> None:
+        entry = self.by_images.get(rec.image_count)
+        if entry is None:
+            entry = self.by_images[rec.image_count] = [0, Distribution()]
+        entry[0] += 1
+        if rec.ok and rec.ttft_ns is not None:
+            entry[1].add(rec.ttft_ns)
+        self.image_bytes += rec.image_bytes
+        if rec.image_count and rec.ok and rec.input_tokens is not None:
+            self.image_prompt_tokens.append(rec.input_tokens)
+
+    def images(self) -> dict[str, Any] | None:
+        """summary.json ``workload.images``: None when no request sent an image."""
+        with_images = {k: v for k, v in self.by_images.items() if k}
+        if not with_images:
+            return None
+        requests = sum(n for n, _ in with_images.values())
+        images = sum(k * n for k, (n, _) in with_images.items())
+        tokens = self.image_prompt_tokens
+        return {
+            "requests": requests,
+            "images": images,
+            "images_per_request": images / requests,
+            "bytes_sent": self.image_bytes,
+            "bytes_per_request": self.image_bytes / requests,
+            "bytes_per_image": self.image_bytes / images,
+            "prompt_tokens_per_request": sum(tokens) / len(tokens) if tokens else None,
+            "by_count": [{"images": k, "requests": n, "ttft": ttft.summary_ms()}
+                         for k, (n, ttft) in sorted(self.by_images.items())],
+        }
 
     def input_error(self) -> dict[str, Any] | None:
         if not self.errors:
@@ -144,6 +184,9 @@ def attach(environment: Any, run: Any) -> WorkloadStats | None:
         pre = stats.prefixes()
         if pre is not None:
             block["prefixes"] = pre
+        images = stats.images()
+        if images is not None:
+            block["images"] = images
         summary["workload"] = block
         summary["by_turn"] = stats.turns()
 

@@ -43,6 +43,9 @@ CASES = [
     (["--llm-server-metrics", "vllm:8000/metrics"], "--llm-server-metrics", "http://"),
     (["--llm-scrape-interval", "0"], "--llm-scrape-interval", "more than 0"),
     (["--llm-responses-chain", "sometimes"], "--llm-responses-chain", "full or previous_id"),
+    (["--llm-images", "2", "--llm-image-size", "big"], "--llm-image-size", "WIDTHxHEIGHT"),
+    (["--llm-images", "1", "--llm-endpoint", "completions"], "--llm-images", "use --llm-endpoint chat"),
+    (["--llm-images", "1", "--llm-trace", "{file}"], "--llm-images", "--llm-trace builds its own prompts"),
 ]
 
 

@@ -49,6 +49,8 @@ class Trace(LoadProfile):
         except ValueError as e:
             raise ConfigError(str(e)) from None
         tokenizer = given(opts, "llm_tokenizer")
+        if path and str(given(opts, "llm_images") or "0").strip() not in ("0", ""):  # not dropped silently
+            raise ConfigError("--llm-images: --llm-trace builds its own prompts, text only; drop one of them")
         return TraceConfig(str(path), speedup, fmt, window, str(tokenizer) if tokenizer else None) if path else None
 
     def open_loop(self, config: TraceConfig | None) -> bool:
