@@ -155,7 +155,7 @@ def test_open_loop_rate_steps_over_an_embeddings_user(sim_factory, tmp_path) -> 
     ("gemini.py", ("--llm-endpoint", "embed_content", "--llm-batch-size", "2"),
      "locust-llm: --llm-batch-size: gemini's 'embed_content' takes at most 1 input(s) per request, got 2"),
     ("rerank.py", ("--llm-client", "sdk"),
-     "locust-llm: --llm-client sdk is not available for vllm's 'rerank' route (it is for chat, completions, embeddings)"),
+     "locust-llm: --llm-client sdk is not available for vllm's 'rerank' route (it is for chat, completions, responses, embeddings)"),
     ("tei.py", ("--llm-batch-size", "0"),
      "locust-llm: --llm-batch-size must be a whole number of inputs per request, at least 1, got '0'"),
 ])
