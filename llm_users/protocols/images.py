@@ -17,8 +17,11 @@ prefix cache sees what it would see without images.
 - TGI native (``/generate_stream``, ``/``): markdown image links in ``inputs``, ``![](data:...)``,
   as TGI's vision models read them (:func:`markdown_images`).
 
-The Responses API (``input_image`` items with an ``image_url`` data URL) adds its own function
-here beside these, built from :func:`data_url`. Pure: no I/O beyond what the caller hands in.
+- the Responses API: the message's ``content`` parts, ``{"type": "input_text", "text"}`` then
+  ``{"type": "input_image", "image_url": "data:image/png;base64,...", "detail": "auto"}``
+  (:func:`responses_content`).
+
+Pure: no I/O beyond what the caller hands in.
 """
 
 from __future__ import annotations
@@ -82,6 +85,12 @@ def with_images(messages: list[dict[str, Any]], images: tuple[Image, ...],
 def openai_content(text: str, images: tuple[Image, ...]) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
     parts += [{"type": "image_url", "image_url": {"url": data_url(im)}} for im in images]
+    return parts
+
+
+def responses_content(text: str, images: tuple[Image, ...]) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = [{"type": "input_text", "text": text}] if text else []
+    parts += [{"type": "input_image", "image_url": data_url(im), "detail": "auto"} for im in images]
     return parts
 
 

@@ -40,7 +40,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
-from llm_users.errors import ConfigError
 from llm_users.protocols.backend import RequestSpec, Route, SDKBinding, SDKChunk, SDKSetup, sdk_arguments
 from llm_users.protocols.base import (
     Content,
@@ -54,6 +53,7 @@ from llm_users.protocols.base import (
     error_message,
     json_post,
 )
+from llm_users.protocols.images import Image, responses_content, with_images
 from llm_users.protocols.sampling import Sampling
 from llm_users.protocols.sse import SSEJSONParser
 from llm_users.protocols.tools import ToolSpec, responses_fields
@@ -92,12 +92,13 @@ def build_request(
     api_key: str | None = None,
     extra_headers: dict[str, str] | None = None,
     tools: ToolSpec | None = None,
+    images: tuple[Image, ...] = (),
 ) -> HTTPRequest:
     """A streaming Responses request in the given dialect (``tools``: --llm-tools and
     --llm-response-format in this API's shape)."""
     if dialect not in ("openai", "vllm"):
         raise ValueError(f"unknown Responses dialect {dialect!r}: use 'openai' or 'vllm'")
-    previous, input_ = split_input(messages)
+    previous, input_ = split_input(with_images(messages, images, responses_content))
     body: dict[str, Any] = {"model": model, "input": input_}
     if previous is not None:
         body["previous_response_id"] = previous
@@ -227,11 +228,8 @@ def route(dialect: Dialect, sdk_client: Callable[[Any, SDKSetup], Any]) -> Route
     start (the builder still raises the preflight's one-token probe to 16)."""
 
     def build(spec: RequestSpec) -> HTTPRequest:
-        if spec.images:  # input_image items are not built yet: refused at start (workload.build.check), not dropped
-            raise ConfigError("--llm-images: --llm-endpoint responses sends no images yet (its input_image items "
-                              "belong beside protocols/images.py's other dialects); use --llm-endpoint chat")
         return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling, dialect=dialect,
-                             api_key=spec.api_key, tools=spec.tools)
+                             api_key=spec.api_key, tools=spec.tools, images=spec.images)
 
     sdk = SDKBinding("openai", "openai", sdk_client, _sdk_stream)
     return Route(ENDPOINT, PATH, build, ResponsesStreamParser, protocol="openai-responses", sdk=sdk,

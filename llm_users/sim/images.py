@@ -104,6 +104,18 @@ def openai_images(messages: list[Any]) -> Images:
     return found
 
 
+def responses_images(input_: Any) -> Images:
+    """The Responses API: ``input_image`` parts (``image_url`` a data URL) of the input items."""
+    found = Images()
+    for i, item in enumerate(input_ if isinstance(input_, list) else ()):
+        content = item.get("content") if isinstance(item, dict) else None
+        if isinstance(content, list):
+            for j, part in enumerate(content):
+                if isinstance(part, dict) and part.get("type") == "input_image":
+                    found.add_url(part.get("image_url"), f"input[{i}].content[{j}]")
+    return found
+
+
 def anthropic_images(messages: list[Any]) -> Images:
     found = Images()
     for i, m in enumerate(messages):

@@ -42,6 +42,7 @@ import orjson
 from aiohttp import web
 
 from llm_users.sim.base import Dialect, Job, Renderer, int_param
+from llm_users.sim.images import responses_images
 from llm_users.sim.lifecycle import new_job, serve
 from llm_users.sim.state import admit
 from llm_users.sim.text import content_text, join_prompt
@@ -292,6 +293,7 @@ async def responses(request: web.Request) -> web.StreamResponse:
     pieces, messages = parsed
     try:
         max_tokens = int_param(body.get("max_output_tokens"), "max_output_tokens") or 512
+        images = responses_images(body.get("input"))
     except ValueError as e:
         return DIALECT.error(400, str(e))
     for name in ("temperature", "top_p"):
@@ -311,7 +313,7 @@ async def responses(request: web.Request) -> web.StreamResponse:
         messages += earlier[1]
     job = new_job(sim, protocol="responses", route=ROUTE, model=str(body.get("model") or sim.cfg.model),
                   prompt=join_prompt(pieces), max_tokens=max_tokens, stream=bool(body.get("stream") or False),
-                  arrival_ns=arrival, messages=messages)
+                  arrival_ns=arrival, messages=messages, images=images)
     shape = responses_shape(body)  # tools / text.format: a function call or a JSON answer (sim/tools.py)
     render = ResponsesRenderer(job, request=body, store=None if body.get("store") is False else store,
                                tool=shape.tool if shape is not None else None)

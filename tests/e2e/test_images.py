@@ -39,6 +39,9 @@ plugin.register(events)
 class V(VLLMUser):
     endpoint = "chat"
 
+class R(VLLMUser):
+    endpoint = "responses"
+
 class C(ClaudeUser):
     pass
 
@@ -134,7 +137,7 @@ def test_every_dialect_sends_images_the_simulator_reads(sim_factory, tmp_path, s
     locustfile.write_text(ALL_DIALECTS.format(ollama="chat" if sdk else "generate",
                                               tgi="chat" if sdk else "generate_stream"))
     report = tmp_path / "r"
-    args = ["--host", sim.url, "-u", "5", "-r", "5", "-t", "4s", "--stop-timeout", "10",
+    args = ["--host", sim.url, "-u", "6", "-r", "6", "-t", "4s", "--stop-timeout", "10",
             "--llm-images", "2", "--llm-image-size", "300x200", "--llm-client", "sdk" if sdk else "raw"]
     if processes:
         args += ["--processes", str(processes)]
@@ -153,7 +156,7 @@ def test_every_dialect_sends_images_the_simulator_reads(sim_factory, tmp_path, s
         assert r["input_tokens"] == t["input_tokens"] > 2 * per_image
         assert r["client"] == ("sdk" if sdk else "raw")
         assert r["image_bytes"] > 2 * 300 * 200 * 3 * 0.3  # two 300x200 PNGs, base64
-    expected = {"/v1/chat/completions", "/v1/messages", "/v1beta/models:streamGenerateContent"}
+    expected = {"/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1beta/models:streamGenerateContent"}
     expected |= {"/api/chat"} if sdk else {"/api/generate", "/generate_stream"}
     assert expected <= routes, routes
     if processes:

@@ -69,6 +69,22 @@ def test_openai_vllm_tgi_chat_and_ollama_v1(pics) -> None:
         assert body["messages"][0] == MESSAGES[0]  # the system message untouched
 
 
+def test_responses_input_image(pics) -> None:
+    from openai.types.responses import EasyInputMessageParam, ResponseInputImageParam
+
+    for backend in ("vllm", "openai"):
+        body = _body(backend, "responses", pics)
+        (user,) = [i for i in body["input"] if i["role"] == "user"][-1:]
+        TypeAdapter(EasyInputMessageParam).validate_python(user)
+        parts = [p for p in user["content"] if p["type"] == "input_image"]
+        assert len(parts) == 3 and user["content"][0] == {"type": "input_text", "text": "describe these"}
+        for p in parts:
+            TypeAdapter(ResponseInputImageParam).validate_python(p, strict=True)
+            assert p["image_url"].startswith(("data:image/png;base64,", "data:image/jpeg;base64,"))
+        found = sim_images.responses_images(body["input"])
+        assert (found.count, found.tokens) == (3, _tokens(pics))
+
+
 def test_completions_refuse_images(pics) -> None:
     from llm_users.errors import ConfigError
 
