@@ -19,7 +19,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from bench.overhead.config import BENCH, BOUNDS_MS, CLIENTS, START_MODES, calm_step, request_s, window_s
+from bench.overhead.config import BENCH, BOUNDS_MS, CLIENTS, DEFAULT_CLIENTS, START_MODES, calm_step, request_s, window_s
 from bench.overhead.report import pair_line, run_line, summary_text, table
 from bench.overhead.rules import summarise
 from bench.overhead.runs import calm_pair, profile_client, run_measured
@@ -64,7 +64,8 @@ def parse_args(argv: list[str] | None, description: str | None = None) -> argpar
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--steps", help="stream counts, comma-separated (default 60,160,280,400,480,560; "
                     "--quick 60,400)")
-    ap.add_argument("--clients", default=",".join(CLIENTS), help="subset of ours,fasthttp,floor")
+    ap.add_argument("--clients", default=",".join(DEFAULT_CLIENTS), help="subset of ours,fasthttp,floor,uvfloor "
+                    "(uvfloor: the uvloop floor, bench/floor_uvloop.py; default ours,fasthttp,floor)")
     ap.add_argument("--duration", type=float, help="measured window per run, seconds (default 8; --quick 4)")
     ap.add_argument("--min-first-tokens", type=int, help="lengthen a step's window until it holds this many "
                     "first tokens, so its TTFT p99.9 is one (default 1000: 43 s at 60 streams; --quick 0)")
@@ -202,7 +203,7 @@ def main(argv: list[str] | None = None, description: str | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="client_overhead-") as td:
             tmp = Path(td)
             runs = [(start, kind) for start in args.start for kind in args.clients
-                    if start == "even" or kind != "floor"]
+                    if start == "even" or kind not in ("floor", "uvfloor")]
             for n, rep in plan:
                 for start, kind in runs:
                     if rep and start != "even":
