@@ -27,7 +27,6 @@ import uuid
 from urllib.parse import urlsplit
 
 import orjson
-
 from floor_client import Dechunker, request_body  # bench/ is the script's directory
 
 perf_counter_ns = time.perf_counter_ns
