@@ -68,9 +68,9 @@ def main() -> int:
     ap.add_argument("cmd", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     cmd = a.cmd[1:] if a.cmd and a.cmd[0] == "--" else a.cmd
-    log = open(Path(a.out).with_suffix(".log"), "w")
     t_start = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    with open(Path(a.out).with_suffix(".log"), "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     samples = []
     while proc.poll() is None and time.monotonic() - t_start < a.timeout:
         samples.append([round(time.monotonic() - t_start, 3), tree_cpu_s(proc.pid), sim_chunks(a.sim)])
