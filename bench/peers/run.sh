@@ -84,7 +84,7 @@ run_tool() {  # tool streams
     inference-perf)
       [ -x "$CACHE/inference-perf/bin/inference-perf" ] || { echo "peers: inference-perf not installed, skipped"; return; }
       "$PY" "$HERE/inference_perf_config.py" --url "$URL" --streams "$n" --duration "$DURATION" --tokens "$TOKENS" \
-        --tokenizer "$TOK" --out "$d" > "$d/config.yml"
+        --tokenizer "$TOK" --out "$d/report" --request-s "$REQ_S" > "$d/config.yml"
       cmd=("${pin[@]}" env HF_HUB_OFFLINE=1 "$CACHE/inference-perf/bin/inference-perf" --config_file "$d/config.yml");;
   esac
   echo "peers: $tool at $n streams (offered $offered chunks/s), ${DURATION}s"
