@@ -75,15 +75,17 @@ def test_steps_series_and_options():
 
 def test_peer_table_reads_the_steady_window():
     table = _table()
-    # 1 s ramp-up, then 1,000 chunks/s at 25 % of a core (250 µs a chunk), 1 s drain
+    # start-up (CPU, no chunks), a 4 s ramp at half the rate, then 1,000 chunks/s at 25 % of a
+    # core (250 µs a chunk) until the nominal end at 16 s after the first chunk, then a drain
     samples = [[0.0, 0.0, 0], [0.5, 0.4, 0]]
     t, cpu, chunks = 0.5, 0.4, 0
-    while t < 12.0:
+    while t < 20.0:
         t += 0.5
-        cpu += 0.125
-        chunks += 500
+        rate = 250 if t <= 4.5 or t > 16.5 else 500
+        cpu += 0.125 * (1.5 if rate == 250 else 1.0)  # ramp and drain cost more per chunk
+        chunks += rate
         samples.append([t, cpu, chunks])
-    st = table.steady(samples)
+    st = table.steady(samples, request_s=4.0, duration_s=16.0)
     assert st["chunks_per_s"] == pytest.approx(1000.0)
     assert st["cpu_us_per_chunk"] == pytest.approx(250.0)
     assert st["cpu_pct"] == pytest.approx(25.0)

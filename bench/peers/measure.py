@@ -64,6 +64,8 @@ def main() -> int:
     ap.add_argument("--tool", required=True)
     ap.add_argument("--streams", type=int, required=True)
     ap.add_argument("--offered", type=float, required=True, help="chunks/s an on-time server gives the streams")
+    ap.add_argument("--duration", type=float, help="the tool's nominal run length, s (the steady window ends there)")
+    ap.add_argument("--request-s", type=float, default=4.03, help="one request's length, s (the ramp)")
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("cmd", nargs=argparse.REMAINDER)
     a = ap.parse_args()
@@ -84,6 +86,7 @@ def main() -> int:
     proc.wait()
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     doc = {"tool": a.tool, "streams": a.streams, "offered_chunks_per_s": a.offered, "cmd": cmd,
+           "duration_s": a.duration, "request_s": a.request_s,
            "exit_code": proc.returncode, "elapsed_s": time.monotonic() - t_start,
            "total_cpu_s": ru.ru_utime + ru.ru_stime, "samples": samples}
     Path(a.out).write_text(json.dumps(doc, indent=1))

@@ -88,7 +88,7 @@ run_tool() {  # tool streams
       cmd=("${pin[@]}" env HF_HUB_OFFLINE=1 "$CACHE/inference-perf/bin/inference-perf" --config_file "$d/config.yml");;
   esac
   echo "peers: $tool at $n streams (offered $offered chunks/s), ${DURATION}s"
-  "$PY" "$HERE/measure.py" --sim "$URL" --tool "$tool" --streams "$n" --offered "$offered" \
+  "$PY" "$HERE/measure.py" --sim "$URL" --tool "$tool" --streams "$n" --offered "$offered" --duration "$DURATION" --request-s "$REQ_S" \
     --timeout "$(( DURATION * 3 + 120 ))" --out "$d/measure.json" -- "${cmd[@]}" \
     || echo "peers: $tool at $n streams exited with an error (see $d/measure.log)"
 }

@@ -31,15 +31,19 @@ from pathlib import Path
 from typing import Any
 
 
-def steady(samples: list[list[float]]) -> dict[str, float] | None:
-    """Chunks/s and CPU per chunk over the steady part: from 3 s after the server's first
-    chunk to 1 s before its last (or the whole streaming span when that leaves under 2 s)."""
+def steady(samples: list[list[float]], request_s: float = 4.03, duration_s: float | None = None) -> dict[str, float] | None:
+    """Chunks/s and CPU per chunk over the steady part of a run: from one request's length plus
+    1 s after the server's first chunk (every stream has started, however the tool spreads its
+    starts) to 1 s before the tool's nominal end (first chunk + --duration; without it, 1 s
+    before the last chunk), so neither the ramp nor the drain of requests in flight counts.
+    When that leaves under 2 s, the whole streaming span."""
     moving = [i for i in range(1, len(samples)) if samples[i][2] > samples[i - 1][2]]
     if len(moving) < 2:
         return None
     t_first, t_last = samples[moving[0] - 1][0], samples[moving[-1]][0]
-    a = next((s for s in samples if s[0] >= t_first + 3.0), None)
-    b = next((s for s in reversed(samples) if s[0] <= t_last - 1.0), None)
+    end = t_last - 1.0 if duration_s is None else min(t_last, t_first + duration_s) - 1.0
+    a = next((s for s in samples if s[0] >= t_first + request_s + 1.0), None)
+    b = next((s for s in reversed(samples) if s[0] <= end), None)
     if a is None or b is None or b[0] - a[0] < 2.0:
         a, b = samples[moving[0] - 1], samples[moving[-1]]
     dt, dc, dn = b[0] - a[0], b[1] - a[1], b[2] - a[2]
@@ -91,7 +95,7 @@ def rows(folder: Path, ttft_ms: float) -> list[dict[str, Any]]:
         r: dict[str, Any] = {"tool": m["tool"], "streams": m["streams"], "offered_chunks_per_s": m["offered_chunks_per_s"],
                              "exit_code": m["exit_code"], "total_cpu_s": m.get("total_cpu_s")}
         r.update(tool_figures(m["tool"], mpath.parent))
-        st = steady(m["samples"])
+        st = steady(m["samples"], m.get("request_s", 4.03), m.get("duration_s"))
         if st:
             r.update(st)
             r["achieved_pct"] = 100.0 * st["chunks_per_s"] / m["offered_chunks_per_s"]
