@@ -10,6 +10,8 @@
 # pinned to --tool-cpu with its whole process tree (taskset is inherited). Tools are installed
 # by install.sh into their own venvs under $PEERS_CACHE (default ~/.cache/locust-llm/peers).
 # Results: --out (default bench/results/peers/<UTC time>/), table printed and in table.md.
+# PYTHON: the project's interpreter (default .venv/bin/python; llm-sim and locust beside it).
+# docs/benchmarks.md ("peers") explains the method and each tool's TTFT/ITL definitions.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -29,7 +31,7 @@ while [ $# -gt 0 ]; do
     --tool-cpu) TOOL_CPU="$2"; shift 2;;
     --out) OUT="$2"; shift 2;;
     --no-install) NO_INSTALL=1; shift;;
-    -h|--help) sed -n 2,13p "$0"; exit 0;;
+    -h|--help) sed -n 2,14p "$0"; exit 0;;
     *) echo "locust-llm: bench/peers/run.sh: unknown option $1" >&2; exit 2;;
   esac
 done
