@@ -19,7 +19,16 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from bench.overhead.config import BENCH, BOUNDS_MS, CLIENTS, START_MODES, calm_step, request_s, window_s
+from bench.overhead.config import (
+    BENCH,
+    BOUNDS_MS,
+    CLIENTS,
+    DEFAULT_CLIENTS,
+    START_MODES,
+    calm_step,
+    request_s,
+    window_s,
+)
 from bench.overhead.report import pair_line, run_line, summary_text, table
 from bench.overhead.rules import summarise
 from bench.overhead.runs import calm_pair, profile_client, run_measured
@@ -64,7 +73,8 @@ def parse_args(argv: list[str] | None, description: str | None = None) -> argpar
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--steps", help="stream counts, comma-separated (default 60,160,280,400,480,560; "
                     "--quick 60,400)")
-    ap.add_argument("--clients", default=",".join(CLIENTS), help="subset of ours,fasthttp,floor")
+    ap.add_argument("--clients", default=",".join(DEFAULT_CLIENTS), help="subset of ours,fasthttp,floor,uvfloor "
+                    "(uvfloor: the uvloop floor, bench/floor_uvloop.py; default ours,fasthttp,floor)")
     ap.add_argument("--duration", type=float, help="measured window per run, seconds (default 8; --quick 4)")
     ap.add_argument("--min-first-tokens", type=int, help="lengthen a step's window until it holds this many "
                     "first tokens, so its TTFT p99.9 is one (default 1000: 43 s at 60 streams; --quick 0)")
@@ -123,8 +133,21 @@ def parse_args(argv: list[str] | None, description: str | None = None) -> argpar
     ap.add_argument("--floor-script", default=str(BENCH / "floor_client.py"),
                     help="the script run as 'floor' (same command line as bench/floor_client.py; for A/B tests)")
     ap.add_argument("--keep", help="keep each run's client records and trace under this directory")
+    ap.add_argument("--ceiling", action="store_true", help="step the streams up until each client breaks its 1 ms "
+                    "and 5 ms TTFT-error bounds (p99), per --ceiling-itl (and --long-output); writes ceiling[]")
+    ap.add_argument("--ceiling-itl", default="20,5", help="ITLs (ms) of the ceiling series (default 20,5)")
+    ap.add_argument("--ceiling-start", type=int, default=40, help="first step of a ceiling series (default 40)")
+    ap.add_argument("--ceiling-factor", type=float, default=1.25, help="next step = this x the last, rounded up "
+                    "to 10 (default 1.25)")
+    ap.add_argument("--ceiling-max", type=int, default=4000, help="largest step of a ceiling series (default 4000)")
+    ap.add_argument("--long-output", type=int, default=0, help="with --ceiling: a series of this many tokens per "
+                    "request (e.g. 4096) at the first --ceiling-itl, judged on every chunk's stamp delay p99")
     ap.add_argument("--out", default=str(BENCH / "results" / "client_overhead.json"))
     a = ap.parse_args(argv)
+    a.ceiling_itl = [float(x) for x in a.ceiling_itl.split(",") if x.strip()]
+    if a.ceiling and (not a.ceiling_itl or min(a.ceiling_itl) <= 0 or a.ceiling_start < 1
+                      or a.ceiling_factor <= 1.0 or a.long_output < 0):
+        ap.error("--ceiling needs --ceiling-itl > 0, --ceiling-start >= 1, --ceiling-factor > 1, --long-output >= 0")
     if a.tail and not a.steps:
         a.steps = ",".join(str(n) for n in tail_steps(Path(a.tail_from or a.out)))
     a.steps = [int(x) for x in (a.steps or ("60,400" if a.quick else "60,160,280,400,480,560")).split(",")
@@ -183,6 +206,8 @@ def main(argv: list[str] | None = None, description: str | None = None) -> int:
         args.quiet_wait = 0.0 if args.priority == "rt" else 20.0
     started = time.time()
     load_before = os.getloadavg()
+    if args.ceiling:
+        return _ceiling_main(args, argv, ncpu, started, load_before)
     sim = Simulator(args, max([*args.steps, args.profile_streams]))
     print(f"simulator {sim.url} on CPU {args.sim_cpu}, clients on CPU {args.client_cpu}: ITL {args.itl_ms:g} ms, "
           f"TTFT {args.ttft_ms:g} ms, {args.output_tokens} tokens per request, one token per chunk, "
@@ -202,7 +227,7 @@ def main(argv: list[str] | None = None, description: str | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="client_overhead-") as td:
             tmp = Path(td)
             runs = [(start, kind) for start in args.start for kind in args.clients
-                    if start == "even" or kind != "floor"]
+                    if start == "even" or kind not in ("floor", "uvfloor")]
             for n, rep in plan:
                 for start, kind in runs:
                     if rep and start != "even":
@@ -242,6 +267,34 @@ def main(argv: list[str] | None = None, description: str | None = None) -> int:
         "calm_pairs": pairs,
         "summary": summary,
         "profiles": profiles,
+    }
+    out.write_text(json.dumps(doc, indent=2, default=str))
+    print(f"\nwritten {out} ({doc['elapsed_s']:.0f} s)")
+    return 0
+
+
+def _ceiling_main(args: argparse.Namespace, argv: list[str] | None, ncpu: int, started: float,
+                  load_before: tuple[float, float, float]) -> int:
+    """--ceiling: the series (bench/overhead/ceiling.py), their table, the results file."""
+    from bench.overhead.ceiling import ceiling_entries, ceiling_table, run_ceiling
+
+    with tempfile.TemporaryDirectory(prefix="client_overhead-") as td:
+        results = run_ceiling(args, Path(td))
+    entries = ceiling_entries(results)
+    print()
+    print(table(results))
+    print(ceiling_table(entries))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "schema": "locust-llm/bench/client_overhead/1",
+        "command": " ".join(["bench/client_overhead.py", *(sys.argv[1:] if argv is None else argv)]),
+        "machine": {"cpus": ncpu, "platform": platform.platform(), "python": platform.python_version(),
+                    "loadavg_before": load_before, "sim_loop": sim_loop()},
+        "settings": vars(args),
+        "elapsed_s": time.time() - started,
+        "results": results,
+        "ceiling": entries,
     }
     out.write_text(json.dumps(doc, indent=2, default=str))
     print(f"\nwritten {out} ({doc['elapsed_s']:.0f} s)")

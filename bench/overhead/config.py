@@ -14,7 +14,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
 VENV_BIN = Path(sys.executable).parent
-CLIENTS = ("ours", "fasthttp", "floor")
+CLIENTS = ("ours", "fasthttp", "floor", "uvfloor")  # uvfloor: the uvloop floor (bench/floor_uvloop.py)
+DEFAULT_CLIENTS = ("ours", "fasthttp", "floor")
 START_MODES = ("even", "locust", "locust-off")
 BOUNDS_MS = (5.0, 1.0)
 

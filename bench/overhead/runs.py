@@ -36,9 +36,10 @@ def client_command(kind: str, n: int, url: str, stream_s: float, args: argparse.
         "BENCH_MAX_TOKENS": str(args.output_tokens), "PYTHONUNBUFFERED": "1",
     })
     pin = [*priority_prefix(args.priority), "taskset", "-c", str(args.client_cpu)]
-    if kind == "floor":
-        out = workdir / "floor.jsonl"
-        cmd = [*pin, sys.executable, str(args.floor_script), "--url", url, "--streams", str(n),
+    if kind in ("floor", "uvfloor"):  # the gevent floor, the uvloop floor: the same command line
+        out = workdir / f"{kind}.jsonl"
+        script = args.floor_script if kind == "floor" else str(BENCH / "floor_uvloop.py")
+        cmd = [*pin, sys.executable, script, "--url", url, "--streams", str(n),
                "--duration", f"{stream_s:g}", "--out", str(out), "--hold", f"{args.hold:g}",
                "--spread", f"{args.spread:g}", "--max-tokens", str(args.output_tokens), "--drain", f"{args.drain:g}"]
         return cmd, env, out
