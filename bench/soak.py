@@ -15,7 +15,8 @@ Every ``--interval`` seconds it samples VmRSS and open fds of every process of t
 (the simulator, each master and its workers, any child of theirs) from /proc. At the end:
 
 - **flat**: per process, the Theil-Sen slope of RSS after ``--warmup`` at most
-  ``--rss-bound`` percent per hour, fds constant (``bench/lib/soak_verdict.py``);
+  ``--rss-bound`` percent per hour, fds constant at equal load: per phase kind, no later phase's fewest fds above the
+  first one's by more than ``--fd-slack`` (``bench/lib/soak_verdict.py``);
 - **records == served**: both runs' requests.jsonl against ``GET /_sim/stats``: ``ok`` records
   == served, records == started (the ones cut by a stop are ``interrupted`` records, counted
   aborted by the simulator), no request_id twice;
@@ -53,6 +54,7 @@ sys.path.insert(0, str(ROOT))
 from bench.lib.llm_imports import parse_duration_s  # noqa: E402
 from bench.lib.procfs import open_fds, stat_fields, tree_by_children, vmrss_kb  # noqa: E402
 from bench.lib.soak_verdict import (  # noqa: E402
+    FD_SLACK,
     RSS_BOUND_PCT_PER_H,
     Phase,
     accounting,
@@ -103,11 +105,14 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--warmup", default="10m", help="left out of the flatness verdict (default 10m)")
     ap.add_argument("--rss-bound", type=float, default=RSS_BOUND_PCT_PER_H,
                     help=f"RSS slope bound after warm-up, %% per hour (default {RSS_BOUND_PCT_PER_H:g})")
-    ap.add_argument("--fd-slack", type=int, default=0, help="fds may vary by this much after warm-up (default 0)")
+    ap.add_argument("--fd-slack", type=int, default=FD_SLACK,
+                    help=f"a later phase's fewest fds may exceed the first phase's by this much (default {FD_SLACK})")
     ap.add_argument("--sim-args", default="--ttft-ms 100 --itl-ms 40 --output-tokens 100",
                     help="llm-sim's timing (default: 100 ms TTFT, 40 ms ITL, 100 tokens: about 4.1 s a request, "
                          "25 chunks/s a stream)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "soak")
+    ap.add_argument("--rejudge", type=Path, metavar="DIR",
+                    help="judge an earlier soak's samples again (DIR/soak.csv) with this --warmup, --rss-bound, --fd-slack")
     args = ap.parse_args()
     try:
         args.duration_s = parse_duration_s(args.duration, "--duration")
@@ -193,15 +198,58 @@ def plot(rows: list[dict[str, Any]], plan: list[Phase], warmup_s: float, path: P
     return f"plot: {path}"
 
 
+def judge(rows: list[dict[str, Any]], plan: list[Phase], args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """Every process's flatness verdict; samples after the plan's end (the tails, the reports) not judged."""
+    plan_end = plan[-1].start_s + plan[-1].duration_s
+    verdicts = {}
+    for name in sorted({str(r["process"]) for r in rows}):
+        series = [(float(r["t_s"]), r["rss_mb"], r["fds"]) for r in rows if r["process"] == name]
+        verdicts[name] = flatness(series, args.warmup_s, args.rss_bound, args.fd_slack, plan, plan_end)
+    return verdicts
+
+
+def print_processes(verdicts: dict[str, dict[str, Any]]) -> None:
+    for name, v in verdicts.items():
+        if not v["judged"]:
+            print(f"  {name:22s} not judged ({v['samples']} samples after warm-up)")
+            continue
+        print(f"  {name:22s} RSS {v['rss_first_mb']:7.1f} -> {v['rss_last_mb']:7.1f} MB "
+              f"(min {v['rss_min_mb']:.1f}, max {v['rss_max_mb']:.1f}), slope {v['rss_slope_pct_per_h']:+.2f} %/h "
+              f"[{'flat' if v['rss_flat'] else 'NOT flat'}], peak {v['rss_peak_mb']:.1f}; fds {v['fds_min']}..{v['fds_max']}"
+              f", per phase {v.get('fds_by_phase_kind')} "
+              f"[{'constant' if v['fds_constant'] else 'not judged' if not v.get('fds_judged') else 'NOT constant'}]")
+
+
+def rejudge(args: argparse.Namespace) -> int:
+    """``--rejudge DIR``: the flatness verdicts of an earlier soak again, from its soak.csv, with
+    this command line's ``--warmup``, ``--rss-bound`` and ``--fd-slack`` (a 2-hour run judged
+    again without running it again); written to DIR/soak.rejudged.json."""
+    earlier = json.loads((args.rejudge / "soak.json").read_text())
+    plan = [Phase(**p) for p in earlier["plan"]["phases"]]
+    with (args.rejudge / "soak.csv").open() as f:
+        rows = [{"t_s": float(r["t_s"]), "process": r["process"],
+                 "rss_mb": float(r["rss_mb"]) if r["rss_mb"] else None,
+                 "fds": int(r["fds"]) if r["fds"] else None} for r in csv.DictReader(f)]
+    verdicts = judge(rows, plan, args)
+    print_processes(verdicts)
+    flat = bool(verdicts) and all(v["flat"] for v in verdicts.values() if v["judged"])
+    out = {"warmup_s": args.warmup_s, "rss_bound_pct_per_h": args.rss_bound, "fd_slack": args.fd_slack,
+           "processes": verdicts, "flat": flat}
+    (args.rejudge / "soak.rejudged.json").write_text(json.dumps(out, indent=2) + "\n")
+    print("flat" if flat else "NOT flat")
+    return 0 if flat else 1
+
+
 def main() -> int:
     args = parse_args()
+    if args.rejudge:
+        return rejudge(args)
     args.out.mkdir(parents=True, exist_ok=True)
     plan = phases(args.duration_s, args.phase_s)
     plans = {"closed": stage_plan(plan, "closed", *args.users_lh), "open": stage_plan(plan, "open", *args.rate_lh)}
     sim, url = start_sim(args)
     t0 = time.monotonic()
     runs = {run: start_run(args, run, plans[run], url) for run in RUNS}
-    plan_end = plan[-1].start_s + plan[-1].duration_s  # then the tails and the reports: not judged
     rows: list[dict[str, Any]] = []
     seen: dict[int, int] = {}  # pid -> start time: the leftover check
     try:
@@ -238,10 +286,7 @@ def main() -> int:
     records = [r for run in RUNS for r in read_records(args.out / run / "requests.jsonl")]
     acct = accounting(records, stats)
     acct["by_run"] = {run: len(read_records(args.out / run / "requests.jsonl")) for run in RUNS}
-    verdicts = {}
-    for name in sorted({str(r["process"]) for r in rows}):
-        series = [(float(r["t_s"]), r["rss_mb"], r["fds"]) for r in rows if r["process"] == name]
-        verdicts[name] = flatness(series, args.warmup_s, args.rss_bound, args.fd_slack, plan, plan_end)
+    verdicts = judge(rows, plan, args)
     exits = {run: p.returncode for run, p in runs.items()}
     # a process that lives only part of the soak (none should) is not judged: flat needs its samples
     judged = {n: v for n, v in verdicts.items() if v["judged"]}
@@ -266,15 +311,7 @@ def main() -> int:
     print(f"soak: {elapsed:.0f} s, {len(plan)} phases of {args.phase_s:g} s, closed {args.users} users, "
           f"open {args.rate} req/s ({args.arrival}), client {args.client}, samples every {args.interval:g} s")
     print(f"  stages closed: {plans['closed']}\n  stages open:   {plans['open']}")
-    for name, v in verdicts.items():
-        if not v["judged"]:
-            print(f"  {name:22s} not judged ({v['samples']} samples after warm-up)")
-            continue
-        print(f"  {name:22s} RSS {v['rss_first_mb']:7.1f} -> {v['rss_last_mb']:7.1f} MB "
-              f"(min {v['rss_min_mb']:.1f}, max {v['rss_max_mb']:.1f}), slope {v['rss_slope_pct_per_h']:+.2f} %/h "
-              f"[{'flat' if v['rss_flat'] else 'NOT flat'}], peak {v['rss_peak_mb']:.1f}; fds {v['fds_min']}..{v['fds_max']}"
-              f", per phase {v.get('fds_by_phase_kind')} "
-              f"[{'constant' if v['fds_constant'] else 'not judged' if not v.get('fds_judged') else 'NOT constant'}]")
+    print_processes(verdicts)
     print(f"  records {acct['records']} {acct['records_by_status']} (closed {acct['by_run']['closed']}, open "
           f"{acct['by_run']['open']}); simulator started {acct['sim_started']}, served {acct['sim_served']}, "
           f"aborted {acct['sim_aborted']}, errors {acct['sim_errors']}; duplicates {acct['duplicates']}: "
