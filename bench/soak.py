@@ -15,17 +15,19 @@ Every ``--interval`` seconds it samples VmRSS and open fds of every process of t
 (the simulator, each master and its workers, any child of theirs) from /proc. At the end:
 
 - **flat**: per process, the Theil-Sen slope of RSS after ``--warmup`` at most
-  ``--rss-bound`` percent per hour, fds constant at equal load: per phase kind, no later phase's fewest fds above the
-  first one's by more than ``--fd-slack`` (``bench/lib/soak_verdict.py``);
+  ``--rss-bound`` percent per hour, and fds constant at equal load: per phase kind, no later
+  phase's fewest fds above the first one's by more than ``--fd-slack``
+  (``bench/lib/soak_verdict.py``; docs/benchmarks.md has the method);
 - **records == served**: both runs' requests.jsonl against ``GET /_sim/stats``: ``ok`` records
   == served, records == started (the ones cut by a stop are ``interrupted`` records, counted
   aborted by the simulator), no request_id twice;
 - **no process left**: every pid seen (by pid and start time) gone within 10 s of the end;
 - both runs exit 0.
 
-    .venv/bin/python bench/soak.py                                 # the soak: 2 h, 10 min phases
-    .venv/bin/python bench/soak.py --duration 3m --phase 40s --warmup 60s --interval 5   # validation
-    .venv/bin/python bench/soak.py --duration 3m --phase 40s --warmup 60s --client sdk
+    .venv/bin/python bench/soak.py                                   # the soak: 2 h, 10 min phases
+    .venv/bin/python bench/soak.py --duration 5m --phase 30s --warmup 60s --interval 5   # validation
+    .venv/bin/python bench/soak.py --duration 5m --phase 30s --warmup 60s --client sdk
+    .venv/bin/python bench/soak.py --rejudge bench/results/soak --warmup 15m   # judge again
 
 Writes ``soak.json`` (plan, verdicts, accounting), ``soak.csv`` (every sample), ``soak.svg``
 (matplotlib, the ``report`` extra) and each run's ``--llm-report`` directory (``closed/``,
@@ -248,6 +250,7 @@ def main() -> int:
     plan = phases(args.duration_s, args.phase_s)
     plans = {"closed": stage_plan(plan, "closed", *args.users_lh), "open": stage_plan(plan, "open", *args.rate_lh)}
     sim, url = start_sim(args)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # a stopped soak stops its runs too (below)
     t0 = time.monotonic()
     runs = {run: start_run(args, run, plans[run], url) for run in RUNS}
     rows: list[dict[str, Any]] = []
