@@ -104,7 +104,9 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--client", default="raw", choices=("raw", "sdk"), help="--llm-client (default raw)")
     ap.add_argument("--processes", type=int, default=2, help="workers per run (default 2)")
     ap.add_argument("--interval", type=float, default=10.0, help="seconds between samples (default 10)")
-    ap.add_argument("--warmup", default="10m", help="left out of the flatness verdict (default 10m)")
+    ap.add_argument("--warmup", default="15m",
+                    help="left out of the flatness verdict (default 15m: the simulator's 2,000-record trace ring "
+                         "fills in about 12 min at this load)")
     ap.add_argument("--rss-bound", type=float, default=RSS_BOUND_PCT_PER_H,
                     help=f"RSS slope bound after warm-up, %% per hour (default {RSS_BOUND_PCT_PER_H:g})")
     ap.add_argument("--fd-slack", type=int, default=FD_SLACK,
@@ -181,16 +183,24 @@ def plot(rows: list[dict[str, Any]], plan: list[Phase], warmup_s: float, path: P
         import matplotlib.pyplot as plt
     except ImportError:
         return "plot skipped (matplotlib is the 'report' extra)"
-    fig, (a, b) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
+    fig, (a, c, b) = plt.subplots(3, 1, figsize=(10, 9), sharex=True)
+    end_s = plan[-1].start_s + plan[-1].duration_s
     for name in sorted({str(r["process"]) for r in rows}):
-        pts = [r for r in rows if r["process"] == name and r["rss_mb"] is not None]
+        # from the second sample (the first may catch a process just started) to the plan's end
+        # (then the reports: the masters' peak would squash the scale)
+        pts = [r for r in rows if r["process"] == name and r["rss_mb"] is not None and 0 < r["t_s"] <= end_s]
         a.plot([r["t_s"] / 60 for r in pts], [r["rss_mb"] for r in pts], label=name)
+        base = next((r["rss_mb"] for r in pts if r["t_s"] >= warmup_s), None)
+        if base:
+            after = [r for r in pts if r["t_s"] >= warmup_s]
+            c.plot([r["t_s"] / 60 for r in after], [100 * (r["rss_mb"] / base - 1) for r in after], label=name)
         b.plot([r["t_s"] / 60 for r in pts], [r["fds"] for r in pts], label=name)
     colours = {"closed": "#dde8f5", "open": "#f5e8dd", "mixed": "#e6e6e6"}
-    for ax in (a, b):
+    for ax in (a, c, b):
         for p in plan:
             ax.axvspan(p.start_s / 60, (p.start_s + p.duration_s) / 60, color=colours[p.kind], zorder=0)
         ax.axvline(warmup_s / 60, color="k", linestyle=":", linewidth=1)
+    c.set_ylabel("RSS change since warm-up (%)")
     a.set_ylabel("RSS (MB)")
     b.set_ylabel("open fds")
     b.set_xlabel("minutes (shaded: closed-loop blue, open-loop orange, both grey; dotted: end of warm-up)")
@@ -225,7 +235,7 @@ def print_processes(verdicts: dict[str, dict[str, Any]]) -> None:
 def rejudge(args: argparse.Namespace) -> int:
     """``--rejudge DIR``: the flatness verdicts of an earlier soak again, from its soak.csv, with
     this command line's ``--warmup``, ``--rss-bound`` and ``--fd-slack`` (a 2-hour run judged
-    again without running it again); written to DIR/soak.rejudged.json."""
+    again without running it again); written to DIR/soak.rejudged.json and .svg."""
     earlier = json.loads((args.rejudge / "soak.json").read_text())
     plan = [Phase(**p) for p in earlier["plan"]["phases"]]
     with (args.rejudge / "soak.csv").open() as f:
@@ -238,6 +248,7 @@ def rejudge(args: argparse.Namespace) -> int:
     out = {"warmup_s": args.warmup_s, "rss_bound_pct_per_h": args.rss_bound, "fd_slack": args.fd_slack,
            "processes": verdicts, "flat": flat}
     (args.rejudge / "soak.rejudged.json").write_text(json.dumps(out, indent=2) + "\n")
+    print(plot(rows, plan, args.warmup_s, args.rejudge / "soak.rejudged.svg"))
     print("flat" if flat else "NOT flat")
     return 0 if flat else 1
 
