@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from llm_users.client.request_state import RequestState
     from llm_users.client.stream import _Exchange
+    from llm_users.durations import parse_duration_s
     from llm_users.health.lagtrace import OFF_CPU, LagTrace
     from llm_users.metrics import RequestRecord
     from llm_users.protocols.ollama import OllamaStreamParser
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
 _WHERE = {
     "OFF_CPU": "llm_users.health.lagtrace",
+    "parse_duration_s": "llm_users.durations",
     "LagTrace": "llm_users.health.lagtrace",
     "RequestRecord": "llm_users.metrics",
     "OllamaStreamParser": "llm_users.protocols.ollama",
@@ -32,7 +34,7 @@ _WHERE = {
 }
 
 __all__ = ["OFF_CPU", "LagTrace", "OllamaStreamParser", "OpenAIStreamParser", "RequestRecord", "RequestState",
-           "_Exchange", "start_simulator"]
+           "_Exchange", "parse_duration_s", "start_simulator"]
 
 
 def __getattr__(name: str) -> Any:
