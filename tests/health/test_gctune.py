@@ -45,3 +45,25 @@ def test_tick_mode_freezes_at_every_steady_tick() -> None:
     assert not t.tick(6)  # the count moved: wait for it to hold
     t.stop()
     assert gc.get_freeze_count() == 0
+
+
+def test_garbage_made_between_freezes_is_freed_not_frozen() -> None:
+    """Cycles a spawn leaves behind (Locust's worker builds argparse parsers on every spawn
+    message) are collected before the next freeze, not kept in the frozen heap until the stop."""
+    import weakref
+
+    class Node:
+        pass
+
+    gc.unfreeze()
+    t = GcTuner("freeze")
+    t.tick(8)
+    assert t.tick(8)
+    a, b = Node(), Node()
+    a.other, b.other = b, a  # a cycle: reference counting alone never frees it
+    gone = weakref.ref(a)
+    del a, b
+    kept = Node()  # alive: frozen as before
+    assert not t.tick(16) and t.tick(16)  # a stage changed the user count: frozen again
+    assert gone() is None and gc.is_tracked(kept)
+    t.stop()
