@@ -41,6 +41,7 @@ from llm_users.health.verdict import first_answer_ms, verdict
 from llm_users.metrics import RequestRecord
 from llm_users.options import RunConfig, current_options
 from llm_users.outputs import SCHEMA, FinalData, RecordWriter
+from llm_users.outputs.final import apply_summary_hooks
 from llm_users.outputs.registry import write_outputs
 from llm_users.outputs.setup import setup_block
 from llm_users.redaction import Redactor
@@ -327,8 +328,7 @@ class MergingRun(LLMRun):
         s["records"] = c.records
         s["records_file"] = self.writer.state() if self.writer is not None else None  # whole, or why not
         s["backoff"] = {"enabled": self.config.backoff, "waits": c.backoff_waits, "wait_s": round(c.backoff_s, 3)}
-        for hook in self.summary_hooks:
-            hook(s)
+        apply_summary_hooks(self.summary_hooks, s)  # one that fails is an error line, not a run without its report
         s["config"] = self.redactor.config(self.current_options)
         s["setup"] = setup_block(self.current_config, self.current_options)  # what was asked, for the report
         s = self.redactor.scrub(s)  # a key in any section (environment, command line, ...) is masked

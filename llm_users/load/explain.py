@@ -45,6 +45,8 @@ def window_figures(extra: dict[int, dict[str, float]], start: float, end: float)
     lo, hi = int(start), int(end)
     for t in range(lo, max(hi, lo + 1)):
         for k, v in (extra.get(t) or {}).items():
+            if not isinstance(v, int | float) or isinstance(v, bool):
+                continue  # a second a column had no value (a rate not computed, a stage's empty cell)
             sums[k] = sums.get(k, 0.0) + v
             counts[k] = counts.get(k, 0) + 1
             maxima[k] = max(maxima.get(k, v), v)

@@ -8,6 +8,8 @@ the test stops; an output (:class:`Output`) is one object with a ``name`` and
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -30,3 +32,15 @@ class Output(Protocol):
 
     def write(self, final: FinalData, directory: str | None) -> None:
         """Write (or print) this output; ``directory`` is the report directory, None without one."""
+
+
+def apply_summary_hooks(hooks: list[Callable[[dict[str, Any]], None]], summary: dict[str, Any]) -> None:
+    """Each summary hook adds its part to ``summary``; one that raises is one error line (with
+    its traceback in the log) and the rest of the summary, and every output, still comes."""
+    for hook in hooks:
+        try:
+            hook(summary)
+        except Exception:
+            logging.getLogger(__name__).exception(
+                "locust-llm: a summary part failed (%s); the rest of the summary and the report go on",
+                getattr(hook, "__qualname__", repr(hook)))

@@ -256,3 +256,18 @@ def test_trace_replay_sends_each_row_on_schedule(sim_factory, tmp_path) -> None:
     a = read_summary(report)["arrivals"]
     assert a["trace_requests"] == 30 and a["trace_speedup"] == 2 and a["sent"] == 30
     assert a["schedule_lag"]["count"] == 30
+
+
+def test_open_loop_stages_with_an_idle_stage_keep_their_summary(sim_factory, tmp_path) -> None:
+    """A rate-0 stage leaves seconds without a schedule lag in the timeline: the knee's window
+    figures crashed on them (TypeError in a summary hook) and the run lost its report and exited 2
+    (found by bench/soak.py)."""
+    sim = sim_factory(*FAST)
+    report = tmp_path / "r"
+    port = str(free_port())
+    proc = _open_loop_run(sim.url, report, "--llm-stages", "0:3s,4:3s,0:3s,4:3s", "--llm-arrival", "poisson",
+                          "--llm-seed", "1", "--llm-max-inflight", "24", "--processes", "2", "--master-bind-port",
+                          port, "--master-port", port)
+    assert "Traceback" not in proc.stderr and "a summary part failed" not in proc.stderr, proc.stderr[-3000:]
+    stages = read_summary(report)["stages"]
+    assert [round(s["rate"] or 0) for s in stages] == [0, 4, 0, 4] and stages[3]["successes"] > 0, stages

@@ -166,3 +166,26 @@ def test_server_timings_per_point_and_the_residual() -> None:
     net = into["client_network"].summary_ms()
     assert net["count"] == 3 and net["min"] == pytest.approx(0.4, abs=0.001) and net["max"] == pytest.approx(0.4, abs=0.001)
     assert into["queue"].summary_ms()["max"] == pytest.approx(5.0, rel=0.01)
+
+
+def test_window_figures_skip_seconds_without_a_value() -> None:
+    """An open-loop stage run's timeline has None cells (a rate not computed that second): the
+    summary used to crash there (TypeError), losing the run's report."""
+    from llm_users.load.explain import window_figures
+
+    extra = {0: {"server_running": 2.0, "lag": None}, 1: {"server_running": 4.0, "lag": 3.0}, 2: {"lag": None}}
+    figs = window_figures(extra, 0, 3)
+    assert figs["server_running"] == {"mean": 3.0, "max": 4.0, "samples": 2}
+    assert figs["lag"] == {"mean": 3.0, "max": 3.0, "samples": 1}
+
+
+def test_a_failing_summary_hook_is_one_line_and_the_rest_goes_on(caplog) -> None:
+    from llm_users.outputs.final import apply_summary_hooks
+
+    def broken(s):
+        raise TypeError("boom")
+
+    s: dict = {}
+    apply_summary_hooks([broken, lambda s: s.update(ok=True)], s)
+    assert s == {"ok": True}
+    assert any("a summary part failed" in r.message for r in caplog.records)
