@@ -118,3 +118,51 @@ def test_ollama_reasoning_count_is_estimated(sim_factory, tmp_path) -> None:
     ov = _summary_matches(report, records)
     assert ov["reasoning"]["reasoning_tokens_estimated_requests"] == len(records)
     assert "estimated from reasoning chunks" in proc.stdout + proc.stderr
+
+
+EVERY_DIALECT = '''
+from locust import events
+from llm_users import plugin
+from llm_users.users import ClaudeUser, GeminiUser, OllamaUser, VLLMUser
+
+plugin.register(events)
+
+class Chat(VLLMUser):
+    pass
+
+class Responses(VLLMUser):
+    endpoint = "responses"
+
+class Claude(ClaudeUser):
+    pass
+
+class Gemini(GeminiUser):
+    pass
+
+class Ollama(OllamaUser):
+    pass
+'''
+
+
+@pytest.mark.parametrize("client", ["raw", "sdk"])
+def test_every_dialect_with_reasoning(client: str, sim_factory, tmp_path) -> None:
+    """Each dialect's reasoning shape (chat delta.reasoning, the Responses API's reasoning_text
+    deltas, Anthropic thinking_delta, Gemini thought parts, Ollama thinking) gives the same TTFO,
+    TTST and counts, raw and through each official SDK (TGI and /v1/completions have no reasoning
+    field)."""
+    sim = sim_factory(*SIM, "--gemini-tokens-per-chunk", "1")
+    locustfile = tmp_path / "every_dialect.py"
+    locustfile.write_text(EVERY_DIALECT)
+    report = tmp_path / "r"
+    proc = run_locust(str(locustfile), "--host", sim.url, "-u", "5", "-r", "5", "-t", "4s", "--stop-timeout", "10",
+                      "--llm-client", client, report=report,
+                      env={**KEYS, "OPENAI_API_KEY": "sk-test", "GEMINI_API_KEY": "gm-test"}, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = _measured(report)
+    by_backend: dict[str, list[dict]] = {}
+    for r in records:
+        by_backend.setdefault(f"{r['backend']} {r['name']}", []).append(r)
+    assert {r["client"] for r in records} == {client}
+    assert len(by_backend) == 5, sorted(by_backend)  # chat, responses, claude, gemini, ollama
+    for key, recs in by_backend.items():
+        _per_record(recs, "estimated" if key.startswith("ollama") else "usage")

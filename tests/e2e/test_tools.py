@@ -76,6 +76,9 @@ def test_tool_calls_are_timed_as_output(locustfile: str, chunks: int, client: st
     ("gemini.py", "raw", ()),
     ("ollama.py", "sdk", ()),
     ("tgi.py", "raw", ()),  # parameters.grammar
+    ("claude.py", "raw", ()),  # each dialect in both modes (TGI has no SDK binding)
+    ("gemini.py", "sdk", ()),
+    ("ollama.py", "raw", ()),
 ])
 def test_structured_answers_are_checked(locustfile: str, client: str, extra: tuple[str, ...], sim_factory,
                                         tmp_path) -> None:
