@@ -16,7 +16,7 @@ from llm_users.workload.datasets import DEFAULT_DATASET, load_dataset
 from llm_users.workload.images import DEFAULT_SIZE, ImageSource, SyntheticImages, parse_count, parse_size
 from llm_users.workload.lengths import Lengths, parse_lengths
 from llm_users.workload.sessions import SessionSource
-from llm_users.workload.source import Lane, Probe, RequestSource, WorkItem
+from llm_users.workload.source import Lane, RequestSource, WorkItem, WrappedSource
 from llm_users.workload.synthetic import SyntheticSource
 
 
@@ -157,20 +157,13 @@ def build_source(w: WorkloadOptions) -> RequestSource:
     return source
 
 
-class OutputLengths(RequestSource):
+class OutputLengths(WrappedSource):
     """Sets every item's max output tokens from a distribution."""
 
     def __init__(self, inner: RequestSource, lengths: Lengths, seed: int) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.lengths = lengths
         self.seed = seed
-        self.kind = inner.kind
-
-    def needs_prepare(self) -> bool:
-        return self.inner.needs_prepare()
-
-    def prepare(self, probe: Probe) -> None:
-        self.inner.prepare(probe)
 
     def lane(self, index: int) -> Lane:
         return _OutputLane(self.inner.lane(index), self.lengths, random.Random(f"{self.seed}:out:{index}"))

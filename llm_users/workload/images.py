@@ -29,7 +29,7 @@ from typing import Any
 
 from llm_users.errors import ConfigError
 from llm_users.protocols.images import Image
-from llm_users.workload.source import Lane, Probe, RequestSource, WorkItem
+from llm_users.workload.source import Lane, RequestSource, WorkItem, WrappedSource
 
 MIN_SIDE = 8
 MAX_SIDE = 4096
@@ -130,19 +130,12 @@ class SyntheticImages:
                 "format": "png", "file_bytes": [t.file_bytes for t in self.templates]}
 
 
-class ImageSource(RequestSource):
+class ImageSource(WrappedSource):
     """Adds ``images`` synthetic images to every item of ``inner``."""
 
     def __init__(self, inner: RequestSource, images: SyntheticImages) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.images = images
-        self.kind = inner.kind
-
-    def needs_prepare(self) -> bool:
-        return self.inner.needs_prepare()
-
-    def prepare(self, probe: Probe) -> None:
-        self.inner.prepare(probe)
 
     def lane(self, index: int) -> Lane:
         return _ImageLane(self.inner.lane(index), self.images, index)

@@ -21,24 +21,18 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from llm_users.workload.source import Lane, Messages, Probe, RequestSource, WorkItem
+from llm_users.workload.source import Lane, Messages, RequestSource, WorkItem, WrappedSource
 
 
-class SessionSource(RequestSource):
+class SessionSource(WrappedSource):
     kind = "sessions"
 
     def __init__(self, inner: RequestSource, turns: int, think_s: float = 0.0, *, chain: bool = False) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.turns = turns
         self.think_s = think_s
         self.chain = chain
         self._run = uuid.uuid4().hex[:8]
-
-    def needs_prepare(self) -> bool:
-        return self.inner.needs_prepare()
-
-    def prepare(self, probe: Probe) -> None:
-        self.inner.prepare(probe)
 
     def lane(self, index: int) -> Lane:
         return SessionLane(self, index, self.inner.lane(index))

@@ -74,3 +74,20 @@ class RequestSource(ABC):
     def describe(self) -> dict[str, Any]:
         """What summary.json's ``workload`` block says about this source."""
         return {"kind": self.kind}
+
+
+class WrappedSource(RequestSource):
+    """A source that changes the items of another (``inner``): preparing is the inner's, and so
+    is ``kind`` unless the subclass names its own (sessions, output lengths, images)."""
+
+    def __init__(self, inner: RequestSource) -> None:
+        self.inner = inner
+        if type(self).kind == RequestSource.kind:
+            self.kind = inner.kind
+
+    def needs_prepare(self) -> bool:
+        return self.inner.needs_prepare()
+
+    def prepare(self, probe: Probe) -> None:
+        self.inner.prepare(probe)
+
