@@ -117,6 +117,27 @@ class Shipper:
         return [d for seq in sorted(self.unacked) for d in self.unacked[seq]] + self._records
 
 
+class Seqs:
+    """The sequence numbers seen from one worker (1, 2, 3, ...), in constant memory while they
+    come in order: all up to ``upto``, and the few seen above it."""
+
+    __slots__ = ("upto", "above")
+
+    def __init__(self) -> None:
+        self.upto = 0
+        self.above: set[int] = set()
+
+    def add(self, seq: int) -> bool:
+        """True when ``seq`` is new."""
+        if seq <= self.upto or seq in self.above:
+            return False
+        self.above.add(seq)
+        while self.upto + 1 in self.above:
+            self.upto += 1
+            self.above.discard(self.upto)
+        return True
+
+
 @dataclass
 class WorkerState:
     worker: str
@@ -138,9 +159,10 @@ class Collector:
         self.health: dict[str, NodeHealth] = {}
         self.writer = writer
         self.workers: dict[str, WorkerState] = {}
-        self._payloads: set[tuple[str, int]] = set()  # (worker, seq): a payload counts once
+        self._seqs: dict[str, Seqs] = {}  # per worker, the payloads merged: a payload counts once
         self.records = 0
         self.duplicates = 0
+        self.duplicate_payloads = 0
         self.backoff_waits = 0  # requests after which a user backed off (backoff.py), and for how long
         self.backoff_s = 0.0
         self.labels: dict[str, tuple[str, str]] = {}  # request name -> (backend, model), first seen
@@ -202,11 +224,11 @@ class Collector:
 
     # distributed path -------------------------------------------------------------------------
     def receive(self, payload: dict[str, Any], now: float | None = None) -> None:
-        cpu, payloads = time.thread_time(), len(self._payloads)
+        cpu, duplicates = time.thread_time(), self.duplicate_payloads
         self._receive(payload, time.time() if now is None else now)
         self.merge_cpu_s += time.thread_time() - cpu
         sent = payload.get("sent_at")
-        if sent is not None and len(self._payloads) > payloads:  # merged (not a payload delivered twice)
+        if sent is not None and self.duplicate_payloads == duplicates:  # merged (not a payload delivered twice)
             self.merge_lags.append(time.time() - sent)
 
     def merge_state(self) -> dict[str, Any]:
@@ -230,11 +252,13 @@ class Collector:
 
     def _receive(self, payload: dict[str, Any], now: float) -> None:
         wid = payload["worker"]
-        key = (wid, int(payload["seq"]))
-        if key in self._payloads:  # delivered twice: its records are already in
+        seqs = self._seqs.get(wid)
+        if seqs is None:
+            seqs = self._seqs[wid] = Seqs()
+        if not seqs.add(int(payload["seq"])):  # delivered twice: its records are already in
             self.duplicates += len(payload["records"])
+            self.duplicate_payloads += 1
             return
-        self._payloads.add(key)
         ws = self.workers.get(wid)
         if ws is None:
             ws = self.workers[wid] = WorkerState(wid, now, now)

@@ -1,14 +1,12 @@
 """One Locust process's part in a run, one class per role (as Locust has Local/Master/WorkerRunner).
 
-- :class:`LocalRun`: records go into a :class:`~llm_users.distributed.Collector` directly; it
-  writes the outputs.
+- :class:`LocalRun`: records go into a :class:`~llm_users.distributed.Collector` directly.
 - :class:`WorkerRun`: records go into a :class:`~llm_users.distributed.Shipper`, shipped to
   the master every few seconds and once more, final, when it stops.
 - :class:`MasterRun`: merges the workers' payloads into the Collector, has every worker ship
   its final data before Locust stops, watches for lost workers, writes the outputs.
 
-:func:`run_for` picks the role once, from Locust's runner. Every load-generating node runs a
-:class:`~llm_users.health.selfcheck.SelfMonitor`.
+:func:`run_for` picks the role once, from Locust's runner. Each load-generating node self-checks.
 """
 
 from __future__ import annotations
@@ -35,6 +33,7 @@ from llm_users.health.gctune import GcTuner
 from llm_users.health.heap import fix_mmap_threshold
 from llm_users.health.idle import serve_ready_io
 from llm_users.health.lagtrace import span
+from llm_users.health.locust_costs import cache_default_args, trim_per_second
 from llm_users.health.master_watch import MasterWatch, lose_master
 from llm_users.health.selfcheck import SelfMonitor
 from llm_users.health.verdict import first_answer_ms, verdict
@@ -155,7 +154,6 @@ class LLMRun:
         if c.cooldown_s and c.run_time_s and rec.start_time > self.test_start + c.run_time_s - c.cooldown_s:
             rec.cooldown = True
 
-    # what each role provides -----------------------------------------------------------------
     def keep(self, record: RequestRecord) -> None:
         raise NotImplementedError
 
@@ -188,6 +186,7 @@ class WorkerRun(LLMRun):
 
     def install(self, runner: Any) -> None:
         super().install(runner)
+        cache_default_args()  # Locust's spawn handler: 0.7 s of parsers a message otherwise
         runner.register_message(STOP_MESSAGE, self.on_stop_request)
         runner.register_message(ACK_MESSAGE, self.on_ack)
         MasterWatch(runner, lambda reason: lose_master(self, reason))
@@ -293,6 +292,7 @@ class MergingRun(LLMRun):
             serve_ready_io()
             with span("tick"):
                 self.tick(now)
+                trim_per_second(self.environment.stats, now)  # Locust's own per-second dicts
             self._gc_tick()
 
     def tick(self, now: float) -> None:

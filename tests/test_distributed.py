@@ -96,3 +96,20 @@ def test_a_record_dict_with_a_key_that_is_no_field_still_decodes() -> None:
     assert RequestRecord.from_dict(d) == rec(3)
     assert RequestRecord.from_dict({**d, "from_a_newer_version": 1}) == rec(3)
     assert "tpot_ns" in d and RequestRecord.from_dict(d).tpot_ns == d["tpot_ns"]
+
+
+def test_payloads_out_of_order_count_once_and_the_seen_set_stays_small() -> None:
+    """The master keeps, per worker, the highest sequence number below which it has every
+    payload and the few above it: constant memory however long the run (issue 33's soak)."""
+    s = Shipper("w1")
+    payloads = []
+    for i in range(50):
+        s.add(rec(i))
+        payloads.append(s.payload())
+    c = Collector()
+    for p in payloads[2:10] + payloads[:2] + payloads[5:20] + payloads[10:]:  # late, then twice
+        c.receive(p)
+    assert c.records == 50 and c.duplicates == 5 + 10 and c.duplicate_payloads == 15
+    seqs = c._seqs["w1"]
+    assert seqs.upto == 50 and not seqs.above
+    assert len(c.merge_lags) == 50  # a lag per payload merged, none for the ones delivered twice

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import time
+from array import array
 from typing import Any
 
 import gevent
@@ -22,6 +23,7 @@ from gevent import monkey
 
 from llm_users.health import lagtrace, schedstat
 from llm_users.metrics import Distribution
+from llm_users.metrics.seconds import SecondSeries
 
 CPU_LIMIT = 0.90  # a CPU-second above this share of one core is busy (the verdict: health/verdict.py)
 # Lag in 1-second bursts (users started in phase, issue 15): where in the wall-clock second the
@@ -179,8 +181,9 @@ class NodeHealth:
         self.node = node
         self.lag = Distribution()
         self.phase = [0] * PHASE_BINS
-        self.phase_seconds: set[tuple[int, int]] = set()
-        self.cpu: list[tuple[float, float]] = []
+        # per second of the run, 8 bytes each (metrics/seconds.py): the bins with a burst as bits
+        self.phase_seconds = SecondSeries()
+        self.cpu = array("d")  # share of one core, a sample a second
         self.trace: dict[str, dict[str, list[int]]] = {"stalls": {}, "gc": {}, "spans": {}, "contention": {}}
         self.live = Distribution()  # every piece's lag as it arrives, start-up too: the live views (Prometheus)
         self.pending: list[dict[str, Any]] = []  # pieces not yet known to be inside the window
@@ -244,12 +247,14 @@ class NodeHealth:
             self.lag.merge(lag)
         else:
             self.lag.merge_wire(lag)
-        self.cpu.extend((float(t), float(c)) for t, c in w["cpu"])
+        self.cpu.extend(float(c) for _, c in w["cpu"])
         for i, n in enumerate(w.get("phase") or []):
             self.phase[i % PHASE_BINS] += int(n)
         for key, tally in (w.get("trace") or {}).items():
             lagtrace.merge_tally(self.trace.setdefault(key, {}), tally)
-        self.phase_seconds.update((int(t), int(b)) for t, b in w.get("phase_seconds") or [])
+        seconds = self.phase_seconds
+        for t, b in w.get("phase_seconds") or []:
+            seconds.set(int(t), float(int(seconds.get(int(t)) or 0) | 1 << int(b)))
 
     def burst_share(self) -> float | None:
         """Share of the high-lag samples in the busiest BURST_WINDOW_BINS of the second (None
@@ -260,12 +265,13 @@ class NodeHealth:
         start = max(range(PHASE_BINS),
                     key=lambda i: sum(self.phase[(i + k) % PHASE_BINS] for k in range(BURST_WINDOW_BINS)))
         window = {(start + k) % PHASE_BINS for k in range(BURST_WINDOW_BINS)}
-        if len({t for t, b in self.phase_seconds if b in window}) < BURST_MIN_SECONDS:
+        mask = sum(1 << b for b in window)
+        if sum(1 for _, bits in self.phase_seconds.items() if int(bits) & mask) < BURST_MIN_SECONDS:
             return None  # one block, not a rhythm
         return sum(self.phase[b] for b in window) / total
 
     def summary(self) -> dict[str, Any]:
-        shares = sorted(c for _, c in self.cpu)
+        shares = sorted(self.cpu)
         busy = sum(1 for c in shares if c > CPU_LIMIT)
         return {
             "node": self.node,

@@ -27,11 +27,17 @@ from typing import Any
 from llm_users.health.lagtrace import span
 from llm_users.metrics import RequestRecord
 from llm_users.metrics.by_arrival import record_by_second
+from llm_users.metrics.seconds import SecondColumns, SecondSeries
 
 COLUMNS = [
     "time", "users", "requests_started", "requests_finished", "failures", "output_tokens_per_s",
     "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms",
 ]
+
+
+#: The columns a closed second keeps: counts, then percentiles in ms (None: no value that second).
+COUNTS = COLUMNS[2:6]
+CLOSED = COLUMNS[2:]
 
 
 @dataclass(slots=True)
@@ -117,15 +123,17 @@ class Timeline:
     def __init__(self, settle_s: float = 15.0) -> None:
         self.settle_s = settle_s
         self._open: dict[int, _Second] = {}
-        self._rows: dict[int, dict[str, Any]] = {}
-        self._users: dict[int, int] = {}
-        self.extra: dict[int, dict[str, float]] = {}  # other series (GPU, server) by second
+        # closed seconds, a column each: 8 bytes a second however long the run (metrics/seconds.py)
+        self._closed = {c: SecondSeries() for c in CLOSED}
+        self._started = self._closed["requests_started"]  # set for every closed second
+        self._users = SecondSeries()
+        self.extra = SecondColumns()  # other series (GPU, server) by second: ``extra.get(t)``
 
     def _sec(self, t: int) -> _Second | None:
         """The open second ``t`` (opened if new), or None when it was closed already."""
         s = self._open.get(t)
         if s is None:
-            if t in self._rows:
+            if t in self._started:
                 return None
             s = self._open[t] = _Second()
         return s
@@ -134,7 +142,7 @@ class Timeline:
         """Add ``n`` to a count of second ``t``: the open second's, or the closed row's."""
         s = self._sec(t)
         if s is None:
-            self._rows[t][column] += n
+            self._closed[column].add(t, n)
         elif column == "requests_started":
             s.started += n
         elif column == "requests_finished":
@@ -163,17 +171,17 @@ class Timeline:
         for t, tokens, lo, hi in record_by_second(rec):  # about 11 pieces for 512 gaps of 20 ms
             s = opened.get(t) or self._sec(t)  # inline: this loop is most of a master's merge (issue 34)
             if s is None:
-                self._rows[t]["output_tokens_per_s"] += tokens
+                self._closed["output_tokens_per_s"].add(t, tokens)
             else:
                 s.tokens += tokens
                 if hi > lo:
                     s.itl.fromlist(itl[lo:hi])  # half extend's cost: sized once, no iterator
 
     def users(self, t: float, count: int) -> None:
-        self._users[int(t)] = count
+        self._users.set(int(t), count)
 
     def add_extra(self, t: float, values: dict[str, float]) -> None:
-        self.extra.setdefault(int(t), {}).update(values)
+        self.extra.update(int(t), values)
 
     def settle(self, now: float, pause: Callable[[], None] | None = None) -> None:
         """Close every second older than ``settle_s``; ``pause`` is called between slices of
@@ -185,26 +193,27 @@ class Timeline:
         s = self._open.pop(t)
         ttft50, ttft99 = pcts_ms(s.ttft, (50, 99), pause)
         itl50, itl99 = pcts_ms(s.itl, (50, 99), pause)
-        self._rows[t] = {
-            "requests_started": s.started, "requests_finished": s.finished, "failures": s.failures,
-            "output_tokens_per_s": s.tokens,
-            "ttft_p50_ms": ttft50, "ttft_p99_ms": ttft99, "itl_p50_ms": itl50, "itl_p99_ms": itl99,
-        }
+        for c, v in zip(CLOSED, (s.started, s.finished, s.failures, s.tokens, ttft50, ttft99, itl50, itl99), strict=True):
+            if v is not None:
+                self._closed[c].set(t, v)
 
     def rows(self) -> list[dict[str, Any]]:
         """Every second from the first to the last seen, gaps filled with zeros."""
         for t in list(self._open):
             self._close(t)
-        keys = set(self._rows) | set(self._users) | set(self.extra)
-        if not keys:
+        spans = [s for s in (self._started.span(), self._users.span()) if s]
+        spans += [s for s in (c.span() for c in self.extra.columns.values()) if s]
+        if not spans:
             return []
         out = []
-        empty = {c: 0 for c in COLUMNS[2:6]}
-        for t in range(min(keys), max(keys) + 1):
-            row: dict[str, Any] = {"time": t, "users": self._users.get(t)}
-            row.update(self._rows.get(t, empty))
+        closed = self._closed
+        for t in range(min(lo for lo, _ in spans), max(hi for _, hi in spans) + 1):
+            users = self._users.get(t)
+            row: dict[str, Any] = {"time": t, "users": None if users is None else int(users)}
+            for c in COUNTS:
+                row[c] = int(closed[c].get(t) or 0)
             for c in COLUMNS[6:]:
-                row.setdefault(c, None)
+                row[c] = closed[c].get(t)
             row.update(self.extra.get(t, {}))
             out.append(row)
         return out

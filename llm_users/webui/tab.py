@@ -205,7 +205,7 @@ def install(web_ui: Any, run: Any) -> LiveView:
         now = time.time()
         extra = run.collector.timeline.extra if run.collector is not None else {}
         study = run.current_config.study
-        server = any(k.startswith("server_") for v in list(extra.values())[-5:] for k in v)
+        server = any(k.startswith("server_") for k in extra.recent_columns(15)) if extra else False
         body = {"since": live.since, "slos": bool(live.slos), "gpu": gpu, "server": server, "rates": live.rates(now),
                 "sloMs": {k: v / 1e6 for k, v in live.slos.items()},
                 "openLoop": bool(study and study.open_loop), "stages": stage_marks(run, live.since),

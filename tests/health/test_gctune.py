@@ -19,8 +19,9 @@ def test_freezes_once_the_user_count_holds_and_unfreezes_at_stop() -> None:
     assert not t.tick(100)  # once per count
     assert not t.tick(150)
     keep = [[i] for i in range(1000)]  # objects made after the first freeze
-    before = gc.get_freeze_count()
-    assert t.tick(150) and gc.get_freeze_count() >= before + 1000  # users added: frozen again
+    assert t.tick(150)  # users added: frozen again, those objects with them
+    walked = {id(o) for o in gc.get_objects()}  # the generations the collector walks
+    assert gc.get_freeze_count() >= 1000 and not any(id(k) in walked for k in keep)
     t.stop()
     assert gc.get_freeze_count() == 0
     del keep
@@ -66,4 +67,69 @@ def test_garbage_made_between_freezes_is_freed_not_frozen() -> None:
     kept = Node()  # alive: frozen as before
     assert not t.tick(16) and t.tick(16)  # a stage changed the user count: frozen again
     assert gone() is None and gc.is_tracked(kept)
+    t.stop()
+
+
+def test_users_stopped_after_a_freeze_are_freed_by_a_full_pass_at_most_every_few_minutes() -> None:
+    """A user alive at a freeze is frozen with what it holds; when a stage stops it, its cycles
+    (greenlet, SDK client) are garbage inside the frozen heap. A freeze after the count went
+    down frees them with a full pass, at most once per FULL_EVERY_S: the soak's SDK-mode
+    closed-loop workers grew about 0.5 MB per stopped user per stage (issue 33 item 7)."""
+    import weakref
+
+    from llm_users.health.gctune import FULL_EVERY_S
+
+    class User:
+        pass
+
+    def users(n: int) -> list[User]:
+        out = []
+        for _ in range(n):
+            u = User()
+            u.client = {"owner": u, "pool": [bytearray(1000)]}  # a cycle, like a client and its user
+            out.append(u)
+        return out
+
+    now = [0.0]
+    gc.unfreeze()
+    t = GcTuner("freeze", clock=lambda: now[0])
+    alive = users(16)
+    t.tick(16)
+    assert t.tick(16)  # the 16 users are frozen now
+    gone = [weakref.ref(u) for u in alive[8:]]
+    del alive[8:]  # the stage goes down to 8: the stopped users are cyclic garbage
+    now[0] = 10.0  # too soon after the last full pass (the tuner's start): garbage stays frozen
+    assert not t.tick(8) and t.tick(8) and t.full_passes == 0
+    assert all(g() is not None for g in gone)
+    alive += users(8)
+    assert not t.tick(16) and t.tick(16)  # up again: no full pass either
+    gone += [weakref.ref(u) for u in alive[8:]]
+    del alive[8:]
+    now[0] = 10.0 + FULL_EVERY_S
+    assert not t.tick(8) and t.tick(8) and t.full_passes == 1  # down, and time for one: all freed
+    assert all(g() is None for g in gone)
+    assert gc.get_freeze_count() > 0 and t.frozen_at == 8
+    t.stop()
+
+
+def test_a_count_held_at_zero_frees_the_stopped_users_at_once() -> None:
+    """Nothing is in flight with no users: the full pass costs no measurement then."""
+    import weakref
+
+    class User:
+        pass
+
+    gc.unfreeze()
+    t = GcTuner("freeze", clock=lambda: 0.0)
+    u = User()
+    u.me = u
+    gone = weakref.ref(u)
+    t.tick(4)
+    assert t.tick(4)
+    del u
+    assert not t.tick(0) and gone() is not None and t.full_passes == 0  # just reached 0
+    assert not t.tick(0) and gone() is None and t.full_passes == 1 and t.frozen_at is None
+    assert not t.tick(0) and t.full_passes == 1 and gc.get_freeze_count() == 0  # once
+    t.tick(4)
+    assert t.tick(4) and t.full_passes == 1  # frozen again, the plain way
     t.stop()

@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
+from array import array
+
 import gevent
 
 from llm_users.health.selfcheck import NodeHealth, SelfMonitor
 from llm_users.health.verdict import verdict
+from llm_users.metrics.seconds import SecondSeries
+
+
+def marks(pairs: set[tuple[int, int]]) -> SecondSeries:
+    """NodeHealth.phase_seconds from (second, bin) pairs: each second's bins as bits."""
+    s = SecondSeries()
+    for t, b in pairs:
+        s.set(t, float(int(s.get(t) or 0) | 1 << b))
+    return s
+
+
+def pairs(s: SecondSeries) -> set[tuple[int, int]]:
+    return {(t, b) for t, bits in s.items() for b in range(20) if int(bits) >> b & 1}
 
 
 def health(node: str, lag_ms: float, cpu: list[float]) -> NodeHealth:
     h = NodeHealth(node)
     for _ in range(200):
         h.lag.add(lag_ms * 1e6)
-    h.cpu = [(float(i), c) for i, c in enumerate(cpu)]
+    h.cpu = array("d", cpu)
     return h
 
 
@@ -91,7 +106,7 @@ def test_lag_in_one_second_bursts_is_named() -> None:
     bursty.phase = [0] * 20
     bursty.phase[7], bursty.phase[8] = 40, 25  # 350-450 ms into each second
     bursty.phase[15] = 5
-    bursty.phase_seconds = {(t, b) for t in range(100, 110) for b in (7, 8)} | {(104, 15)}
+    bursty.phase_seconds = marks({(t, b) for t in range(100, 110) for b in (7, 8)} | {(104, 15)})
     v = verdict([bursty], ttft_p50_ms=50.0)
     reasons = v["nodes"][0]["reasons"]
     assert v["saturated"] and any(r.startswith("users in phase") for r in reasons)
@@ -105,14 +120,14 @@ def test_lag_in_one_second_bursts_is_named() -> None:
 
     spread = health("w", 12.0, [0.5] * 10)
     spread.phase = [4] * 20  # the same amount of lag, all over the second
-    spread.phase_seconds = {(t, b) for t in range(100, 110) for b in range(20)}
+    spread.phase_seconds = marks({(t, b) for t in range(100, 110) for b in range(20)})
     reasons = verdict([spread], ttft_p50_ms=50.0)["nodes"][0]["reasons"]
     assert reasons and not any(r.startswith("users in phase") for r in reasons)
 
     block = health("w", 12.0, [0.5] * 10)  # one 300 ms block at start-up: one place, one second
     block.phase = [0] * 20
     block.phase[3] = 30
-    block.phase_seconds = {(100, 3)}
+    block.phase_seconds = marks({(100, 3)})
     reasons = verdict([block], ttft_p50_ms=50.0)["nodes"][0]["reasons"]
     assert reasons and not any(r.startswith("users in phase") for r in reasons)
 
@@ -125,4 +140,4 @@ def test_phase_counts_travel_and_merge() -> None:
     h.merge_wire(m.to_wire())
     h.merge_wire({"lag": m.to_wire()["lag"], "cpu": [], "phase": [1] * 20, "phase_seconds": [[101, 3], [102, 4]]})
     assert h.phase[3] == 3 and sum(h.phase) == 22 and m.phase == [0] * 20 and not m.phase_seconds
-    assert h.phase_seconds == {(100, 3), (101, 3), (102, 4)}
+    assert pairs(h.phase_seconds) == {(100, 3), (101, 3), (102, 4)}

@@ -117,3 +117,33 @@ def test_a_late_record_adds_to_closed_seconds() -> None:
     # the closed seconds' percentiles stay as they were; the new seconds have their own
     assert rows[301]["itl_p50_ms"] == closed[301]["itl_p50_ms"] == 100.0
     assert rows[310]["itl_p50_ms"] == 100.0 and rows[320]["requests_finished"] == 1
+
+
+def test_an_hour_of_closed_seconds_costs_bytes_not_kilobytes() -> None:
+    """What a run keeps for every second (closed rows, users, server columns) is what the
+    report charts; kept as dicts it cost about 1.2 kB a second and a soak's master grew by it
+    for hours (issue 33). Columns of floats: 8 bytes a value, about 140 bytes a second here."""
+    import tracemalloc
+
+    t = Timeline(settle_s=5)
+    t0 = 1_700_000_000
+
+    def second(s: int) -> None:
+        t.add(RequestRecord(f"r{s}", "n", "b", "m", start_time=s + 0.2, ttft_ns=int(50e6), e2e_ns=int(3e8),
+                            itl_ns=[10_000_000] * 20, output_tokens=21))
+        t.users(s, 16)
+        t.add_extra(s, {f"server_{i}": s * 0.25 + i for i in range(8)})
+        t.settle(now=s)
+
+    for s in range(t0, t0 + 600):
+        second(s)
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for s in range(t0 + 600, t0 + 3600):
+        second(s)
+    per_second = (tracemalloc.get_traced_memory()[0] - before) / 3000
+    tracemalloc.stop()
+    assert per_second < 250, per_second
+    rows = t.rows()
+    assert len(rows) == 3600 and rows[1000]["requests_started"] == 1 and rows[1000]["users"] == 16
+    assert rows[1000]["itl_p50_ms"] == 10.0 and rows[1000]["server_7"] == (t0 + 1000) * 0.25 + 7

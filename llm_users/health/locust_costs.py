@@ -1,0 +1,66 @@
+"""Two costs Locust itself adds to a long run, taken off: memory that grows every second, and
+most of a second of a worker's loop at every spawn message.
+
+**Per-second counters.** Each Locust ``StatsEntry`` counts requests and failures per whole
+second (``num_reqs_per_sec``, ``num_fail_per_sec``) for its current RPS, which reads the last
+dozen seconds (``current_rps``, ``current_fail_per_sec``). The dicts are never trimmed: a master
+merges every worker report's seconds into them, so each entry (every request name, the total)
+grew by 100-150 bytes a second for the whole run (bench/soak.py, issue 33). Totals and the
+run's RPS come from the entries' counts and timestamps, not from these dicts:
+:func:`trim_per_second` keeps the last :data:`KEEP_S` seconds.
+
+**Spawn messages.** Locust's ``WorkerRunner`` (locust/runners.py, ``case "spawn"``) keeps the
+master's custom options with ``k not in argument_parser.default_args_dict()`` inside a
+comprehension over every option the master sent: a whole argument parser is built and parsed
+for each one (6 ms on this project's VMs, about 115 options with ours: 0.7 s), with the
+worker's event loop held the whole time. Every spawn message does it: each stage or sweep
+point, every re-admission of a worker, the stop of a stage to 0 users. Streams in flight on
+that worker were stamped up to 0.8 s late (loop lag p99 570 ms in a 2-minute SDK-mode stage
+run, ITL p99 584 ms against a 40 ms pace), and the parsers' cycles were left for the
+collector. The defaults do not change within a process (Locust's own options before any
+custom one is added), so :func:`cache_default_args` wraps the function once: built on the
+first call, a copy of that dict after.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: Seconds of per-second counts kept behind the newest: ten times what ``current_rps`` reads.
+KEEP_S = 120
+_CACHED = "_locust_llm_cached"
+
+
+def trim_per_second(stats: Any, now: float, keep_s: int = KEEP_S) -> int:
+    """Drop per-second counts older than ``keep_s`` from every entry of Locust's
+    ``RequestStats``; returns how many were dropped."""
+    oldest = int(now) - keep_s
+    dropped = 0
+    for entry in [stats.total, *stats.entries.values()]:
+        for counts in (entry.num_reqs_per_sec, entry.num_fail_per_sec):
+            old = [t for t in counts if t < oldest]
+            for t in old:
+                del counts[t]
+            dropped += len(old)
+    return dropped
+
+
+def cache_default_args() -> bool:
+    """Wrap ``locust.argument_parser.default_args_dict`` with a one-time cache (idempotent);
+    True when it wrapped it now."""
+    from locust import argument_parser
+
+    original = argument_parser.default_args_dict
+    if getattr(original, _CACHED, False):
+        return False
+    memo: dict[str, Any] = {}
+
+    def default_args_dict() -> dict[str, Any]:
+        if not memo:
+            memo.update(original())
+        return dict(memo)  # a copy: a caller may change what it gets
+
+    setattr(default_args_dict, _CACHED, True)
+    default_args_dict.__doc__ = original.__doc__
+    argument_parser.default_args_dict = default_args_dict
+    return True

@@ -1,0 +1,53 @@
+"""health/locust_costs.py: Locust's per-second dicts keep the seconds Locust reads; its spawn handler's
+parser defaults are built once."""
+
+from __future__ import annotations
+
+from locust.stats import RequestStats
+
+from llm_users.health.locust_costs import KEEP_S, cache_default_args, trim_per_second
+
+
+def test_old_seconds_go_and_current_rps_stays() -> None:
+    stats = RequestStats()
+    t0 = 1_700_000_000
+    entry = stats.get("/v1/chat/completions", "POST")
+    for e in (entry, stats.total):  # as a master's merge of worker reports leaves them: 600 s
+        for s in range(t0, t0 + 600):
+            e.num_reqs_per_sec[s] = 3
+            e.num_fail_per_sec[s] = 1
+    stats.total.start_time, stats.total.last_request_timestamp = t0, t0 + 600  # RequestStats reads these
+    rps, fails = entry.current_rps, entry.current_fail_per_sec
+    dropped = trim_per_second(stats, now=t0 + 600)
+    assert dropped == 2 * 2 * (600 - KEEP_S)  # two entries, two dicts each
+    for e in (entry, stats.total):
+        assert min(e.num_reqs_per_sec) == t0 + 600 - KEEP_S and len(e.num_reqs_per_sec) == KEEP_S
+        assert min(e.num_fail_per_sec) == t0 + 600 - KEEP_S
+    assert (entry.current_rps, entry.current_fail_per_sec) == (rps, fails) == (3.0, 1.0)
+    assert trim_per_second(stats, now=t0 + 600) == 0
+
+
+def test_the_spawn_handlers_defaults_are_built_once() -> None:
+    """Locust's worker calls default_args_dict() once per option of every spawn message; after
+    cache_default_args() the answer is the same dict, a copy each time, without a new parser."""
+    import time
+
+    from locust import argument_parser
+
+    original = argument_parser.default_args_dict
+    try:
+        t = time.perf_counter()
+        expected = original()
+        once = time.perf_counter() - t
+        assert cache_default_args() and not cache_default_args()  # wraps once
+        first = argument_parser.default_args_dict()
+        t = time.perf_counter()
+        for _ in range(115):  # one spawn message with this project's options
+            again = argument_parser.default_args_dict()
+        cached = (time.perf_counter() - t) / 115
+        assert first == again == expected and again is not first
+        again["host"] = "changed"
+        assert argument_parser.default_args_dict()["host"] == expected["host"]
+        assert cached < once / 20, (cached, once)
+    finally:
+        argument_parser.default_args_dict = original
