@@ -163,6 +163,7 @@ class Collector:
         self.records = 0
         self.duplicates = 0
         self.duplicate_payloads = 0
+        self.stop_asked: float | None = None  # when the master asked the workers for their final data
         self.backoff_waits = 0  # requests after which a user backed off (backoff.py), and for how long
         self.backoff_s = 0.0
         self.labels: dict[str, tuple[str, str]] = {}  # request name -> (backend, model), first seen
@@ -281,6 +282,15 @@ class Collector:
             now = time.time() if now is None else now
             self.workers[worker] = WorkerState(worker, now, now)
 
+    def stopping(self, workers: list[str], now: float) -> None:
+        """The master asked these workers for their final data at ``now``: a worker that never
+        sends it is lost with its window ending here (data after the ask is not expected; its
+        own heartbeat may be missed only later, ``locust_costs.WORKER_SILENCE_S``)."""
+        if self.stop_asked is None:
+            self.stop_asked = now
+        for w in workers:
+            self.expect(w, now)
+
     def reported(self) -> list[str]:
         """Workers whose data arrived (at least one payload)."""
         return sorted(w for w, ws in self.workers.items() if ws.payloads)
@@ -300,7 +310,8 @@ class Collector:
         for ws in self.workers.values():
             if ws.final:
                 continue
-            end = ws.lost_at or stop_time or time.time()
+            ends = [t for t in (ws.lost_at, self.stop_asked) if t is not None]  # the earlier: no data expected after
+            end = min(ends) if ends else stop_time or time.time()
             out.append({
                 "worker": ws.worker,
                 "last_report": ws.last_report,

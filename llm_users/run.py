@@ -33,7 +33,7 @@ from llm_users.health.gctune import GcTuner
 from llm_users.health.heap import fix_mmap_threshold
 from llm_users.health.idle import serve_ready_io
 from llm_users.health.lagtrace import span
-from llm_users.health.locust_costs import cache_default_args, trim_per_second
+from llm_users.health.locust_costs import trim_per_second, tune_locust
 from llm_users.health.master_watch import MasterWatch, lose_master
 from llm_users.health.selfcheck import SelfMonitor
 from llm_users.health.verdict import first_answer_ms, verdict
@@ -94,6 +94,7 @@ class LLMRun:
             monitor = self.monitor
             ev.test_stopping.add_listener(lambda **_: monitor.mark_stopping())
         ev.quitting.add_listener(self.on_quitting)
+        tune_locust(runner)  # health/locust_costs.py: what Locust's defaults cost this role
 
     def on_quitting(self, **_: Any) -> None:
         """Locust quits on SIGTERM or Ctrl-C without stopping the test first (it fires
@@ -186,7 +187,6 @@ class WorkerRun(LLMRun):
 
     def install(self, runner: Any) -> None:
         super().install(runner)
-        cache_default_args()  # Locust's spawn handler: 0.7 s of parsers a message otherwise
         runner.register_message(STOP_MESSAGE, self.on_stop_request)
         runner.register_message(ACK_MESSAGE, self.on_ack)
         MasterWatch(runner, lambda reason: lose_master(self, reason))
@@ -409,9 +409,7 @@ class MasterRun(MergingRun):
         # state stays RUNNING meanwhile: Locust's web UI stops polling once it sees "stopping"
         # and then never shows the stopped state (an earlier fix set STOPPING here)
         runner._users_dispatcher = None
-        now = time.time()
-        for c in runner.clients.all:
-            self.collector.expect(c.id, now)
+        self.collector.stopping([c.id for c in runner.clients.all], time.time())
         if not self._stop_sent:  # a second caller (signal + last worker quitting) only waits
             self._stop_sent = True
             runner.send_message(STOP_MESSAGE, None)

@@ -51,6 +51,21 @@ def test_lost_worker_window() -> None:
     assert c.pending(["w9"]) == ["w9"]
 
 
+def test_a_worker_silent_at_the_stop_is_at_risk_until_the_ask_for_final_data() -> None:
+    """Not marked missing during the run (the master waits 10 s for heartbeats): its window
+    ends when the master asked for final data, not when the wait for it gave up."""
+    c = Collector()
+    s = Shipper("w9")
+    s.add(rec(1))
+    c.receive(s.payload(), now=100.0)
+    c.stopping(["w9", "w8"], now=106.0)
+    c.stopping(["w9"], now=107.0)  # a second caller: the first ask counts
+    c.mark_lost("w9", now=112.0)  # missed heartbeats noticed during the wait
+    lost = {w["worker"]: w for w in c.lost_workers(stop_time=115.0)}
+    assert lost["w9"]["window_at_risk"] == [100.0, 106.0] and lost["w9"]["window_at_risk_s"] == 6.0
+    assert lost["w8"]["records_received"] == 0 and lost["w8"]["window_at_risk"] == [106.0, 106.0]
+
+
 def test_the_web_forms_slos_are_taken_before_the_first_record_only() -> None:
     """Issue 28: SLOs typed into the start form apply from the run's first test: the master's
     collector takes them while it has counted nothing, a worker's shipper takes the master's

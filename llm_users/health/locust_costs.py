@@ -1,5 +1,6 @@
-"""Two costs Locust itself adds to a long run, taken off: memory that grows every second, and
-most of a second of a worker's loop at every spawn message.
+"""Three costs Locust itself adds to a long or loaded run, taken off: memory that grows every
+second, most of a second of a worker's loop at every spawn message, and a whole test stopped
+because every worker was silent for 3 s. :func:`tune_locust` applies what a role needs.
 
 **Per-second counters.** Each Locust ``StatsEntry`` counts requests and failures per whole
 second (``num_reqs_per_sec``, ``num_fail_per_sec``) for its current RPS, which reads the last
@@ -20,6 +21,17 @@ run, ITL p99 584 ms against a 40 ms pace), and the parsers' cycles were left for
 collector. The defaults do not change within a process (Locust's own options before any
 custom one is added), so :func:`cache_default_args` wraps the function once: built on the
 first call, a copy of that dict after.
+
+**Silent workers.** Locust's master marks a worker missing after 3 missed heartbeats (1 s
+apart, ``HEARTBEAT_LIVENESS``) and, once every worker is missing, stops the test ("The last
+worker went missing, stopping test"): the rest of the run is lost, whatever the workers still
+send is discarded, and the master exits 0. Three seconds is a loaded machine's start-up (the
+SDKs' imports), a long collector pass, or a short network partition: seen here with every
+worker stalled 8 s (SIGSTOP; test stopped at 17 s of 40), and with two SDK-mode runs starting
+beside the test suite (both stopped at their start, nothing measured). The master waits
+:data:`WORKER_SILENCE_S` instead, as a worker waits for a silent master
+(``master_watch.NO_ANSWER_SILENCE_S``); a worker past it is still re-admitted when it comes back
+(Locust's "self-healed"), and one that never does is reported lost with its window.
 """
 
 from __future__ import annotations
@@ -28,6 +40,8 @@ from typing import Any
 
 #: Seconds of per-second counts kept behind the newest: ten times what ``current_rps`` reads.
 KEEP_S = 120
+#: Seconds without a heartbeat before the master marks a worker missing (Locust's default: 3).
+WORKER_SILENCE_S = 10
 _CACHED = "_locust_llm_cached"
 
 
@@ -64,3 +78,14 @@ def cache_default_args() -> bool:
     default_args_dict.__doc__ = original.__doc__
     argument_parser.default_args_dict = default_args_dict
     return True
+
+
+def tune_locust(runner: Any) -> None:
+    """What this process's role needs (the master: patience with silent workers; a worker: the
+    spawn handler's defaults cached); the per-second trim runs each tick (:func:`trim_per_second`)."""
+    from locust import runners
+
+    if isinstance(runner, runners.MasterRunner):
+        runners.HEARTBEAT_LIVENESS = max(runners.HEARTBEAT_LIVENESS, WORKER_SILENCE_S)
+    elif isinstance(runner, runners.WorkerRunner):
+        cache_default_args()

@@ -172,7 +172,9 @@ def test_a_worker_cut_off_mid_run_is_reported_lost(net, tmp_path) -> None:
     lost = summary["workers"]["lost"]
     assert len(lost) == 1, summary["workers"]
     victim = lost[0]["worker"]
-    assert 0 < lost[0]["window_at_risk_s"] <= 10, lost[0]
+    # from its last report to the master's ask for final data (its heartbeat is missed after 10 s,
+    # health/locust_costs.py, so no earlier end is known): within the 14 s run
+    assert 0 < lost[0]["window_at_risk_s"] <= 14, lost[0]
     assert lost[0]["last_report"] <= cut + 0.5
     assert f"worker {victim} was lost" in text
     records = exact_merge(tmp_path / "report")  # what did arrive merges exactly, once

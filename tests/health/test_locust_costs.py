@@ -51,3 +51,23 @@ def test_the_spawn_handlers_defaults_are_built_once() -> None:
         assert cached < once / 20, (cached, once)
     finally:
         argument_parser.default_args_dict = original
+
+
+def test_the_master_waits_longer_for_a_silent_worker() -> None:
+    """Locust's master marks a worker missing after 3 missed heartbeats and stops the test once
+    every worker is; tune_locust gives the master WORKER_SILENCE_S, a worker nothing of it."""
+    from locust import runners
+    from locust.env import Environment
+
+    from llm_users.health.locust_costs import WORKER_SILENCE_S, tune_locust
+
+    before = runners.HEARTBEAT_LIVENESS
+    try:
+        tune_locust(Environment(user_classes=[]).create_local_runner())
+        assert runners.HEARTBEAT_LIVENESS == before == 3
+        master = Environment(user_classes=[]).create_master_runner("127.0.0.1", 0)
+        tune_locust(master)
+        assert runners.HEARTBEAT_LIVENESS == WORKER_SILENCE_S == 10
+        master.quit()
+    finally:
+        runners.HEARTBEAT_LIVENESS = before
