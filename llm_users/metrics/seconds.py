@@ -112,9 +112,12 @@ class SecondColumns:
         self.columns: dict[str, SecondSeries] = {}
         self.last: int | None = None  # the latest second set
 
-    def update(self, t: int, values: dict[str, float]) -> None:
+    def update(self, t: int, values: dict[str, float | None]) -> None:
+        """Set second ``t`` of each column in ``values``; a None is no value (left unset)."""
         cols = self.columns
         for k, v in values.items():
+            if v is None:
+                continue
             s = cols.get(k)
             if s is None:
                 s = cols[k] = SecondSeries()

@@ -180,7 +180,7 @@ class Timeline:
     def users(self, t: float, count: int) -> None:
         self._users.set(int(t), count)
 
-    def add_extra(self, t: float, values: dict[str, float]) -> None:
+    def add_extra(self, t: float, values: dict[str, float | None]) -> None:
         self.extra.update(int(t), values)
 
     def settle(self, now: float, pause: Callable[[], None] | None = None) -> None:

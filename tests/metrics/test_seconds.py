@@ -33,7 +33,7 @@ def test_columns_answer_like_a_dict_of_rows() -> None:
     c = SecondColumns()
     assert not c and c.get(5) is None and c.get(5, {}) == {}
     c.update(10, {"server_queue": 3, "gpu_util": 50.0})
-    c.update(12, {"server_queue": 1})
+    c.update(12, {"server_queue": 1, "gpu_util": None})  # None: no value that second
     assert c and c.get(10) == {"server_queue": 3.0, "gpu_util": 50.0} and c.get(11) is None
     assert c.get(12) == {"server_queue": 1.0} and list(c.keys()) == [10, 12]
     assert c.recent_columns(2) == {"server_queue"} and c.recent_columns(3) == {"server_queue", "gpu_util"}
