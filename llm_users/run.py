@@ -292,7 +292,7 @@ class MergingRun(LLMRun):
             serve_ready_io()
             with span("tick"):
                 self.tick(now)
-                trim_per_second(self.environment.stats, now)  # Locust's own per-second dicts
+                trim_per_second(self.environment, now)  # Locust's own per-second data
             self._gc_tick()
 
     def tick(self, now: float) -> None:

@@ -8,7 +8,10 @@ dozen seconds (``current_rps``, ``current_fail_per_sec``). The dicts are never t
 merges every worker report's seconds into them, so each entry (every request name, the total)
 grew by 100-150 bytes a second for the whole run (bench/soak.py, issue 33). Totals and the
 run's RPS come from the entries' counts and timestamps, not from these dicts:
-:func:`trim_per_second` keeps the last :data:`KEEP_S` seconds.
+:func:`trim_per_second` keeps the last :data:`KEEP_S` seconds. A master or local runner also
+appends a chart point to ``stats.history`` every 5 s (about 1 kB each: 0.73 MB an hour), read
+only by Locust's web UI and its ``--html`` report; without either, the last
+:data:`HISTORY_KEPT` are kept.
 
 **Spawn messages.** Locust's ``WorkerRunner`` (locust/runners.py, ``case "spawn"``) keeps the
 master's custom options with ``k not in argument_parser.default_args_dict()`` inside a
@@ -40,14 +43,18 @@ from typing import Any
 
 #: Seconds of per-second counts kept behind the newest: ten times what ``current_rps`` reads.
 KEEP_S = 120
+#: Entries of Locust's chart history kept when nothing reads it (one each 5 s: the last 5 minutes).
+HISTORY_KEPT = 60
 #: Seconds without a heartbeat before the master marks a worker missing (Locust's default: 3).
 WORKER_SILENCE_S = 10
 _CACHED = "_locust_llm_cached"
 
 
-def trim_per_second(stats: Any, now: float, keep_s: int = KEEP_S) -> int:
+def trim_per_second(environment: Any, now: float, keep_s: int = KEEP_S) -> int:
     """Drop per-second counts older than ``keep_s`` from every entry of Locust's
-    ``RequestStats``; returns how many were dropped."""
+    ``RequestStats``, and its chart history when nothing will read it (module docstring);
+    returns how many were dropped."""
+    stats = environment.stats
     oldest = int(now) - keep_s
     dropped = 0
     for entry in [stats.total, *stats.entries.values()]:
@@ -56,7 +63,17 @@ def trim_per_second(stats: Any, now: float, keep_s: int = KEEP_S) -> int:
             for t in old:
                 del counts[t]
             dropped += len(old)
+    history = stats.history
+    if len(history) > HISTORY_KEPT and history_unread(environment):
+        dropped += len(history) - HISTORY_KEPT
+        del history[:-HISTORY_KEPT]
     return dropped
+
+
+def history_unread(environment: Any) -> bool:
+    """No web UI and no ``--html``: Locust's chart history (``stats.history``) is read by nobody."""
+    options = getattr(environment, "parsed_options", None)
+    return getattr(environment, "web_ui", None) is None and not getattr(options, "html_file", None)
 
 
 def cache_default_args() -> bool:

@@ -17,6 +17,7 @@ Warm-up and cool-down records are left out, as everywhere.
 from __future__ import annotations
 
 import math
+from array import array
 from collections import Counter
 from typing import Any
 
@@ -46,14 +47,15 @@ def _cached(rec: RequestRecord) -> int | None:
 class WorkloadStats:
     def __init__(self) -> None:
         self.by_turn: dict[int, Stats] = {}
-        self.errors: list[int] = []  # achieved - target, tokens
-        self.rel: list[float] = []  # |achieved - target| / target
-        self.achieved: list[int] = []
+        # per request, 8 bytes a value (a list of Python numbers took 40): a long run keeps them all
+        self.errors = array("q")  # achieved - target, tokens
+        self.rel = array("d")  # |achieved - target| / target
+        self.achieved = array("q")
         self.by_prefix: dict[int, Stats] = {}
         self.cache_hit: dict[bool, Stats] = {}
         self.by_images: dict[int, list[Any]] = {}  # image count -> [requests, TTFT of the successes] (0 included)
         self.image_bytes = 0
-        self.image_prompt_tokens: list[int] = []  # the server's prompt tokens of requests with images
+        self.image_prompt_tokens = array("q")  # the server's prompt tokens of requests with images
 
     def add(self, rec: RequestRecord) -> None:
         if rec.warmup or rec.cooldown:

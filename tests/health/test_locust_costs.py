@@ -3,9 +3,11 @@ parser defaults are built once."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from locust.stats import RequestStats
 
-from llm_users.health.locust_costs import KEEP_S, cache_default_args, trim_per_second
+from llm_users.health.locust_costs import HISTORY_KEPT, KEEP_S, cache_default_args, trim_per_second
 
 
 def test_old_seconds_go_and_current_rps_stays() -> None:
@@ -18,13 +20,30 @@ def test_old_seconds_go_and_current_rps_stays() -> None:
             e.num_fail_per_sec[s] = 1
     stats.total.start_time, stats.total.last_request_timestamp = t0, t0 + 600  # RequestStats reads these
     rps, fails = entry.current_rps, entry.current_fail_per_sec
-    dropped = trim_per_second(stats, now=t0 + 600)
+    env = SimpleNamespace(stats=stats, web_ui=None, parsed_options=SimpleNamespace(html_file="r.html"))
+    dropped = trim_per_second(env, now=t0 + 600)
     assert dropped == 2 * 2 * (600 - KEEP_S)  # two entries, two dicts each
     for e in (entry, stats.total):
         assert min(e.num_reqs_per_sec) == t0 + 600 - KEEP_S and len(e.num_reqs_per_sec) == KEEP_S
         assert min(e.num_fail_per_sec) == t0 + 600 - KEEP_S
     assert (entry.current_rps, entry.current_fail_per_sec) == (rps, fails) == (3.0, 1.0)
-    assert trim_per_second(stats, now=t0 + 600) == 0
+    assert trim_per_second(env, now=t0 + 600) == 0
+
+
+def test_locusts_chart_history_is_kept_only_where_something_reads_it() -> None:
+    """A point every 5 s, about 1 kB: 0.73 MB an hour on a master, read by Locust's web UI and
+    its --html report only."""
+    def history_after(web_ui: object, html: str | None) -> int:
+        stats = RequestStats()
+        stats.history.extend({"time": i} for i in range(700))
+        env = SimpleNamespace(stats=stats, web_ui=web_ui, parsed_options=SimpleNamespace(html_file=html))
+        trim_per_second(env, now=1_700_000_000)
+        assert stats.history[-1] == {"time": 699}
+        return len(stats.history)
+
+    assert history_after(None, None) == HISTORY_KEPT  # headless, no --html: nobody reads it
+    assert history_after(None, "report.html") == 700
+    assert history_after(object(), None) == 700
 
 
 def test_the_spawn_handlers_defaults_are_built_once() -> None:
