@@ -118,9 +118,9 @@ class LLMRun:
         sink = getattr(self, "collector", None) or getattr(self, "shipper", None)
         if dict(fresh) != self.slos and sink is not None and sink.use_slos(dict(fresh)):
             self.config = replace(self.config, slos=fresh)
-        self.test_start = time.time()
-        self.test_stop = None
-        self._stopped = False
+        self.test_start, self.test_stop, self._stopped = time.time(), None, False
+        if self.gc is not None:  # before any user: the freeze once they hold walks only theirs
+            self.gc.start()
         if self.monitor is not None:
             self.monitor.start()
         self._greenlets.append(gevent.spawn(self._loop))
