@@ -292,7 +292,7 @@ class MergingRun(LLMRun):
             serve_ready_io()
             with span("tick"):
                 self.tick(now)
-                trim_per_second(self.environment, now)  # Locust's own per-second data
+                trim_per_second(self.environment, now, bool((self.config.options or {}).get("html_file")))
             self._gc_tick()
 
     def tick(self, now: float) -> None:

@@ -50,10 +50,10 @@ WORKER_SILENCE_S = 10
 _CACHED = "_locust_llm_cached"
 
 
-def trim_per_second(environment: Any, now: float, keep_s: int = KEEP_S) -> int:
+def trim_per_second(environment: Any, now: float, html_report: bool = False, keep_s: int = KEEP_S) -> int:
     """Drop per-second counts older than ``keep_s`` from every entry of Locust's
-    ``RequestStats``, and its chart history when nothing will read it (module docstring);
-    returns how many were dropped."""
+    ``RequestStats``, and its chart history when nothing will read it: no web UI and no
+    ``--html`` (``html_report``, from the run's configuration); returns how many were dropped."""
     stats = environment.stats
     oldest = int(now) - keep_s
     dropped = 0
@@ -64,16 +64,10 @@ def trim_per_second(environment: Any, now: float, keep_s: int = KEEP_S) -> int:
                 del counts[t]
             dropped += len(old)
     history = stats.history
-    if len(history) > HISTORY_KEPT and history_unread(environment):
+    if len(history) > HISTORY_KEPT and not html_report and getattr(environment, "web_ui", None) is None:
         dropped += len(history) - HISTORY_KEPT
         del history[:-HISTORY_KEPT]
     return dropped
-
-
-def history_unread(environment: Any) -> bool:
-    """No web UI and no ``--html``: Locust's chart history (``stats.history``) is read by nobody."""
-    options = getattr(environment, "parsed_options", None)
-    return getattr(environment, "web_ui", None) is None and not getattr(options, "html_file", None)
 
 
 def cache_default_args() -> bool:

@@ -20,14 +20,14 @@ def test_old_seconds_go_and_current_rps_stays() -> None:
             e.num_fail_per_sec[s] = 1
     stats.total.start_time, stats.total.last_request_timestamp = t0, t0 + 600  # RequestStats reads these
     rps, fails = entry.current_rps, entry.current_fail_per_sec
-    env = SimpleNamespace(stats=stats, web_ui=None, parsed_options=SimpleNamespace(html_file="r.html"))
-    dropped = trim_per_second(env, now=t0 + 600)
+    env = SimpleNamespace(stats=stats, web_ui=None)
+    dropped = trim_per_second(env, now=t0 + 600, html_report=True)
     assert dropped == 2 * 2 * (600 - KEEP_S)  # two entries, two dicts each
     for e in (entry, stats.total):
         assert min(e.num_reqs_per_sec) == t0 + 600 - KEEP_S and len(e.num_reqs_per_sec) == KEEP_S
         assert min(e.num_fail_per_sec) == t0 + 600 - KEEP_S
     assert (entry.current_rps, entry.current_fail_per_sec) == (rps, fails) == (3.0, 1.0)
-    assert trim_per_second(env, now=t0 + 600) == 0
+    assert trim_per_second(env, now=t0 + 600, html_report=True) == 0
 
 
 def test_locusts_chart_history_is_kept_only_where_something_reads_it() -> None:
@@ -36,8 +36,8 @@ def test_locusts_chart_history_is_kept_only_where_something_reads_it() -> None:
     def history_after(web_ui: object, html: str | None) -> int:
         stats = RequestStats()
         stats.history.extend({"time": i} for i in range(700))
-        env = SimpleNamespace(stats=stats, web_ui=web_ui, parsed_options=SimpleNamespace(html_file=html))
-        trim_per_second(env, now=1_700_000_000)
+        env = SimpleNamespace(stats=stats, web_ui=web_ui)
+        trim_per_second(env, now=1_700_000_000, html_report=bool(html))
         assert stats.history[-1] == {"time": 699}
         return len(stats.history)
 
