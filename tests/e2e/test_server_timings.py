@@ -68,7 +68,10 @@ def check_against_truth(report: Path, trace: Path, source: str) -> tuple[list[di
             d.add(split(RequestRecord.from_dict(r))[part])
         assert b[part]["p99"] == d.summary_ms()["p99"] and b[part]["count"] == len(measured), part
     assert b["queue"]["p50"] > 10  # 6 users on 1 slot: queueing dominates TTFT
-    assert 0 < b["client_network_ttft"]["p50"] < 5  # loopback
+    # loopback; through an SDK its own parsing is client time too (3-4 ms on a fast VM, 7.7-7.9 on
+    # a slower one, the session-start code alike)
+    sdk = any(r["client"] == "sdk" for r in records)
+    assert 0 < b["client_network_ttft"]["p50"] < (15 if sdk else 5), b["client_network_ttft"]
     return records, b
 
 
