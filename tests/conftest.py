@@ -9,6 +9,9 @@ import pytest
 
 from llm_users.sim.launcher import SimProcess, start_simulator
 
+#: ``make test`` runs the suite in parallel shards, then the ``serial`` tests alone (tests/sharding.py).
+pytest_plugins = ["tests.sharding"]
+
 
 @pytest.fixture
 def sim_factory() -> Iterator[Any]:

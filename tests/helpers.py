@@ -10,7 +10,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.real.servers import free_port  # noqa: F401 - the one free-port helper (servers.py is standalone)
+from tests.real.servers import free_port  # the one free-port helper (servers.py is standalone)
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCUST = str(Path(sys.executable).parent / "locust")
@@ -40,9 +40,40 @@ def run_locust(
         cmd += ["--llm-report", str(report)]
     if csv_prefix is not None:  # Locust's final stats, written at exit (its CSV is periodic)
         cmd += ["--json-file", str(csv_prefix)]
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")}
-    full_env.update(env or {})
-    return subprocess.run(cmd, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(cmd, cwd=ROOT, env=locust_env(env), capture_output=True, text=True, timeout=timeout)
+
+
+def locust_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment without ``LOCUST_*`` settings (a developer's own would leak
+    into the run), plus ``extra``."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")} | (extra or {})
+
+
+def start_locust(args: list[str], log: Path, *, locustfile: str | Path = "vllm.py", loglevel: str = "INFO",
+                 cwd: Path = ROOT, env: dict[str, str] | None = None, **popen: Any) -> subprocess.Popen[bytes]:
+    """Start a real `locust` process in the background, stdout and stderr into ``log``
+    (a locustfile name is one of locustfiles/; a path is taken as it is). Started elsewhere
+    than the project root, the project stays importable (PYTHONPATH)."""
+    path = locustfile if isinstance(locustfile, Path) else ROOT / "locustfiles" / locustfile
+    where = {} if cwd == ROOT else {"PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([LOCUST, "-f", str(path), "--loglevel", loglevel, *args], cwd=cwd,
+                            env=locust_env(where | (env or {})), stdout=log.open("w"), stderr=subprocess.STDOUT, **popen)
+
+
+def master_args(port: int, workers: int = 2) -> list[str]:
+    """A master on loopback ``port`` waiting for ``workers`` workers."""
+    return ["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+            "--expect-workers", str(workers)]
+
+
+def worker_args(port: int) -> list[str]:
+    return ["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)]
+
+
+def processes_args(n: int = 2) -> list[str]:
+    """``--processes n`` on a free master port (Locust's default 5557 may be taken by another test)."""
+    port = str(free_port())
+    return ["--processes", str(n), "--master-bind-port", port, "--master-port", port]
 
 
 def read_records(report: Path) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ KEYS = {"OPENAI_API_KEY": "sk-test-not-a-real-key", "ANTHROPIC_API_KEY": "sk-ant
 BACKENDS = [b.docs.locustfile for b in all_backends().values() if b.docs and b.routes[0].kind == "chat"]
 
 
+@pytest.mark.serial  # TTFT median within 2 ms: run alone (tests/sharding.py)
 @pytest.mark.parametrize("locustfile", BACKENDS)
 def test_backend_against_simulator(locustfile: str, sim_factory, tmp_path) -> None:
     sim = sim_factory("--ttft-ms", "80", "--itl-ms", "8", "--output-tokens", "40", "--seed", "3")

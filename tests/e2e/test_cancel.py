@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from llm_users.client.cancel import chosen, parse_cancel
-from tests.helpers import free_port, get_json, read_records, read_summary, run_locust
+from tests.helpers import get_json, processes_args, read_records, read_summary, run_locust
 
 pytestmark = pytest.mark.slow
 
@@ -56,6 +56,7 @@ def _check_server_saw_each_cancel(sim_url: str, cancelled: list[dict[str, Any]])
     return lags
 
 
+@pytest.mark.serial  # a cancel 300 ms in, timed: run alone (tests/sharding.py)
 @pytest.mark.parametrize(("client", "after"), [("raw", "5tokens"), ("sdk", "5 tokens"), ("raw", "300ms"),
                                                ("sdk", "300ms")])
 def test_cancelled_requests_are_recorded_counted_and_freed(client: str, after: str, sim_factory, tmp_path) -> None:
@@ -107,8 +108,7 @@ def test_cancelled_requests_are_recorded_counted_and_freed(client: str, after: s
 
 def test_cancelled_requests_of_workers_reach_the_master_exactly(sim_factory, tmp_path) -> None:
     sim = sim_factory("--ttft-ms", "50", "--itl-ms", "20", "--output-tokens", "30")
-    port = str(free_port())
-    proc = run_locust("vllm.py", "--processes", "2", "--master-bind-port", port, "--master-port", port,
+    proc = run_locust("vllm.py", *processes_args(2),
                       "--host", sim.url, "-u", "4", "-r", "4", "-t", "4s", "--llm-cancel-after", "3tokens",
                       "--llm-cancel-rate", "0.5", "--llm-seed", SEED, "--llm-warmup", "0",
                       "--llm-prometheus-port", "0", report=tmp_path)

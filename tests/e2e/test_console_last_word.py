@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from tests.helpers import LOCUST, ROOT, free_port, read_records, read_summary
+from tests.helpers import LOCUST, ROOT, processes_args, read_records, read_summary
 
 pytestmark = pytest.mark.slow
 
@@ -42,8 +42,7 @@ def test_only_summary_ends_with_the_llm_table_and_exact_token_keys(mode: str, on
     report = tmp_path / "r"
     extra = []
     if mode == "processes":
-        port = str(free_port())
-        extra = ["--processes", "2", "--master-bind-port", port, "--master-port", port]
+        extra = [*processes_args(2)]
     if only_summary:
         extra.append("--only-summary")  # without: Locust's table every 2 s as well, then its final one
     lines = _run("vllm.py", *extra, "--host", sim.url, "-u", "4", "-r", "4", "-t", "3s",

@@ -3,9 +3,7 @@ goodput, and the client self-check."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -13,24 +11,21 @@ import pytest
 
 from llm_users.metrics import Distribution
 from tests.helpers import (
-    LOCUST,
-    ROOT,
     free_port,
     get_json,
     locust_request_count,
+    master_args,
+    processes_args,
     read_records,
     read_summary,
     run_locust,
+    start_locust,
+    worker_args,
 )
 
 pytestmark = pytest.mark.slow
 
 
-
-def start(args: list[str], log: Path) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")}
-    return subprocess.Popen([LOCUST, "-f", str(ROOT / "locustfiles" / "vllm.py"), "--loglevel", "INFO", *args],
-                            cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
 
 
 def spawned(log: Path, timeout: float = 40.0) -> None:
@@ -67,12 +62,11 @@ def test_master_and_two_workers_merge_exactly(sim_factory, tmp_path) -> None:
                       "--itl-dist", "normal", "--itl-sd-ms", "1", "--output-tokens", "30", "--seed", "2")
     port = free_port()
     report = tmp_path / "r"
-    master = start(["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                    "--expect-workers", "2", "--headless", "--only-summary", "-u", "8", "-r", "8", "-t", "6s",
+    master = start_locust([*master_args(port), "--headless", "--only-summary", "-u", "8", "-r", "8", "-t", "6s",
                     "--stop-timeout", "10", "--host", sim.url, "--llm-report", str(report),
                     "--json-file", str(tmp_path / "locust"),
                     "--llm-preflight", "off"], tmp_path / "master.log")  # each request served is a record
-    workers = [start(["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)], tmp_path / f"w{i}.log")
+    workers = [start_locust(worker_args(port), tmp_path / f"w{i}.log")
                for i in range(2)]
     assert master.wait(90) == 0, (tmp_path / "master.log").read_text()[-3000:]
     for w in workers:
@@ -87,8 +81,7 @@ def test_processes_2_merges_exactly(sim_factory, tmp_path) -> None:
     sim = sim_factory("--ttft-ms", "40", "--itl-ms", "4", "--itl-dist", "normal", "--itl-sd-ms", "1",
                       "--output-tokens", "30", "--seed", "4")
     report = tmp_path / "r"
-    port = str(free_port())  # not Locust's default 5557: other runs on the machine may hold it
-    proc = run_locust("vllm.py", "--processes", "2", "--master-bind-port", port, "--master-port", port,
+    proc = run_locust("vllm.py", *processes_args(2),
                       "--host", sim.url, "-u", "8", "-r", "8", "-t", "6s", "--llm-preflight", "off",
                       "--stop-timeout", "10", report=report, csv_prefix=tmp_path / "locust")
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -106,11 +99,10 @@ def test_every_worker_silent_for_seconds_keeps_the_test_and_merges_exactly(sim_f
     sim = sim_factory("--ttft-ms", "40", "--itl-ms", "10", "--output-tokens", "40", "--seed", "9")
     port = free_port()
     report = tmp_path / "r"
-    master = start(["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                    "--expect-workers", "2", "--headless", "--only-summary", "-u", "6", "-r", "6", "-t", "16s",
+    master = start_locust([*master_args(port), "--headless", "--only-summary", "-u", "6", "-r", "6", "-t", "16s",
                     "--stop-timeout", "10", "--host", sim.url, "--llm-report", str(report),
                     "--llm-preflight", "off"], tmp_path / "master.log")
-    workers = [start(["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)], tmp_path / f"w{i}.log")
+    workers = [start_locust(worker_args(port), tmp_path / f"w{i}.log")
                for i in range(2)]
     log = tmp_path / "master.log"
     spawned(log)
@@ -137,10 +129,9 @@ def test_worker_killed_mid_run_is_named_in_the_report(sim_factory, tmp_path) -> 
     sim = sim_factory("--ttft-ms", "30", "--itl-ms", "5", "--output-tokens", "20", "--seed", "6")
     port = free_port()
     report = tmp_path / "r"
-    master = start(["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                    "--expect-workers", "2", "--headless", "--only-summary", "-u", "6", "-r", "6", "-t", "12s",
+    master = start_locust([*master_args(port), "--headless", "--only-summary", "-u", "6", "-r", "6", "-t", "12s",
                     "--stop-timeout", "5", "--host", sim.url, "--llm-report", str(report)], tmp_path / "master.log")
-    workers = [start(["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)], tmp_path / f"w{i}.log")
+    workers = [start_locust(worker_args(port), tmp_path / f"w{i}.log")
                for i in range(2)]
     spawned(tmp_path / "master.log")
     time.sleep(4)  # two ship intervals: the victim has reported (a loaded machine starts slowly)
@@ -164,6 +155,7 @@ def test_worker_killed_mid_run_is_named_in_the_report(sim_factory, tmp_path) -> 
     assert f"worker {victim_id} was lost" in (tmp_path / "master.log").read_text()
 
 
+@pytest.mark.serial  # TTFT max bound: run alone (tests/sharding.py)
 def test_default_warmup_excludes_cold_starts(sim_factory, tmp_path) -> None:
     sim = sim_factory("--ttft-ms", "30", "--itl-ms", "3", "--output-tokens", "10", "--cold-start-ms", "400",
                       "--seed", "8")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import read_records, read_summary, run_locust
+from tests.helpers import processes_args, read_records, read_summary, run_locust
 
 pytestmark = pytest.mark.slow
 
@@ -37,11 +37,9 @@ def test_a_request_that_outlives_the_run_is_recorded_as_interrupted(client: str,
 
 def test_interrupted_requests_of_workers_reach_the_master(sim_factory, tmp_path) -> None:
     """--processes 2: each worker's in-flight request is shipped and merged as interrupted."""
-    from tests.helpers import free_port
 
     sim = sim_factory("--ttft-ms", "50", "--itl-ms", "10", "--output-tokens", "2000")
-    port = str(free_port())
-    proc = run_locust("vllm.py", "--processes", "2", "--master-bind-port", port, "--master-port", port,
+    proc = run_locust("vllm.py", *processes_args(2),
                       "--host", sim.url, "-u", "2", "-r", "2", "-t", "3s", "--llm-max-tokens", "2000",
                       "--llm-prometheus-port", "0", report=tmp_path)
     assert proc.returncode == 1, proc.stderr[-3000:]  # nothing measured (issue 29 item 3)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import free_port, get_json, read_records, read_summary, run_locust
+from tests.helpers import get_json, processes_args, read_records, read_summary, run_locust
 from tests.workload.tokenizer_files import train_tokenizer
 
 pytestmark = pytest.mark.slow
@@ -26,8 +26,7 @@ def tok(tmp_path_factory) -> Path:
 def test_exact_512_with_a_handful_of_tokenize_calls(sim_factory, tok, tmp_path, processes: bool) -> None:
     sim = sim_factory("--tokenizer", str(tok), "--template-tokens", str(TEMPLATE), "--ttft-ms", "2", "--itl-ms", "1",
                       "--output-tokens", "2", "--trace-limit", "10000")
-    extra = ["--processes", "2", "--master-bind-port", p, "--master-port", p] if processes and (p := str(free_port())) \
-        else []
+    extra = processes_args(2) if processes else []
     report = tmp_path / "r"
     proc = run_locust("vllm.py", "--host", sim.url, "-u", "16", "-r", "16", "-t", "5s", "--llm-model", "m",
                       "--llm-prometheus-port", "0", "--llm-input-tokens", "512", "--llm-output-tokens", "2",

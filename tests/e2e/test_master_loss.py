@@ -12,21 +12,14 @@ import json
 import os
 import re
 import signal
-import subprocess
 import time
 from pathlib import Path
 
 from tests.e2e.test_disk_faults import leftover
-from tests.helpers import LOCUST, ROOT, free_port, get_json
+from tests.helpers import free_port, get_json, master_args, start_locust, worker_args
 
 EXIT_WITHIN_S = 15.0  # 5 s of silence, the probe, the users' stop, the file
 
-
-def start(args: list[str], log: Path, cwd: Path) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")}
-    env["PYTHONPATH"] = str(ROOT)
-    return subprocess.Popen([LOCUST, "-f", str(ROOT / "locustfiles" / "vllm.py"), "--loglevel", "INFO", *args],
-                            cwd=cwd, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
 
 
 def wait_served(url: str, n: int, timeout: float = 60) -> None:
@@ -44,12 +37,11 @@ def test_master_sigkill_workers_keep_their_records_and_exit_1(sim_factory, tmp_p
     sim = sim_factory("--ttft-ms", "30", "--itl-ms", "3", "--output-tokens", "20", "--seed", "3")
     port = free_port()
     report = tmp_path / "r"
-    master = start(["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                    "--expect-workers", "2", "--headless", "--only-summary", "-u", "6", "-r", "6", "-t", "60s",
+    master = start_locust([*master_args(port), "--headless", "--only-summary", "-u", "6", "-r", "6", "-t", "60s",
                     "--stop-timeout", "10", "--host", sim.url, "--llm-report", str(report),
-                    "--llm-preflight", "off"], tmp_path / "master.log", tmp_path)
+                    "--llm-preflight", "off"], tmp_path / "master.log", cwd=tmp_path)
     logs = [tmp_path / f"w{i}.log" for i in range(2)]
-    workers = [start(["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)], log, tmp_path)
+    workers = [start_locust(worker_args(port), log, cwd=tmp_path)
                for log in logs]
     try:
         wait_served(sim.url, 60)
@@ -93,9 +85,8 @@ def test_master_sigkill_workers_keep_their_records_and_exit_1(sim_factory, tmp_p
 def test_processes_2_master_sigkill_leaves_nothing(sim_factory, tmp_path: Path) -> None:
     sim = sim_factory("--ttft-ms", "30", "--itl-ms", "3", "--output-tokens", "20")
     report = tmp_path / "r"
-    master = start(["--processes", "2", "--headless", "--only-summary", "-u", "4", "-r", "4", "-t", "60s",
-                    "--host", sim.url, "--llm-report", str(report), "--llm-preflight", "off"],
-                   tmp_path / "master.log", tmp_path)
+    master = start_locust(["--processes", "2", "--headless", "--only-summary", "-u", "4", "-r", "4", "-t", "60s",
+                    "--host", sim.url, "--llm-report", str(report), "--llm-preflight", "off"], tmp_path / "master.log", cwd=tmp_path)
     try:
         wait_served(sim.url, 20)
         children = [p for p in leftover(str(report)) if p != master.pid]

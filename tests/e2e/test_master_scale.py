@@ -6,14 +6,21 @@ is bench/master_scale.py."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from llm_users.metrics import Distribution
-from tests.helpers import LOCUST, ROOT, free_port, read_records, read_summary
+from tests.helpers import (
+    ROOT,
+    free_port,
+    master_args,
+    read_records,
+    read_summary,
+    start_locust,
+    worker_args,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -21,22 +28,18 @@ WORKERS = 8
 LOCUSTFILE = ROOT / "bench" / "fabricated_locustfile.py"
 
 
-def start(args: list[str], log: Path) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")}
-    env.update(FAB_RATE="5", FAB_GAPS="512")
-    return subprocess.Popen([LOCUST, "-f", str(LOCUSTFILE), "--loglevel", "WARNING", *args],
-                            cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+def start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    return start_locust(args, log, locustfile=LOCUSTFILE, loglevel="WARNING", env={"FAB_RATE": "5", "FAB_GAPS": "512"})
 
 
 def test_eight_workers_merge_exactly_and_the_merge_lag_is_reported(tmp_path: Path) -> None:
     port = free_port()
     report = tmp_path / "r"
     users, run_s = 4 * WORKERS, 5
-    master = start(["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                    "--expect-workers", str(WORKERS), "--headless", "--only-summary", "-u", str(users),
+    master = start([*master_args(port, WORKERS), "--headless", "--only-summary", "-u", str(users),
                     "-r", str(users), "-t", f"{run_s}s", "--stop-timeout", "5", "--host", "http://127.0.0.1:9",
                     "--llm-preflight", "off", "--llm-report", str(report)], tmp_path / "master.log")
-    workers = [start(["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)], tmp_path / f"w{i}.log")
+    workers = [start(worker_args(port), tmp_path / f"w{i}.log")
                for i in range(WORKERS)]
     try:
         assert master.wait(150) == 0, (tmp_path / "master.log").read_text()[-3000:]

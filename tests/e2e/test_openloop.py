@@ -18,19 +18,15 @@ from tests.helpers import (
     ROOT,
     free_port,
     locust_request_count,
+    processes_args,
     read_records,
     read_summary,
     run_locust,
+    start_locust,
 )
 
 pytestmark = pytest.mark.slow
 
-
-def _ports() -> list[str]:
-    """--processes on a free port (its master binds, its forked workers connect, both 5557 by
-    default: concurrent runs would collide)."""
-    port = str(free_port())
-    return ["--master-bind-port", port, "--master-port", port]
 
 FAST = ("--ttft-ms", "10", "--itl-ms", "2", "--output-tokens", "8", "--seed", "1")
 
@@ -69,6 +65,7 @@ def test_poisson_gaps_pass_ks_and_same_seed_same_schedule(sim_factory, tmp_path)
     assert offsets[0][:n] == offsets[1][:n]  # same seed: the same schedule, to the nanosecond
 
 
+@pytest.mark.serial  # achieved rate within 2 %: run alone (tests/sharding.py)
 @pytest.mark.parametrize("client", ["raw", "sdk"])
 def test_achieved_rate_within_2_percent_with_two_workers(sim_factory, tmp_path, client) -> None:
     """Also in SDK mode: the scheduler sends many requests at once through one user's SDK
@@ -78,7 +75,7 @@ def test_achieved_rate_within_2_percent_with_two_workers(sim_factory, tmp_path, 
     report = tmp_path / "r"
     prefix = tmp_path / "locust"
     rate = 60.0
-    proc = run_locust("vllm.py", "--processes", "2", *_ports(), "--host", sim.url,
+    proc = run_locust("vllm.py", *processes_args(2), "--host", sim.url,
                       "-t", "12s", "--llm-rate", str(rate), "--llm-client", client,
                       "--llm-arrival", "constant", "--llm-prometheus-port", "0", "--stop-timeout", "5",
                       report=report, csv_prefix=prefix, timeout=120)
@@ -131,11 +128,6 @@ def test_overload_is_visible_and_closed_loop_shows_neither(sim_factory, tmp_path
     assert "SERVER BEHIND" not in proc.stdout and "CLIENT BEHIND" not in proc.stdout
 
 
-def _start(args: list[str], log: Path) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")}
-    return subprocess.Popen([LOCUST, "-f", str(ROOT / "locustfiles" / "vllm.py"), "--loglevel", "INFO", *args],
-                            cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
-
 
 def test_master_and_workers_rate_rebalanced_when_a_worker_joins(sim_factory, tmp_path) -> None:
     """Master + one worker; a second worker joins mid-run: the rate is split again, the total
@@ -145,13 +137,13 @@ def test_master_and_workers_rate_rebalanced_when_a_worker_joins(sim_factory, tmp
     sim = sim_factory(*FAST)
     port = free_port()
     report = tmp_path / "r"
-    master = _start(["--master", "--headless", "--master-bind-port", str(port), "--expect-workers", "1",
+    master = start_locust(["--master", "--headless", "--master-bind-port", str(port), "--expect-workers", "1",
                      "--host", sim.url, "--llm-stages", "40:4s,40:8s", "--llm-arrival", "constant", "--llm-settle", "1s",
                      "--llm-report", str(report), "--llm-prometheus-port", "0", "--stop-timeout", "5"],
                     tmp_path / "master.log")
-    w1 = _start(["--worker", "--master-port", str(port)], tmp_path / "w1.log")
+    w1 = start_locust(["--worker", "--master-port", str(port)], tmp_path / "w1.log")
     time.sleep(4.5)  # the first worker starts alone
-    w2 = _start(["--worker", "--master-port", str(port)], tmp_path / "w2.log")
+    w2 = start_locust(["--worker", "--master-port", str(port)], tmp_path / "w2.log")
     try:
         master.wait(timeout=60)
     finally:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.helpers import free_port, get_json, read_records, read_summary, run_locust
+from tests.helpers import free_port, get_json, processes_args, read_records, read_summary, run_locust
 
 pytestmark = pytest.mark.slow
 
@@ -70,9 +70,8 @@ def test_preflight_off_keeps_the_old_behaviour(tmp_path) -> None:
 
 
 def test_a_worker_side_preflight_stops_the_whole_run(tmp_path) -> None:
-    port = str(free_port())
     t0 = time.monotonic()
-    proc = run_locust("vllm.py", "--processes", "2", "--master-bind-port", port, "--master-port", port,
+    proc = run_locust("vllm.py", *processes_args(2),
                       "--host", f"http://127.0.0.1:{free_port()}", "-u", "2", "-r", "2", "-t", "30s",
                       "--llm-model", "m", "--llm-prometheus-port", "0", timeout=60)
     assert time.monotonic() - t0 < 15
@@ -88,8 +87,7 @@ def test_a_run_whose_every_request_fails_stops_early(sim_factory, tmp_path, proc
     # the preflight meets a 500 too: tried three times, a warning, and the run goes on
     sim = sim_factory("--fault-rate", "1", "--fault-kinds", "http_500", "--output-tokens", "5", "--seed", "2")
     report = tmp_path / "r"
-    extra = ["--processes", "2", "--master-bind-port", p, "--master-port", p] if processes and (p := str(free_port())) \
-        else []
+    extra = processes_args(2) if processes else []
     t0 = time.monotonic()
     proc = run_locust("vllm.py", "--host", sim.url, "-u", "2", "-r", "2", "-t", "40s", "--llm-model", "m",
                       "--llm-prometheus-port", "0", "--llm-fail-stop", "2s", *extra, report=report, timeout=90)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from llm_users.metrics import Distribution
-from tests.helpers import free_port, median, read_records, read_summary, run_locust
+from tests.helpers import median, processes_args, read_records, read_summary, run_locust
 
 pytestmark = pytest.mark.slow
 
@@ -96,8 +96,7 @@ def test_processes_2_merges_exactly(sim_factory, tmp_path) -> None:
     on a loaded 2-core machine (the same on main), and the merge is the same code either way."""
     sim = sim_factory(*SIM)
     report = tmp_path / "r"
-    port = str(free_port())
-    proc = run_locust("vllm.py", "--processes", "2", "--master-bind-port", port, "--master-port", port,
+    proc = run_locust("vllm.py", *processes_args(2),
                       "--host", sim.url, "-u", "4", "-r", "4", "-t", "4s", "--stop-timeout", "10",
                       report=report)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -14,7 +14,7 @@ import pytest
 
 from llm_users.sim.launcher import start_simulator
 from llm_users.sim.text import expected_text
-from tests.helpers import free_port, get_json, read_records, read_summary, run_locust
+from tests.helpers import get_json, processes_args, read_records, read_summary, run_locust
 
 pytestmark = pytest.mark.slow
 
@@ -79,10 +79,7 @@ def _sessions(records: list[dict[str, Any]]) -> list[dict[int, dict[str, Any]]]:
 def test_sessions_chain_or_send_the_whole_history(sim, tmp_path, chain: str, client: str, processes: int) -> None:
     chained_before = _fresh(sim)
     report = tmp_path / "r"
-    dist: list[str] = []
-    if processes > 1:
-        port = str(free_port())
-        dist = ["--processes", str(processes), "--master-bind-port", port, "--master-port", port]
+    dist = processes_args(processes) if processes > 1 else []
     proc = run_locust("vllm.py", *dist, "--host", sim.url, "-u", "4", "-r", "4",
                       "-t", "5s" if client == "sdk" or processes > 1 else "3s", "--stop-timeout", "10",
                       "--llm-endpoint", "responses", "--llm-max-tokens", "6", "--llm-turns", "3",

@@ -6,7 +6,7 @@ import pytest
 
 from tests.helpers import read_summary, run_locust
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # loop-lag bounds: run alone (tests/sharding.py)
 
 
 def test_calm_run_is_not_flagged(sim_factory, tmp_path) -> None:

@@ -32,6 +32,8 @@ from tests.helpers import read_records, read_summary, run_locust
 SIM = ["--max-batch", "1", "--timings", "--ttft-ms", "20", "--itl-ms", "2", "--output-tokens", "8"]
 MS = 1_000_000
 
+pytestmark = pytest.mark.serial  # client+network share of TTFT within 5 ms: run alone (tests/sharding.py)
+
 
 def p99(values: list[int]) -> int:
     values = sorted(values)

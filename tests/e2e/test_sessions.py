@@ -15,7 +15,7 @@ import pytest
 from llm_users.protocols.backend import all_backends
 from llm_users.sim.launcher import start_simulator
 from llm_users.sim.text import expected_text
-from tests.helpers import free_port, get_json, read_records, read_summary, run_locust
+from tests.helpers import get_json, processes_args, read_records, read_summary, run_locust
 
 pytestmark = pytest.mark.slow
 
@@ -99,8 +99,7 @@ def test_distributed_sessions_synthetic_turns_and_cost(sim, tmp_path) -> None:
     """Master + 2 worker processes: synthetic 4-turn sessions, merged by_turn, cost to the cent."""
     get_json(sim.url + "/_sim/trace", method="DELETE")
     report = tmp_path / "r"
-    port = str(free_port())
-    proc = run_locust("vllm.py", "--processes", "2", "--master-bind-port", port, "--master-port", port,
+    proc = run_locust("vllm.py", *processes_args(2),
                       "--host", sim.url, "-u", "4", "-r", "4", "-t", "4s", "--stop-timeout", "10",
                       "--llm-turns", "4", "--llm-input-tokens", "40", "--llm-output-tokens", "5",
                       "--llm-price", "in=1,out=2", report=report)

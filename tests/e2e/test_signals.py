@@ -21,7 +21,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import LOCUST, ROOT, free_port, get_json, read_records, read_summary
+from tests.helpers import (
+    free_port,
+    get_json,
+    master_args,
+    processes_args,
+    read_records,
+    read_summary,
+    start_locust,
+    worker_args,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -37,13 +46,9 @@ LOCUSTFILES = {"raw": "vllm.py", "sdk": "openai.py"}
 CLIENT_ARGS = {"raw": [], "sdk": ["--llm-client", "sdk"]}
 
 
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")} | {"OPENAI_API_KEY": "sk-test"}
-
 
 def _locust(args: list[str], log: Path, client: str = "raw", **kw: object) -> subprocess.Popen:
-    return subprocess.Popen([LOCUST, "-f", str(ROOT / "locustfiles" / LOCUSTFILES[client]), "--loglevel", "INFO",
-                             *args], cwd=ROOT, env=_env(), stdout=log.open("w"), stderr=subprocess.STDOUT, **kw)
+    return start_locust(args, log, locustfile=LOCUSTFILES[client], env={"OPENAI_API_KEY": "sk-test"}, **kw)
 
 
 def _wait_for_traffic(sim_url: str, at_least: int = 20, timeout: float = 30) -> None:
@@ -100,9 +105,7 @@ def test_processes_2_stops_cleanly_on_a_signal(sim_factory, tmp_path, how, clien
     sim = sim_factory(*SIM_ARGS)
     report = tmp_path / "r"
     log = tmp_path / "master.log"
-    port = str(free_port())  # not Locust's default 5557: other runs on the machine may hold it
-    proc = _locust([*COMMON, *CLIENT_ARGS[client], "--processes", "2", "--master-bind-port", port, "--master-port",
-                    port, "--host", sim.url, "--llm-report", str(report)], log, client, start_new_session=True)
+    proc = _locust([*COMMON, *CLIENT_ARGS[client], *processes_args(2), "--host", sim.url, "--llm-report", str(report)], log, client, start_new_session=True)
     _wait_for_traffic(sim.url)
     if how == "SIGINT group":
         os.killpg(proc.pid, signal.SIGINT)
@@ -117,10 +120,9 @@ def test_master_and_workers_stop_cleanly_on_a_signal(sim_factory, tmp_path, how,
     sim = sim_factory(*SIM_ARGS)
     port = free_port()
     report = tmp_path / "r"
-    master = _locust([*COMMON, *CLIENT_ARGS[client], "--master", "--master-bind-host", "127.0.0.1",
-                      "--master-bind-port", str(port), "--expect-workers", "2", "--host", sim.url, "--llm-report",
+    master = _locust([*COMMON, *CLIENT_ARGS[client], *master_args(port), "--host", sim.url, "--llm-report",
                       str(report)], tmp_path / "master.log", client, process_group=0)
-    workers = [_locust(["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
+    workers = [_locust(worker_args(port),
                        tmp_path / f"w{i}.log", client, process_group=master.pid) for i in range(2)]
     try:
         _wait_for_traffic(sim.url)

@@ -18,16 +18,16 @@ from pathlib import Path
 import pytest
 
 from llm_users.metrics import Distribution
-from tests.helpers import free_port, locust_request_count, read_records, read_summary, run_locust
+from tests.helpers import (
+    locust_request_count,
+    processes_args,
+    read_records,
+    read_summary,
+    run_locust,
+)
 
 pytestmark = pytest.mark.slow
 
-
-def _ports() -> list[str]:
-    """--processes on a free port (its master binds, its forked workers connect, both 5557 by
-    default: concurrent runs would collide)."""
-    port = str(free_port())
-    return ["--master-bind-port", port, "--master-port", port]
 
 KNEE_SIM = ("--ttft-ms", "20", "--itl-ms", "10", "--itl-slope-ms", "1", "--output-tokens", "10", "--seed", "1")
 SLO = "tpot=30.5ms"
@@ -59,7 +59,7 @@ def test_steps_8_64_8_one_row_per_stage_and_counts_add_up(sim_factory, tmp_path)
     request count = sum over stages of measured + excluded, exact merged per-stage percentiles."""
     sim = sim_factory("--ttft-ms", "10", "--itl-ms", "2", "--output-tokens", "8", "--seed", "1")
     report, prefix = tmp_path / "r", tmp_path / "locust"
-    proc = run_locust("vllm.py", "--processes", "2", *_ports(), "--host", sim.url,
+    proc = run_locust("vllm.py", *processes_args(2), "--host", sim.url,
                       "--llm-steps", "8:64:8:2s",
                       "--llm-prometheus-port", "0", "--stop-timeout", "5", report=report, csv_prefix=prefix,
                       timeout=120)
@@ -247,7 +247,7 @@ def test_sweep_under_processes_2(sim_factory, tmp_path) -> None:
     --processes drops -t on its workers, which must not stop them."""
     sim = sim_factory(*KNEE_SIM)
     report = tmp_path / "r"
-    proc = run_locust("vllm.py", "--processes", "2", *_ports(), "--host", sim.url, "-t", "30s",
+    proc = run_locust("vllm.py", *processes_args(2), "--host", sim.url, "-t", "30s",
                       "--llm-sweep", "concurrency", "--llm-sweep-start", "16", "--llm-sweep-points", "4",
                       "--llm-slo", SLO, "--llm-prometheus-port", "0", report=report, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]

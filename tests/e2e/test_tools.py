@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import free_port, read_records, read_summary, run_locust
+from tests.helpers import processes_args, read_records, read_summary, run_locust
 
 pytestmark = pytest.mark.slow
 
@@ -101,8 +101,7 @@ def test_processes_merge_the_counts_and_the_console_says_them(sim_factory, tmp_p
     sim = sim_factory("--ttft-ms", TTFT_MS, "--itl-ms", ITL_MS, "--output-tokens", TOKENS, "--seed", "5")
     tools, _, strict = _files(tmp_path)
     report = tmp_path / "r"
-    port = str(free_port())
-    proc = run_locust("vllm.py", "--processes", "2", "--master-bind-port", port, "--master-port", port,
+    proc = run_locust("vllm.py", *processes_args(2),
                       "--host", sim.url, "-u", "4", "-r", "4", "-t", "3s", "--stop-timeout", "10",
                       "--llm-tools", str(tools), "--llm-response-format", f"schema:{strict}", report=report)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -20,6 +20,8 @@ from tests.helpers import get_json, read_records, read_summary, run_locust
 TRACES = Path(__file__).parent.parent / "fixtures" / "traces"
 TEMPLATE = 7
 
+pytestmark = pytest.mark.serial  # send lag within 5 ms: run alone (tests/sharding.py)
+
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[Any]:

@@ -1,0 +1,150 @@
+"""The suite in parallel shards on one machine: ``make test`` runs ``python -m tests.sharding``.
+
+Most of the suite's time is spent waiting: real ``locust`` runs of a fixed ``-t``, a simulator
+pacing its tokens, a master waiting for its workers. Run one after another, those waits added
+up to 52-90 minutes on a 2-core machine; shards overlap them.
+
+Every shard is a separate ``pytest`` process that collects the whole suite and keeps its own
+part (``LLM_TEST_SHARD=k/N``): whole files (``tests/real`` as one group, so its session-wide
+servers start once), dealt longest first to the least loaded shard by the seconds each file
+last took (``tests/durations.json``, refreshed with ``--record``; a file not there counts
+:data:`UNKNOWN_S` a test). Tests marked ``serial`` (their bounds are timing: a latency measured
+to a millisecond, a send lag) run after the shards, alone (``LLM_TEST_SHARD=serial``).
+
+pytest's own gevent can't run under pytest-xdist (its workers' threads meet Locust's monkey
+patching: ``LoopExit``), hence processes of our own. A shard that collects nothing fails, as
+``make test``'s own exit 5 does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+DURATIONS = Path(__file__).with_name("durations.json")
+#: Seconds a test counts for when its file is not in DURATIONS.
+UNKNOWN_S = 3.0
+ENV = "LLM_TEST_SHARD"
+RECORD_ENV = "LLM_TEST_DURATIONS_OUT"
+
+
+def group_of(nodeid: str) -> str:
+    """The unit dealt to shards: a test's file, the real-server tier as one."""
+    path = nodeid.split("::", 1)[0]
+    return "tests/real" if path.startswith("tests/real/") else path
+
+
+def deal(groups: dict[str, float], shards: int) -> dict[str, int]:
+    """Each group's shard: longest first, to the least loaded shard (ties: the lowest index)."""
+    load = [0.0] * shards
+    out: dict[str, int] = {}
+    for g in sorted(groups, key=lambda g: (-groups[g], g)):
+        k = min(range(shards), key=lambda i: (load[i], i))
+        out[g] = k
+        load[k] += groups[g]
+    return out
+
+
+def known_seconds() -> dict[str, float]:
+    try:
+        return json.loads(DURATIONS.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "serial: timing-bound test, run alone after the parallel shards")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    spec = os.environ.get(ENV)
+    if not spec:
+        return
+    serial = [i for i in items if i.get_closest_marker("serial")]
+    if spec == "serial":
+        keep = serial
+    else:
+        k, n = (int(x) for x in spec.split("/"))
+        known = known_seconds()
+        groups: dict[str, float] = defaultdict(float)
+        for item in items:
+            if item not in serial:
+                groups[group_of(item.nodeid)] += known.get(item.nodeid, UNKNOWN_S)
+        where = deal(groups, n)
+        keep = [i for i in items if i not in serial and where[group_of(i.nodeid)] == k]
+    dropped = [i for i in items if i not in keep]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = keep
+
+
+_durations: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if os.environ.get(RECORD_ENV):
+        _durations[report.nodeid] = _durations.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    out = os.environ.get(RECORD_ENV)
+    if out and _durations:
+        Path(out).write_text(json.dumps({k: round(v, 2) for k, v in sorted(_durations.items())}))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tests.sharding", description=__doc__.split("\n\n")[0])
+    ap.add_argument("-j", "--shards", type=int, default=3, help="pytest processes at once (default 3)")
+    ap.add_argument("--record", action="store_true", help=f"write each test's seconds to {DURATIONS.name}")
+    ap.add_argument("pytest_args", nargs="*", default=["tests"], help="passed to every pytest (default: tests)")
+    a = ap.parse_args(argv)
+    logs = Path(os.environ.get("LLM_TEST_LOGS", ".test-shards"))
+    logs.mkdir(exist_ok=True)
+    base = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *a.pytest_args]
+    t0 = time.monotonic()
+
+    def start(name: str, spec: str, out: subprocess._FILE) -> subprocess.Popen[bytes]:
+        env = {**os.environ, ENV: spec}
+        if a.record:
+            env[RECORD_ENV] = str(logs / f"{name}.durations.json")
+        return subprocess.Popen(base, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+    shards = [(f"shard{k}", start(f"shard{k}", f"{k}/{a.shards}", (logs / f"shard{k}.log").open("wb")))
+              for k in range(a.shards)]
+    codes: dict[str, int] = {}
+    while len(codes) < len(shards):  # each shard's output as soon as it ends
+        time.sleep(1)
+        for name, proc in shards:
+            if name not in codes and proc.poll() is not None:
+                codes[name] = proc.returncode
+                sys.stdout.write(f"\n===== {name}: exit {codes[name]} after {time.monotonic() - t0:.0f} s =====\n")
+                sys.stdout.write((logs / f"{name}.log").read_text(errors="replace"))
+                sys.stdout.flush()
+    sys.stdout.write(f"\n===== serial: the timing-bound tests, alone, from {time.monotonic() - t0:.0f} s =====\n")
+    sys.stdout.flush()
+    codes["serial"] = start("serial", "serial", None).wait()
+    if a.record:
+        merged: dict[str, float] = {}
+        for f in logs.glob("*.durations.json"):
+            merged.update(json.loads(f.read_text()))
+        DURATIONS.write_text(json.dumps(dict(sorted(merged.items())), indent=0) + "\n")
+    bad = {k: c for k, c in codes.items() if c != 0}
+    for k, c in bad.items():
+        why = "collected no tests" if c == 5 else "failed"
+        where = "above" if k == "serial" else logs / f"{k}.log"
+        sys.stdout.write(f"make test: {k} {why} (pytest exit {c}; its output: {where})\n")
+    sys.stdout.write(f"make test: {len(codes)} pytest runs in {time.monotonic() - t0:.0f} s, "
+                     f"{'all passed' if not bad else f'{len(bad)} not passed'}\n")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
