@@ -10,55 +10,160 @@ per second in one ``array('d')`` from the first second set (NaN: nothing set), a
 
 A second far from the others (more than :data:`MAX_SPAN` away, a clock jump) goes to a small
 dict instead of stretching the array over the gap.
+
+Even 8 bytes a second per column grows a master by 0.6 MB an hour (21 columns with the
+server's metrics scraped; 1 %/h of its RSS, the soak's bound). So a series keeps in memory
+only its last :data:`CHUNK` to ``2 * CHUNK`` seconds (the ones late records still change) and
+writes older chunks to a :class:`Spill`: one unnamed temporary file per process (deleted by the
+kernel when the process ends), read back (``os.pread``) for the report at the end. A spill that
+cannot be written (disk full) leaves the chunk in memory: a value is never lost.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import tempfile
 from array import array
 from collections.abc import Iterator
 
 NAN = float("nan")
 #: Seconds one array may span (30 days); beyond it a second is kept in the overflow dict.
 MAX_SPAN = 30 * 86400
+#: Seconds per spilled chunk (4.8 kB of a column); a series keeps 1-2 chunks in memory.
+CHUNK = 600
+
+
+class Spill:
+    """Chunks of series on disk: an unnamed temporary file, opened on the first write."""
+
+    def __init__(self, directory: str | None = None) -> None:
+        self.directory = directory
+        self._pid = os.getpid()  # a forked child (``--processes``) shares the fd: it writes nothing
+        self._fd: int | None = None
+        self._end = 0
+        self.failed: OSError | None = None  # the write that failed; later chunks stay in memory
+
+    def write(self, data: bytes) -> int | None:
+        """Append ``data``; its offset, or None when it could not be written (kept by the caller)."""
+        if self.failed is not None or os.getpid() != self._pid:
+            return None
+        try:
+            if self._fd is None:
+                with tempfile.TemporaryFile(prefix="locust-llm-seconds-", dir=self.directory) as f:
+                    self._fd = os.dup(f.fileno())
+            if os.pwrite(self._fd, data, self._end) != len(data):
+                raise OSError("short write")
+        except OSError as e:
+            self.failed = e
+            return None
+        at, self._end = self._end, self._end + len(data)
+        return at
+
+    def read(self, at: int, size: int) -> bytes:
+        return os.pread(self._fd, size, at)  # type: ignore[arg-type]
+
+    def rewrite(self, at: int, data: bytes) -> None:
+        os.pwrite(self._fd, data, at)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+_shared: Spill | None = None
+
+
+def shared_spill() -> Spill:
+    """The process's own :class:`Spill` (made on first use)."""
+    global _shared
+    if _shared is None or _shared._pid != os.getpid():
+        _shared = Spill()
+    return _shared
 
 
 class SecondSeries:
-    """One float per whole second; ``get`` answers None for a second never set."""
+    """One float per whole second; ``get`` answers None for a second never set. Seconds older
+    than the last ``CHUNK`` to ``2 * CHUNK`` go to ``spill`` (default: :func:`shared_spill`)."""
 
-    __slots__ = ("base", "values", "_far")
+    __slots__ = ("base", "values", "_far", "_chunks", "_spill")
 
-    def __init__(self) -> None:
-        self.base: int | None = None
-        self.values = array("d")
+    def __init__(self, spill: Spill | None = None) -> None:
+        self.base: int | None = None  # the first second of the first chunk
+        self.values = array("d")  # the seconds after the spilled chunks
         self._far: dict[int, float] = {}
+        self._chunks: list[int | array] = []  # per spilled chunk: its offset in the spill, or
+        self._spill = spill  # the array itself when it could not be written
+
+    def _spilled(self) -> int:
+        return len(self._chunks) * CHUNK
 
     def _slot(self, t: int) -> int | None:
-        """The index of second ``t`` in ``values``, the array grown to hold it; None: far away."""
+        """The index of second ``t`` past the spilled chunks, ``values`` grown to hold it; None:
+        far away. Negative: in a spilled chunk."""
         base = self.base
         if base is None:
             self.base = t
             self.values.append(NAN)
             return 0
-        i = t - base
+        i = t - base - self._spilled()
         n = len(self.values)
         if 0 <= i < n:
             return i
         if i >= n:
-            if i >= MAX_SPAN:
+            if t - base >= MAX_SPAN:
                 return None
             self.values.extend([NAN] * (i + 1 - n))
+            while len(self.values) >= 2 * CHUNK:
+                self._spill_chunk()
+                i -= CHUNK
             return i
-        if n - i > MAX_SPAN:
-            return None
+        if t >= base:
+            return i  # a spilled second
+        if self._chunks or n - i > MAX_SPAN:
+            return None  # before the first chunk written: kept apart, rare
         self.values[0:0] = array("d", [NAN] * -i)  # an earlier second (a late record): rare
         self.base = t
         return 0
+
+    def _spill_chunk(self) -> None:
+        chunk = self.values[:CHUNK]
+        if self._spill is None:
+            self._spill = shared_spill()
+        at = self._spill.write(chunk.tobytes())
+        self._chunks.append(chunk if at is None else at)
+        del self.values[:CHUNK]
+
+    def _chunk(self, k: int) -> array:
+        c = self._chunks[k]
+        if isinstance(c, array):
+            return c
+        out = array("d")
+        out.frombytes(self._spill.read(c, CHUNK * 8))  # type: ignore[union-attr]
+        return out
+
+    def _spilled_value(self, i: int) -> float:
+        k, j = divmod(i + self._spilled(), CHUNK)
+        c = self._chunks[k]
+        if isinstance(c, array):
+            return c[j]
+        return array("d", self._spill.read(c + j * 8, 8))[0]  # type: ignore[union-attr]
+
+    def _set_spilled(self, i: int, value: float) -> None:
+        k, j = divmod(i + self._spilled(), CHUNK)
+        c = self._chunks[k]
+        if isinstance(c, array):
+            c[j] = value
+        else:
+            self._spill.rewrite(c + j * 8, array("d", [value]).tobytes())  # type: ignore[union-attr]
 
     def set(self, t: int, value: float) -> None:
         i = self._slot(t)
         if i is None:
             self._far[t] = value
+        elif i < 0:
+            self._set_spilled(i, value)
         else:
             self.values[i] = value
 
@@ -67,16 +172,23 @@ class SecondSeries:
         i = self._slot(t)
         if i is None:
             self._far[t] = self._far.get(t, 0.0) + n
+            return
+        v = self._spilled_value(i) if i < 0 else self.values[i]
+        v = n if v != v else v + n
+        if i < 0:
+            self._set_spilled(i, v)
         else:
-            v = self.values[i]
-            self.values[i] = n if v != v else v + n
+            self.values[i] = v
 
     def get(self, t: int) -> float | None:
         base = self.base
         if base is not None:
-            i = t - base
+            i = t - base - self._spilled()
             if 0 <= i < len(self.values):
                 v = self.values[i]
+                return None if v != v else v
+            if i < 0 and t >= base:
+                v = self._spilled_value(i)
                 return None if v != v else v
         return self._far.get(t)
 
@@ -85,21 +197,27 @@ class SecondSeries:
 
     def span(self) -> tuple[int, int] | None:
         """The first and last second set, or None when none is."""
-        ts = [t for t, _ in self.items()]
-        return (min(ts), max(ts)) if ts else None
+        first = last = None
+        for t, _ in self.items():
+            if first is None:
+                first = t
+            last = t
+        return None if first is None else (first, last)  # type: ignore[return-value]
 
     def items(self) -> Iterator[tuple[int, float]]:
-        """(second, value) for every second set, in order."""
+        """(second, value) for every second set, in order (spilled chunks read back)."""
         far = sorted(self._far.items())
         base = self.base
-        if base is not None:
-            yield from (kv for kv in far if kv[0] < base)
-            for i, v in enumerate(self.values):
-                if not math.isnan(v):
-                    yield base + i, v
-            yield from (kv for kv in far if kv[0] >= base)
-        else:
+        if base is None:
             yield from far
+            return
+        yield from (kv for kv in far if kv[0] < base)
+        for k in range(len(self._chunks)):
+            t0 = base + k * CHUNK
+            yield from ((t0 + j, v) for j, v in enumerate(self._chunk(k)) if not math.isnan(v))
+        t0 = base + self._spilled()
+        yield from ((t0 + i, v) for i, v in enumerate(self.values) if not math.isnan(v))
+        yield from (kv for kv in far if kv[0] >= base)
 
 
 class SecondColumns:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tracemalloc
 
-from llm_users.metrics.seconds import MAX_SPAN, SecondColumns, SecondSeries
+from llm_users.metrics.seconds import CHUNK, MAX_SPAN, SecondColumns, SecondSeries, Spill
 
 
 def test_set_add_get_and_gaps() -> None:
@@ -49,3 +49,58 @@ def test_a_second_costs_eight_bytes_per_column() -> None:
     grown = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
     assert grown < 3600 * 8 * 8 * 1.3, grown
+
+
+T0 = 1_700_000_000
+
+
+def test_older_chunks_go_to_disk_and_read_back_exactly(tmp_path) -> None:
+    """Three hours a second: all but the last 1-2 chunks on disk; every value, sum and gap
+    read back as set, a late add to a spilled second included."""
+    spill = Spill(str(tmp_path))
+    s = SecondSeries(spill)
+    hours = 3 * 3600
+    for i in range(hours):
+        if i % 7:  # every 7th second never set: a gap
+            s.set(T0 + i, i * 0.25)
+    assert CHUNK <= len(s.values) < 2 * CHUNK
+    s.add(T0 + 10, 1.5)  # a late record's count for a spilled second
+    s.add(T0 + 14, 2.0)  # a spilled gap
+    assert s.get(T0 + 10) == 10 * 0.25 + 1.5 and s.get(T0 + 14) == 2.0 and s.get(T0 + 7) is None
+    assert s.get(T0 + hours - 1) == (hours - 1) * 0.25 and s.get(T0 + hours) is None
+    want = {T0 + i: i * 0.25 for i in range(hours) if i % 7}
+    want[T0 + 10] += 1.5
+    want[T0 + 14] = 2.0
+    assert dict(s.items()) == want and [t for t, _ in s.items()] == sorted(want)
+    assert s.span() == (T0 + 1, T0 + hours - 1)
+    spill.close()
+
+
+def test_a_spill_that_cannot_be_written_keeps_every_value_in_memory(tmp_path) -> None:
+    spill = Spill(str(tmp_path / "gone"))  # no such directory: the disk-full path
+    s = SecondSeries(spill)
+    for i in range(3 * CHUNK):
+        s.set(T0 + i, float(i))
+    assert spill.failed is not None
+    assert [v for _, v in s.items()] == [float(i) for i in range(3 * CHUNK)] and s.get(T0 + 5) == 5.0
+
+
+def test_a_forked_child_never_writes_its_parents_spill(tmp_path) -> None:
+    spill = Spill(str(tmp_path))
+    spill._pid = -1  # as in a ``--processes`` worker forked after the spill was made
+    assert spill.write(b"x" * 8) is None and not list(tmp_path.iterdir())
+
+
+def test_a_master_running_for_hours_keeps_its_columns_bounded() -> None:
+    """Ten hours of 21 columns (the timeline with a server's metrics scraped): memory
+    stays within two chunks a column (the process's own spill file holds the rest), not 6 MB
+    growing by 0.6 MB an hour."""
+    c = SecondColumns()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for t in range(T0, T0 + 10 * 3600):
+        c.update(t, {f"server_{i}": t * 0.5 + i for i in range(21)})
+    grown = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert grown < 21 * 2 * CHUNK * 8 * 1.3, grown
+    assert c.get(T0 + 5) == {f"server_{i}": (T0 + 5) * 0.5 + i for i in range(21)}
