@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from llm_users.metrics import RequestRecord
-from llm_users.metrics.seconds import SecondSeries
+from llm_users.metrics.seconds import SecondSeries, joint_span
 
 #: the columns :meth:`ScheduleSeries.rows` adds to timeseries.csv
 COLUMNS = ("offered_rps", "sent_rps", "in_flight", "schedule_lag_mean_ms", "schedule_lag_max_ms")
@@ -43,11 +43,8 @@ class ScheduleSeries:
 
     def rows(self) -> dict[int, dict[str, Any]]:
         """Second -> the :data:`COLUMNS` values (every second from the first to the last seen)."""
-        spans = [sp for sp in (self._due.span(), self._sent.span(), self._busy.span()) if sp]
-        if not spans:
-            return {}
         out = {}
-        for t in range(min(lo for lo, _ in spans), max(hi for _, hi in spans) + 1):
+        for t in joint_span([self._due, self._sent, self._busy]):
             sent = int(self._sent.get(t) or 0)
             lag_max = self._lag_max.get(t) or 0.0
             out[t] = {"offered_rps": int(self._due.get(t) or 0), "sent_rps": sent,

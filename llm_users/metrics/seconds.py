@@ -87,7 +87,7 @@ class SecondSeries:
     """One float per whole second; ``get`` answers None for a second never set. Seconds older
     than the last ``CHUNK`` to ``2 * CHUNK`` go to ``spill`` (default: :func:`shared_spill`)."""
 
-    __slots__ = ("base", "values", "_far", "_chunks", "_spill")
+    __slots__ = ("base", "values", "_far", "_chunks", "_spill", "_read")
 
     def __init__(self, spill: Spill | None = None) -> None:
         self.base: int | None = None  # the first second of the first chunk
@@ -95,6 +95,7 @@ class SecondSeries:
         self._far: dict[int, float] = {}
         self._chunks: list[int | array] = []  # per spilled chunk: its offset in the spill, or
         self._spill = spill  # the array itself when it could not be written
+        self._read: tuple[int, array] | None = None  # the spilled chunk read last: (index, values)
 
     def _spilled(self) -> int:
         return len(self._chunks) * CHUNK
@@ -136,27 +137,30 @@ class SecondSeries:
         del self.values[:CHUNK]
 
     def _chunk(self, k: int) -> array:
+        """Spilled chunk ``k``'s values (the last one read is kept: a report reads in order)."""
         c = self._chunks[k]
         if isinstance(c, array):
             return c
+        if self._read is not None and self._read[0] == k:
+            return self._read[1]
         out = array("d")
         out.frombytes(self._spill.read(c, CHUNK * 8))  # type: ignore[union-attr]
+        self._read = (k, out)
         return out
 
     def _spilled_value(self, i: int) -> float:
         k, j = divmod(i + self._spilled(), CHUNK)
-        c = self._chunks[k]
-        if isinstance(c, array):
-            return c[j]
-        return array("d", self._spill.read(c + j * 8, 8))[0]  # type: ignore[union-attr]
+        return self._chunk(k)[j]
 
     def _set_spilled(self, i: int, value: float) -> None:
         k, j = divmod(i + self._spilled(), CHUNK)
         c = self._chunks[k]
         if isinstance(c, array):
             c[j] = value
-        else:
-            self._spill.rewrite(c + j * 8, array("d", [value]).tobytes())  # type: ignore[union-attr]
+            return
+        self._spill.rewrite(c + j * 8, array("d", [value]).tobytes())  # type: ignore[union-attr]
+        if self._read is not None and self._read[0] == k:
+            self._read[1][j] = value
 
     def set(self, t: int, value: float) -> None:
         i = self._slot(t)
@@ -218,6 +222,14 @@ class SecondSeries:
         t0 = base + self._spilled()
         yield from ((t0 + i, v) for i, v in enumerate(self.values) if not math.isnan(v))
         yield from (kv for kv in far if kv[0] >= base)
+
+
+def joint_span(series: list[SecondSeries]) -> range:
+    """Every second from the first to the last set in any of ``series`` (empty: none is)."""
+    spans = [sp for sp in (x.span() for x in series) if sp]
+    if not spans:
+        return range(0)
+    return range(min(lo for lo, _ in spans), max(hi for _, hi in spans) + 1)
 
 
 class SecondColumns:

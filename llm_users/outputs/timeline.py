@@ -27,7 +27,7 @@ from typing import Any
 from llm_users.health.lagtrace import span
 from llm_users.metrics import RequestRecord
 from llm_users.metrics.by_arrival import record_by_second
-from llm_users.metrics.seconds import SecondColumns, SecondSeries
+from llm_users.metrics.seconds import SecondColumns, SecondSeries, joint_span
 
 COLUMNS = [
     "time", "users", "requests_started", "requests_finished", "failures", "output_tokens_per_s",
@@ -201,13 +201,9 @@ class Timeline:
         """Every second from the first to the last seen, gaps filled with zeros."""
         for t in list(self._open):
             self._close(t)
-        spans = [s for s in (self._started.span(), self._users.span()) if s]
-        spans += [s for s in (c.span() for c in self.extra.columns.values()) if s]
-        if not spans:
-            return []
         out = []
         closed = self._closed
-        for t in range(min(lo for lo, _ in spans), max(hi for _, hi in spans) + 1):
+        for t in joint_span([self._started, self._users, *self.extra.columns.values()]):
             users = self._users.get(t)
             row: dict[str, Any] = {"time": t, "users": None if users is None else int(users)}
             for c in COUNTS:
