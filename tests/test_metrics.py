@@ -315,3 +315,45 @@ def test_a_few_buckets_travel_as_counts_and_merge_exactly() -> None:
     old.add_many(small)
     _ = old.hist
     assert old.to_wire()["hist"] is not None and "buckets" not in old.to_wire()
+
+
+def test_a_packed_distribution_answers_exactly_as_before_and_takes_16_bytes_a_bucket() -> None:
+    """A finished stage's distributions are packed (issue 33's soak): the same percentiles,
+    wire form and merges, whether the counts were pending, recorded in the histogram or both;
+    adding after packing counts too."""
+    import tracemalloc
+
+    rng = random.Random(7)
+    values = [int(rng.lognormvariate(17.5, 0.6)) for _ in range(20_000)]  # ~40 ms, a long tail
+    for read_before in (False, True):
+        tracemalloc.start()
+        plain, packed = Distribution(), Distribution()
+        for d in (plain, packed):
+            d.add_many(values[:10_000])
+            if read_before:
+                d.percentile_ms(50)  # the histogram made (184 KB): packing drops it
+            d.add_many(values[10_000:])
+        before = tracemalloc.get_traced_memory()[0]
+        packed.pack()
+        buckets = len(packed._packed) // 2
+        after = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        assert packed._hist is None and not packed._pending and buckets > 1000
+        if not read_before:
+            assert after - before < 0  # the dict's ~100 bytes a bucket given back for 16
+        if read_before:
+            assert after - before < -100_000  # the histogram's 184 KB given back
+        assert packed._packed.itemsize * len(packed._packed) == 16 * buckets
+        assert packed.summary_ms() == plain.summary_ms()
+        other = Distribution()
+        other.merge(packed)
+        assert other.summary_ms() == plain.summary_ms()
+        packed.pack()
+        wired = Distribution()
+        wired.merge_wire(packed.to_wire())
+        assert wired.summary_ms() == plain.summary_ms()
+        packed.pack()
+        packed.add(5e9)
+        plain.add(5e9)
+        assert packed.summary_ms() == plain.summary_ms() and packed.count == 20_001
+

@@ -145,3 +145,14 @@ def test_pooled_summary_of_repeats_adds_requests_and_measured_seconds() -> None:
     assert p["requests_per_s"] == pytest.approx(6 / 8) and p["start"] == 0.0 and p["end"] == 10.0
     assert p["slo"]["share_meeting_all"] == pytest.approx(2 / 6)
     assert p["ttft"]["max"] == 20 and p["ttft"]["min"] == 10
+
+
+def test_a_stage_two_back_is_packed_when_a_new_one_begins() -> None:
+    book = StageBook()
+    for i in range(3):
+        book.begin("users", i + 1, 100.0 + 10 * i, 0.0)
+        for k in range(50):
+            book.add(_rec(100.0 + 10 * i + k * 0.1, k + 1))
+    first = book.stages[0].stats.dists["ttft"]
+    assert first._packed is not None and book.stages[1].stats.dists["ttft"]._packed is None
+    assert book.summary(200.0)[0]["ttft"]["p50"] == pytest.approx(25.0, rel=0.01)
