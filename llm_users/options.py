@@ -88,6 +88,8 @@ def add_arguments(parser: Any) -> None:
     opt("--llm-fail-stop", "stop the run, exit 1, when every request has failed for this long, e.g. 30s; off = "
         "never (default 30s)")
     opt("--llm-report", "directory for summary.json, summary.csv and requests.jsonl")
+    opt("--llm-html", "on/off: report.html in the --llm-report directory (default on; its charts cost a few "
+        "seconds of CPU at the end of each run, the other files are written either way)")
     opt("--llm-warmup", "exclude from statistics: N = each user's first N requests (default 1), or a time like 30s")
     opt("--llm-cooldown", "exclude requests that start in the last part of the run, e.g. 10s (needs -t)")
     opt("--llm-slo", "SLOs for goodput, any of ttft=500ms,tpot=50ms,e2e=30s")
@@ -166,6 +168,7 @@ class RunConfig:
     server_metrics_auto: bool = True
     user_settings: Mapping[type, Settings] = field(default_factory=dict)
     backoff: bool = True
+    html: bool = True  # --llm-html: report.html among the report files
     #: the workload options (a User class's own ``prompts`` where no dataset is given: workload_for)
     workload: WorkloadOptions | None = None
     study: StudyConfig | None = None  # open loop, stages, sweep, trace replay (llm_users/load/registry.py)
@@ -215,6 +218,7 @@ class RunConfig:
             server_metrics_auto=str(_given(options, "llm_server_metrics") or "auto").strip().lower() == "auto",
             user_settings=settings,
             backoff=_backoff(options),
+            html=_on_off(options, "llm_html", "--llm-html"),
             workload=_workload(options),
             study=_study(options),
             cost=_cost(options),
@@ -311,8 +315,12 @@ def _snapshot(options: Any) -> Mapping[str, Any] | None:
 
 
 def _backoff(options: Any) -> bool:
-    value = _given(options, "llm_backoff")
-    return True if value is None else parse_bool(value, "--llm-backoff")
+    return _on_off(options, "llm_backoff", "--llm-backoff")
+
+
+def _on_off(options: Any, name: str, flag: str, default: bool = True) -> bool:
+    value = _given(options, name)
+    return default if value is None else parse_bool(value, flag)
 
 
 def _preflight(options: Any) -> bool:

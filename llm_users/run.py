@@ -347,7 +347,7 @@ class MergingRun(LLMRun):
         summary = self.summary()
         self.last_summary = summary
         failed = write_outputs(FinalData(summary, self.collector.timeline.rows(), self.collector.stats),
-                               self.config.report_dir)  # every file, once (outputs/registry.py)
+                               self.config.report_dir, () if self.config.html else ("html",))  # once each
         if failed or (self.writer is not None and self.writer.error):  # a full disk, a vanished dir
             self.environment.process_exit_code = 1
         return summary

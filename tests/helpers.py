@@ -43,10 +43,15 @@ def run_locust(
     return subprocess.run(cmd, cwd=ROOT, env=locust_env(env), capture_output=True, text=True, timeout=timeout)
 
 
+#: Runs started by these helpers write no report.html unless the test asks (``"--llm-html",
+#: "on"``): its charts cost 2-5 s of CPU at every run's end, the suite's largest single cost.
+NO_HTML = {"LOCUST_LLM_HTML": "off"}
+
+
 def locust_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """This process's environment without ``LOCUST_*`` settings (a developer's own would leak
-    into the run), plus ``extra``."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")} | (extra or {})
+    into the run), :data:`NO_HTML`, plus ``extra``."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")} | NO_HTML | (extra or {})
 
 
 def start_locust(args: list[str], log: Path, *, locustfile: str | Path = "vllm.py", loglevel: str = "INFO",

@@ -185,15 +185,24 @@ class Distribution:
     def percentile_ms(self, p: float) -> float | None:
         """The histogram's value at ``p`` (its bucket's highest equivalent value), kept
         within the exact min and max so a bucket's width never shows past the real extremes."""
+        return self.percentiles_ms([p])[p]
+
+    def percentiles_ms(self, ps: list[float]) -> dict[float, float | None]:
+        """:meth:`percentile_ms` of each of ``ps`` in one pass over the histogram (HDR's own
+        ``get_percentile_to_value_dict``, the same values): a pass is a Python loop over up to
+        ~45,000 counts, and a report's CDF asks for 1,004 percentiles of each distribution
+        (4-5 s of CPU at every run's end when it asked them one at a time)."""
         if not self.count:
-            return None
-        us = self.hist.get_value_at_percentile(p)
-        return min(max(us * 1000, self.min_ns or 0), self.max_ns or 0) / 1e6
+            return dict.fromkeys(ps)
+        lo, hi = self.min_ns or 0, self.max_ns or 0
+        got = self.hist.get_percentile_to_value_dict(ps)
+        return {p: min(max(got.get(p, 0) * 1000, lo), hi) / 1e6 for p in ps}  # 0: as get_value_at_percentile
 
     def summary_ms(self) -> dict[str, float | int | None]:
         out: dict[str, float | int | None] = {"count": self.count}
+        got = self.percentiles_ms(list(PERCENTILES.values()))
         for key, p in PERCENTILES.items():
-            out[key] = self.percentile_ms(p)
+            out[key] = got[p]
         if self.count:
             out["mean"] = self.sum_ns / self.count / 1e6
             out["min"] = (self.min_ns or 0) / 1e6

@@ -19,6 +19,8 @@ from the locustfile::
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from llm_users.outputs.console import CONSOLE
 from llm_users.outputs.export import VLLM_BENCH
 from llm_users.outputs.files import SUMMARY, TIMESERIES
@@ -48,8 +50,9 @@ def outputs() -> list[Output]:
     return list(OUTPUTS)
 
 
-def write_outputs(final: FinalData, report_dir: str | None) -> str | None:
-    """Every output, in order (the console table always; with a report directory, every file).
+def write_outputs(final: FinalData, report_dir: str | None, skip: Collection[str] = ()) -> str | None:
+    """Every output, in order (the console table always; with a report directory, every file),
+    but those named in ``skip`` (``--llm-html off``: ``html``).
 
     A file that cannot be written (disk full, directory gone: ``OSError``) stops the files, not
     the run: one ``locust-llm:`` line naming the file and the error, the outputs after it still
@@ -57,6 +60,8 @@ def write_outputs(final: FinalData, report_dir: str | None) -> str | None:
     run then exits non-zero); None when everything was written."""
     failed: str | None = None
     for out in outputs():
+        if out.name in skip:
+            continue
         try:
             out.write(final, None if failed else report_dir)
         except OSError as e:

@@ -129,7 +129,7 @@ def test_worker_killed_mid_run_is_named_in_the_report(sim_factory, tmp_path) -> 
     sim = sim_factory("--ttft-ms", "30", "--itl-ms", "5", "--output-tokens", "20", "--seed", "6")
     port = free_port()
     report = tmp_path / "r"
-    master = start_locust([*master_args(port), "--headless", "--only-summary", "-u", "6", "-r", "6", "-t", "12s",
+    master = start_locust(["--llm-html", "on", *master_args(port), "--headless", "--only-summary", "-u", "6", "-r", "6", "-t", "12s",
                     "--stop-timeout", "5", "--host", sim.url, "--llm-report", str(report)], tmp_path / "master.log")
     workers = [start_locust(worker_args(port), tmp_path / f"w{i}.log")
                for i in range(2)]

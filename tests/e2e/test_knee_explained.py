@@ -75,7 +75,7 @@ def test_queueing_knee_named_with_the_servers_and_gpus_figures(sim_factory, gpu,
     sim = sim_factory("--max-batch", "4", "--ttft-ms", "20", "--itl-ms", "10", "--output-tokens", "20", "--seed", "1")
     gpu.follow(sim.url)
     report = tmp_path / "r"
-    proc = run_locust("vllm.py", "--host", sim.url, "--llm-stages", "2:3s,4:3s,8:3s", "--llm-slo", "ttft=150ms",
+    proc = run_locust("vllm.py", "--llm-html", "on", "--host", sim.url, "--llm-stages", "2:3s,4:3s,8:3s", "--llm-slo", "ttft=150ms",
                       "--llm-gpu-sidecar", gpu.url, "--llm-scrape-interval", "0.5", "--llm-prometheus-port", "0",
                       report=report, timeout=150)
     assert proc.returncode == 0, proc.stderr[-3000:]

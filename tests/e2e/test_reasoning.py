@@ -65,7 +65,7 @@ def _summary_matches(report: Path, records: list[dict]) -> dict:
 def test_raw_mode_openai_reasoning(sim_factory, tmp_path) -> None:
     sim = sim_factory(*SIM)
     report = tmp_path / "r"
-    proc = run_locust("vllm.py", "--host", sim.url, "-u", "3", "-r", "3", "-t", "3s", "--stop-timeout", "10",
+    proc = run_locust("vllm.py", "--llm-html", "on", "--host", sim.url, "-u", "3", "-r", "3", "-t", "3s", "--stop-timeout", "10",
                       report=report)
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = _measured(report)

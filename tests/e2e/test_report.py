@@ -36,7 +36,7 @@ def report(tmp_path_factory, request) -> Path:
     out = tmp_path_factory.mktemp("report")
     with start_simulator(["--ttft-ms", "50", "--ttft-dist", "lognormal", "--ttft-sd-ms", "15", "--itl-ms", "5",
                           "--itl-dist", "normal", "--itl-sd-ms", "1", "--output-tokens", "40", "--seed", "3"]) as sim:
-        proc = run_locust("vllm.py", "--host", sim.url, "-u", "8", "-r", "4", "-t", "6s", "--stop-timeout", "10",
+        proc = run_locust("vllm.py", "--llm-html", "on", "--host", sim.url, "-u", "8", "-r", "4", "-t", "6s", "--stop-timeout", "10",
                           "--llm-slo", "ttft=60ms", "--llm-input-tokens", "64", "--llm-output-tokens", "40",
                           "--llm-max-tokens", "48", report=out)
     assert proc.returncode == 0, proc.stderr[-2000:]

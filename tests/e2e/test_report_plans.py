@@ -32,7 +32,7 @@ def reports(tmp_path_factory) -> dict[str, Path]:
     with start_simulator(list(SIM)) as sim:
         for name, (args, _) in RUNS.items():
             report = tmp_path_factory.mktemp(name)
-            proc = run_locust("vllm.py", "--host", sim.url, "--llm-prometheus-port", "0", "--stop-timeout", "5",
+            proc = run_locust("vllm.py", "--llm-html", "on", "--host", sim.url, "--llm-prometheus-port", "0", "--stop-timeout", "5",
                               *args, report=report, timeout=90)
             assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
             out[name] = report

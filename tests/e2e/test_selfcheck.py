@@ -27,7 +27,7 @@ def test_overloaded_client_is_flagged(sim_factory, tmp_path) -> None:
     # 300 streams at a 1 ms chunk gap ask for ~300k chunks/s: far past one client process
     sim = sim_factory("--ttft-ms", "20", "--itl-ms", "1", "--output-tokens", "200", "--seed", "1")
     report = tmp_path / "r"
-    proc = run_locust("vllm.py", "--host", sim.url, "-u", "300", "-r", "300", "-t", "6s", "--stop-timeout", "30",
+    proc = run_locust("vllm.py", "--llm-html", "on", "--host", sim.url, "-u", "300", "-r", "300", "-t", "6s", "--stop-timeout", "30",
                       report=report, timeout=180)
     assert proc.returncode == 0, proc.stderr[-2000:]
     check = read_summary(report)["self_check"]

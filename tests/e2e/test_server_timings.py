@@ -79,7 +79,7 @@ def check_against_truth(report: Path, trace: Path, source: str) -> tuple[list[di
 
 def test_vllm_metrics_raw_local(tmp_path) -> None:
     trace = tmp_path / "trace.jsonl"
-    proc = run_locust("vllm.py", "-u", "6", "-r", "6", "-t", "4s", "--llm-prometheus-port", "0",
+    proc = run_locust("vllm.py", "--llm-html", "on", "-u", "6", "-r", "6", "-t", "4s", "--llm-prometheus-port", "0",
                       "--llm-sim-args", " ".join([*SIM, "--trace-file", str(trace)]), report=tmp_path / "r")
     assert proc.returncode == 0, proc.stderr[-3000:]
     records, _ = check_against_truth(tmp_path / "r", trace, "vllm")

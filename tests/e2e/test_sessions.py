@@ -65,7 +65,7 @@ def test_four_turn_sessions_send_the_whole_history(sim, tmp_path, locustfile: st
     get_json(sim.url + "/_sim/trace", method="DELETE")
     report = tmp_path / "r"
     duration = "5s" if client == "sdk" else "2s"  # an SDK's import and client take a second or more
-    proc = run_locust(locustfile, "--host", sim.url, "-u", "2", "-r", "2", "-t", duration, "--stop-timeout", "10",
+    proc = run_locust(locustfile, "--llm-html", "on", "--host", sim.url, "-u", "2", "-r", "2", "-t", duration, "--stop-timeout", "10",
                       "--llm-turns", "4", "--llm-max-tokens", "6", "--llm-dataset", "conversations",
                       "--llm-client", client, report=report, env=KEYS)
     assert proc.returncode == 0, proc.stderr[-3000:]

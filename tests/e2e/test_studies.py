@@ -59,7 +59,7 @@ def test_steps_8_64_8_one_row_per_stage_and_counts_add_up(sim_factory, tmp_path)
     request count = sum over stages of measured + excluded, exact merged per-stage percentiles."""
     sim = sim_factory("--ttft-ms", "10", "--itl-ms", "2", "--output-tokens", "8", "--seed", "1")
     report, prefix = tmp_path / "r", tmp_path / "locust"
-    proc = run_locust("vllm.py", *processes_args(2), "--host", sim.url,
+    proc = run_locust("vllm.py", "--llm-html", "on", *processes_args(2), "--host", sim.url,
                       "--llm-steps", "8:64:8:2s",
                       "--llm-prometheus-port", "0", "--stop-timeout", "5", report=report, csv_prefix=prefix,
                       timeout=120)
@@ -99,7 +99,7 @@ def closed_sweep(tmp_path_factory) -> Path:
 
     out = tmp_path_factory.mktemp("sweep")
     with start_simulator(list(KNEE_SIM)) as sim:
-        proc = run_locust("vllm.py", "--host", sim.url, "-t", "30s", "--llm-sweep", "concurrency",
+        proc = run_locust("vllm.py", "--llm-html", "on", "--host", sim.url, "-t", "30s", "--llm-sweep", "concurrency",
                           "--llm-sweep-start", "4", "--llm-sweep-points", "10", "--llm-slo", SLO,
                           "--llm-prometheus-port", "0", report=out, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -141,7 +141,7 @@ def test_closed_loop_sweep_knee_within_10_percent_of_analytic(closed_sweep: Path
 def test_open_loop_sweep_knee_within_10_percent_of_analytic(tmp_path, sim_factory) -> None:
     sim = sim_factory(*KNEE_SIM)
     report = tmp_path / "r"
-    proc = run_locust("vllm.py", "--host", sim.url, "-t", "32s", "--llm-sweep", "rate", "--llm-arrival", "constant",
+    proc = run_locust("vllm.py", "--llm-html", "on", "--host", sim.url, "-t", "32s", "--llm-sweep", "rate", "--llm-arrival", "constant",
                       "--llm-sweep-start", "18", "--llm-sweep-points", "10", "--llm-slo", SLO, "--llm-seed", "1",
                       "--llm-prometheus-port", "0", report=report, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -197,7 +197,7 @@ def test_steps_with_slos_say_which_slo_failed_and_name_the_knee(tmp_path) -> Non
     10 + (N - 1) ms, so 4 users pass (13 ms) and 14 and 24 fail (23, 33 ms): the console and the
     report say so per stage, name TPOT as the SLO that failed, and name 4 users the knee."""
     report = tmp_path / "r"
-    proc = run_locust("vllm.py", "--llm-steps", "4:24:10:2s", "--llm-slo", "tpot=20ms,ttft=500ms",
+    proc = run_locust("vllm.py", "--llm-html", "on", "--llm-steps", "4:24:10:2s", "--llm-slo", "tpot=20ms,ttft=500ms",
                       "--llm-sim-args", " ".join(KNEE_SIM), "--llm-prometheus-port", "0", report=report, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     stages = read_summary(report)["stages"]
@@ -236,7 +236,7 @@ def test_steps_with_slos_say_which_slo_failed_and_name_the_knee(tmp_path) -> Non
     (["--llm-rate", "-3"], "--llm-rate"),
 ])
 def test_bad_study_options_are_one_clear_line(args, says, tmp_path) -> None:
-    proc = run_locust("vllm.py", "--host", "http://127.0.0.1:9", "--llm-prometheus-port", "0", *args, timeout=60)
+    proc = run_locust("vllm.py", "--llm-html", "on", "--host", "http://127.0.0.1:9", "--llm-prometheus-port", "0", *args, timeout=60)
     assert proc.returncode == 1, proc.stderr[-2000:]
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("locust-llm:")]
     assert len(lines) == 1 and says in lines[0], proc.stderr[-2000:]
@@ -247,7 +247,7 @@ def test_sweep_under_processes_2(sim_factory, tmp_path) -> None:
     --processes drops -t on its workers, which must not stop them."""
     sim = sim_factory(*KNEE_SIM)
     report = tmp_path / "r"
-    proc = run_locust("vllm.py", *processes_args(2), "--host", sim.url, "-t", "30s",
+    proc = run_locust("vllm.py", "--llm-html", "on", *processes_args(2), "--host", sim.url, "-t", "30s",
                       "--llm-sweep", "concurrency", "--llm-sweep-start", "16", "--llm-sweep-points", "4",
                       "--llm-slo", SLO, "--llm-prometheus-port", "0", report=report, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]

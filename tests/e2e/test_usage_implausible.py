@@ -55,7 +55,7 @@ def test_true_usage_is_believed(sim_factory, tmp_path) -> None:
     """The same run without the quirk: every count is the server's, nothing said."""
     sim = sim_factory("--ttft-ms", "20", "--itl-ms", "2", "--output-tokens", "24")
     report = tmp_path / "r"
-    proc = run_locust("gemini.py", "--host", sim.url, "-u", "2", "-r", "2", "-t", "2s", "--stop-timeout", "10",
+    proc = run_locust("gemini.py", "--llm-html", "on", "--host", sim.url, "-u", "2", "-r", "2", "-t", "2s", "--stop-timeout", "10",
                       report=report, env=KEYS)
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = read_records(report)
@@ -71,7 +71,7 @@ def test_zero_usage_is_counted_once_across_processes(sim_factory, tmp_path) -> N
     sim = sim_factory("--ttft-ms", "20", "--itl-ms", "2", "--output-tokens", "24", "--usage-zero", "output")
     report = tmp_path / "r"
     port = str(free_port())  # Locust's forked workers dial --master-port: one of our own
-    proc = run_locust("vllm.py", "--host", sim.url, "--processes", "2", "--master-bind-port", port, "--master-port",
+    proc = run_locust("vllm.py", "--llm-html", "on", "--host", sim.url, "--processes", "2", "--master-bind-port", port, "--master-port",
                       port, "-u", "4", "-r", "4", "-t", "4s",
                       "--stop-timeout", "10", report=report, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]

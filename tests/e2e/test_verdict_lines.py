@@ -16,7 +16,7 @@ def verdict_lines(stdout: str) -> list[str]:
 def test_all_failed_run_says_so_in_one_line(sim_factory, tmp_path) -> None:
     sim = sim_factory("--fault-rate", "1", "--fault-kinds", "http_500", "--output-tokens", "5", "--seed", "3")
     report = tmp_path / "r"
-    proc = run_locust("vllm.py", "--host", sim.url, "-u", "2", "-r", "2", "-t", "3s", "--llm-model", "m",
+    proc = run_locust("vllm.py", "--llm-html", "on", "--host", sim.url, "-u", "2", "-r", "2", "-t", "3s", "--llm-model", "m",
                       report=report, timeout=90)
     check = read_summary(report)["self_check"]
     assert check["level"] == "failed" and check["failing"] and check["top_failure"] == "http_500", check
@@ -33,7 +33,7 @@ def test_calm_run_says_healthy_in_one_line(sim_factory, tmp_path) -> None:
     # a 250 ms TTFT: the client's tolerance is 12.5 ms, well above a calm client's lag
     sim = sim_factory("--ttft-ms", "250", "--itl-ms", "20", "--output-tokens", "10", "--seed", "1")
     report = tmp_path / "r"
-    proc = run_locust("vllm.py", "--host", sim.url, "-u", "4", "-r", "4", "-t", "4s", "--stop-timeout", "10",
+    proc = run_locust("vllm.py", "--llm-html", "on", "--host", sim.url, "-u", "4", "-r", "4", "-t", "4s", "--stop-timeout", "10",
                       report=report, timeout=90)
     assert proc.returncode == 0, proc.stderr[-2000:]
     check = read_summary(report)["self_check"]

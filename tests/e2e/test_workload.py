@@ -94,7 +94,7 @@ def test_jsonl_dataset_with_per_item_lengths(sim, tmp_path) -> None:
 
 
 def test_cost_equals_the_hand_computed_total(sim, tmp_path) -> None:
-    records, summary = _run(sim, "vllm.py", tmp_path, "--llm-input-tokens", "300", "--llm-output-tokens", "20",
+    records, summary = _run(sim, "vllm.py", tmp_path, "--llm-html", "on", "--llm-input-tokens", "300", "--llm-output-tokens", "20",
                             "--llm-price", "in=2.5,out=10,currency=USD")
     measured = [r for r in records if not r["warmup"]]
     by_hand = sum(r["input_tokens"] for r in measured) * 2.5 / 1e6 + sum(r["output_tokens"] for r in measured) * 10 / 1e6
@@ -120,7 +120,7 @@ def test_environment_and_vllm_bench_export(sim, tmp_path) -> None:
     export = tmp_path / "bench" / "vllm.json"
     secret = "sk-this-must-never-show-12345"
     report = tmp_path / "r"
-    proc = run_locust("vllm.py", "--host", sim.url, "-u", "2", "-r", "2", "-t", "3s", "--stop-timeout", "10",
+    proc = run_locust("vllm.py", "--llm-html", "on", "--host", sim.url, "-u", "2", "-r", "2", "-t", "3s", "--stop-timeout", "10",
                       "--llm-output-tokens", "6", "--llm-export", "vllm-bench", str(export),
                       "--llm-api-key-env", "MY_VLLM_KEY", report=report, env={"MY_VLLM_KEY": secret})
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -97,3 +97,29 @@ def test_final_data_is_what_every_output_gets() -> None:
     toy = ToyOutput()
     toy.write(final, None)
     assert toy.calls == [(0, None)]
+
+
+@pytest.mark.parametrize(("value", "html"), [(None, True), ("on", True), ("off", False)])
+def test_llm_html_off_writes_every_file_but_the_page(tmp_path: Path, value: str | None, html: bool) -> None:
+    report = tmp_path / "report"
+    env = Environment(user_classes=[VLLM], parsed_options=Namespace(llm_report=str(report), llm_html=value))
+    llm_events.install(env.events)
+    run = run_for(env, RunConfig.from_options(env.parsed_options, [VLLM]), env.create_local_runner())
+    run.install(env.runner)
+    try:
+        run.on_test_start()
+        env.events.llm_response.fire(record=rec(run.test_start + 1.0), user=None)
+        run.on_test_stop()
+        names = sorted(p.name for p in report.iterdir())
+        assert names == [*(["report.html"] if html else []), "requests.jsonl", "summary.csv", "summary.json",
+                         "timeseries.csv"]
+        assert json.loads((report / "summary.json").read_text())["overall"]["requests"] == 1
+    finally:
+        run.close()
+
+
+def test_llm_html_takes_on_or_off() -> None:
+    from llm_users.options import ConfigError
+
+    with pytest.raises(ConfigError, match="--llm-html"):
+        RunConfig.from_options(Namespace(llm_html="maybe"), [VLLM])

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 @pytest.mark.parametrize("client", ["raw", "sdk"])
 def test_llamacpp_timings_for_every_request_and_the_breakdown(llama, client: str, tmp_path) -> None:
     report = tmp_path / "r"
-    proc = run_locust("vllm.py", "--host", llama.url, "-u", "2", "-r", "2", "-t", "8s", "--stop-timeout", "60",
+    proc = run_locust("vllm.py", "--llm-html", "on", "--host", llama.url, "-u", "2", "-r", "2", "-t", "8s", "--stop-timeout", "60",
                       "--llm-model", "gemma-3-270m", "--llm-max-tokens", "16", "--llm-client", client,
                       "--llm-preflight", "off", report=report, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
