@@ -17,3 +17,21 @@ def test_scrub_masks_secret_environment_values(monkeypatch) -> None:
     monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-very-secret")
     out = scrub({"a": ["x tok-very-secret y"], "b": {"c": "tok-very-secret"}})
     assert out == {"a": [f"x {MASK} y"], "b": {"c": MASK}}
+
+
+def test_the_platform_is_platform_platform_without_a_child_process(monkeypatch) -> None:
+    """summary.json's client platform reads as ``platform.platform()`` does, but its processor
+    field (``uname -p`` in a child process: 0.3-2 s at each run's end) is never asked."""
+    import platform
+    import subprocess
+
+    from llm_users.outputs.environment import os_platform
+
+    expected = platform.platform()
+
+    def refuse(*_a: object, **_k: object) -> None:
+        raise AssertionError("a child process")
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    monkeypatch.setattr(platform, "_uname_cache", None, raising=False)
+    assert os_platform() == expected
