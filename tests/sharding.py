@@ -100,6 +100,19 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         Path(out).write_text(json.dumps({k: round(v, 2) for k, v in sorted(_durations.items())}))
 
 
+def serial_args(args: list[str]) -> list[str]:
+    """``args`` with each directory replaced by its test files that mark a test ``serial``
+    (a file that mentions the mark: collecting the whole suite again costs 20-60 s)."""
+    out: list[str] = []
+    for arg in args:
+        path = Path(arg)
+        if arg.startswith("-") or not path.is_dir():
+            out.append(arg)
+            continue
+        out += sorted(str(f) for f in path.rglob("test_*.py") if "mark.serial" in f.read_text(errors="replace"))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.sharding", description=__doc__.split("\n\n")[0])
     ap.add_argument("-j", "--shards", type=int, default=3, help="pytest processes at once (default 3)")
@@ -108,16 +121,16 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     logs = Path(os.environ.get("LLM_TEST_LOGS", ".test-shards"))
     logs.mkdir(exist_ok=True)
-    base = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *a.pytest_args]
+    base = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider"]
     t0 = time.monotonic()
 
-    def start(name: str, spec: str, out: subprocess._FILE) -> subprocess.Popen[bytes]:
+    def start(name: str, spec: str, args: list[str], out: subprocess._FILE) -> subprocess.Popen[bytes]:
         env = {**os.environ, ENV: spec}
         if a.record:
             env[RECORD_ENV] = str(logs / f"{name}.durations.json")
-        return subprocess.Popen(base, env=env, stdout=out, stderr=subprocess.STDOUT)
+        return subprocess.Popen([*base, *args], env=env, stdout=out, stderr=subprocess.STDOUT)
 
-    shards = [(f"shard{k}", start(f"shard{k}", f"{k}/{a.shards}", (logs / f"shard{k}.log").open("wb")))
+    shards = [(f"shard{k}", start(f"shard{k}", f"{k}/{a.shards}", a.pytest_args, (logs / f"shard{k}.log").open("wb")))
               for k in range(a.shards)]
     codes: dict[str, int] = {}
     while len(codes) < len(shards):  # each shard's output as soon as it ends
@@ -130,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                 sys.stdout.flush()
     sys.stdout.write(f"\n===== serial: the timing-bound tests, alone, from {time.monotonic() - t0:.0f} s =====\n")
     sys.stdout.flush()
-    codes["serial"] = start("serial", "serial", None).wait()
+    codes["serial"] = start("serial", "serial", serial_args(a.pytest_args), None).wait()
     if a.record:
         merged: dict[str, float] = {}
         for f in logs.glob("*.durations.json"):
