@@ -14,7 +14,6 @@ report was written.
 from __future__ import annotations
 
 import csv
-import os
 import shutil
 import subprocess
 import threading
@@ -27,7 +26,15 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import LOCUST, ROOT, free_port, get_json, read_records, read_summary
+from tests.helpers import (
+    free_port,
+    get_json,
+    master_args,
+    read_records,
+    read_summary,
+    start_locust,
+    worker_args,
+)
 
 pytestmark = [
     pytest.mark.slow,
@@ -130,11 +137,6 @@ def last_samples(prom: str, selector: str) -> list[tuple[dict[str, str], float, 
     return [(s["metric"], float(s["values"][-1][0]), float(s["values"][-1][1])) for s in data["data"]["result"]]
 
 
-def start_locust(args: list[str], log: Path) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")}
-    return subprocess.Popen([LOCUST, "-f", str(ROOT / "locustfiles" / "vllm.py"), "--loglevel", "INFO", *args],
-                            cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
-
 
 def test_prometheus_scrapes_the_master_exporter_of_a_distributed_run(sim_factory, prometheus, tmp_path) -> None:
     sim = sim_factory("--ttft-ms", "40", "--itl-ms", "4", "--ttft-dist", "lognormal", "--ttft-sd-ms", "10",
@@ -144,8 +146,7 @@ def test_prometheus_scrapes_the_master_exporter_of_a_distributed_run(sim_factory
     prom = prometheus(exporter)
     report, port = tmp_path / "r", free_port()
     master = start_locust(
-        ["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port), "--expect-workers", "2",
-         "--headless", "--only-summary", "-u", "6", "-r", "6", "-t", "4s", "--stop-timeout", "10",
+        [*master_args(port), "--headless", "--only-summary", "-u", "6", "-r", "6", "-t", "4s", "--stop-timeout", "10",
          "--host", sim.url, "--llm-report", str(report),
          "--llm-prometheus-host", "127.0.0.1", "--llm-prometheus-port", exporter.split(":")[1],
          "--llm-prometheus-linger", str(LINGER_S),
@@ -157,10 +158,10 @@ def test_prometheus_scrapes_the_master_exporter_of_a_distributed_run(sim_factory
         # updates are throttled): the run (4 s, from when both workers connect) waits for a first
         # scrape, or no scrape might see its users at all.
         wait_scraped(prom, master, tmp_path / "master.log")
-        workers = [start_locust(["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
+        workers = [start_locust(worker_args(port),
                                 tmp_path / f"w{i}.log") for i in range(2)]
         # While the master lingers after writing its report: promtool on a live scrape of it.
-        # (Rendering report.html blocks the master for a while; the linger starts once the files are
+        # (Rendering report.html, when asked, blocks the master a while; the linger starts once the files are
         # written. The "report written" line is held until Locust's own table has printed, at quit,
         # after the linger: outputs/console.hold_until_quit.)
         log, deadline = tmp_path / "master.log", time.monotonic() + 90
