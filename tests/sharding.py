@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     logs = Path(os.environ.get("LLM_TEST_LOGS", ".test-shards"))
     logs.mkdir(exist_ok=True)
-    base = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider"]
+    base = [sys.executable, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider"]
     t0 = time.monotonic()
 
     def start(name: str, spec: str, args: list[str], out: subprocess._FILE) -> subprocess.Popen[bytes]:

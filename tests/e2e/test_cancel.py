@@ -123,6 +123,7 @@ def test_cancelled_requests_of_workers_reach_the_master_exactly(sim_factory, tmp
     _check_server_saw_each_cancel(sim.url, cancelled)
 
 
+@pytest.mark.serial  # SDK requests ending within a 4 s run: run alone (tests/sharding.py)
 @pytest.mark.parametrize("client", ["raw", "sdk"])
 def test_every_dialect_cancels_and_the_simulator_frees_the_slot(client: str, sim_factory, tmp_path) -> None:
     """Every backend's dialect, one run per mode (a User class per backend on one simulator)."""

@@ -71,6 +71,7 @@ def gpu() -> Iterator[GPUFollowingTheBatch]:
     g.server.server_close()
 
 
+@pytest.mark.serial  # two scrapes in each 3 s stage: run alone (tests/sharding.py)
 def test_queueing_knee_named_with_the_servers_and_gpus_figures(sim_factory, gpu, tmp_path) -> None:
     sim = sim_factory("--max-batch", "4", "--ttft-ms", "20", "--itl-ms", "10", "--output-tokens", "20", "--seed", "1")
     gpu.follow(sim.url)

@@ -101,7 +101,7 @@ def test_overload_is_visible_and_closed_loop_shows_neither(sim_factory, tmp_path
     # capacity with 4 in flight: 4 / (10 ms + 7 x 2 ms) = 167 req/s; the schedule asks 300 req/s
     sim = sim_factory(*FAST)
     _open_loop_run(sim.url, tmp_path / "open", "-t", "6s", "--llm-rate", "300", "--llm-max-inflight", "4",
-                   "--llm-seed", "3", "--llm-warmup", "0")
+                   "--llm-seed", "3", "--llm-warmup", "0", "--llm-html", "on")
     a = read_summary(tmp_path / "open")["arrivals"]
     t = a["trend"]
     sched, send = t["e2e_from_schedule_p50_ms"], t["e2e_from_send_p50_ms"]
@@ -114,7 +114,7 @@ def test_overload_is_visible_and_closed_loop_shows_neither(sim_factory, tmp_path
     html = (tmp_path / "open" / "report.html").read_text()
     assert "SERVER BEHIND" in html and "Open-loop arrivals" in html
     # closed loop at the same concurrency: no schedule, no growth, nothing to report
-    proc = run_locust("vllm.py", "--llm-html", "on", "--host", sim.url, "-u", "4", "-r", "4", "-t", "6s", "--llm-prometheus-port", "0",
+    proc = run_locust("vllm.py", "--host", sim.url, "-u", "4", "-r", "4", "-t", "6s", "--llm-prometheus-port", "0",
                       "--stop-timeout", "5", report=tmp_path / "closed")
     assert proc.returncode == 0, proc.stderr[-2000:]
     s = read_summary(tmp_path / "closed")

@@ -12,7 +12,7 @@ import pytest
 from llm_users.metrics import Distribution
 from tests.helpers import median, processes_args, read_records, read_summary, run_locust
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # reasoning gaps within 20 % of the simulator's ITL: run alone (tests/sharding.py)
 
 R, N, ITL_MS, TTFT_MS = 6, 20, 5.0, 40.0
 SIM = ("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS), "--output-tokens", str(N), "--reasoning-tokens", str(R),

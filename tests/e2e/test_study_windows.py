@@ -63,6 +63,7 @@ KNEE_SIM = ("--ttft-ms", "20", "--itl-ms", "10", "--itl-slope-ms", "1", "--outpu
 CLOSED_KNEE = 21
 
 
+@pytest.mark.serial  # a knee found from measured latencies: run alone (tests/sharding.py)
 def test_repeat_3_sweep_knee_interval_contains_the_analytic_knee(sim_factory, tmp_path) -> None:
     sim = sim_factory(*KNEE_SIM)
     report = tmp_path / "r"

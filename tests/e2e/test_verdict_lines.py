@@ -3,6 +3,8 @@ same sentence in the colour of its level (all requests failing; a calm run)."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.helpers import read_summary, run_locust
 
 CLIENT_WORDS = ("self-check", "client healthy", "client saturated", "other processes", "client pauses")
@@ -72,6 +74,7 @@ class SlowStart(VLLMUser):
 '''
 
 
+@pytest.mark.serial  # 50 lag samples in 6 s, none of 250 ms: run alone (tests/sharding.py)
 def test_distributed_start_up_stays_out_of_the_verdict(sim_factory, tmp_path) -> None:
     """Two workers whose users each block the loop 300 ms as they start: the blocks are seen,
     kept apart as start-up (before the first measured request), and the verdict is not
