@@ -11,7 +11,7 @@ import pytest
 
 from tests.helpers import get_json, locust_request_count, median, read_records, read_summary, run_locust
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # TTFT and ITL within 2 ms of the simulator's: run alone (tests/sharding.py)
 
 
 def test_fidelity_vllm(sim_factory, tmp_path) -> None:

@@ -17,7 +17,7 @@ import pytest
 from tests.e2e.test_studies import CLOSED_KNEE, KNEE_SIM, OPEN_KNEE, SLO
 from tests.helpers import read_summary, run_locust
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # knees found from measured latencies: run alone (tests/sharding.py)
 
 SATURATION_RATE = 1 / (9 * 0.001)  # 111 req/s: (n - 1) s = 9 ms per request of batch growth
 

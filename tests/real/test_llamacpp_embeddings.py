@@ -18,8 +18,10 @@ DIM = 640  # Gemma 3 270M's hidden size: the pooled vector's length
 @pytest.mark.parametrize("client", ["raw", "sdk"])
 def test_embeddings_user_against_llamacpp(llama_embeddings, client: str, tmp_path) -> None:
     report = tmp_path / "r"
-    proc = run_locust("embeddings.py", "--host", llama_embeddings.url, "-u", "2", "-r", "2", "-t", "5s",
-                      "--stop-timeout", "30", "--llm-batch-size", str(BATCH), "--llm-input-tokens", str(TOKENS),
+    # a batch takes 0.3-1.8 s on two busy cores (CI's 5-s runs ended only each user's warm-up
+    # request): every request measured, and time for several
+    proc = run_locust("embeddings.py", "--host", llama_embeddings.url, "-u", "2", "-r", "2", "-t", "10s",
+                      "--llm-warmup", "0", "--stop-timeout", "30", "--llm-batch-size", str(BATCH), "--llm-input-tokens", str(TOKENS),
                       "--llm-client", client, "--llm-prometheus-port", "0", report=report, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = [r for r in read_records(report) if r["status"] != "interrupted"]
