@@ -324,8 +324,7 @@ def _on_off(options: Any, name: str, flag: str, default: bool = True) -> bool:
 
 
 def _preflight(options: Any) -> bool:
-    value = _given(options, "llm_preflight")
-    return True if value is None else parse_bool(value, "--llm-preflight")
+    return _on_off(options, "llm_preflight", "--llm-preflight")
 
 
 def _fail_stop(options: Any) -> float | None:
