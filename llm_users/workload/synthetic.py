@@ -164,6 +164,8 @@ class Fitter:
                 del words[max(1, len(words) - step):]
             else:
                 break
+        if best and best[0] and self.method == "local_tokenizer":  # the steps swung over and under it
+            return self.finish_local(head, words, want, rng)
         return best[1] if best else (head + " ".join(words)).strip()
 
     def finish_local(self, head: str, words: list[str], want: int, rng: random.Random) -> str:

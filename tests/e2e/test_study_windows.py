@@ -23,6 +23,7 @@ def service_s(n: int, ttft_ms: float = 50.0, itl_ms: float = 10.0, slope_ms: flo
     return (ttft_ms + (tokens - 1) * (itl_ms + slope_ms * (n - 1))) / 1000.0
 
 
+@pytest.mark.serial  # throughput against the analytic service time: run alone (tests/sharding.py)
 def test_every_step_within_5_percent_of_analytic_the_last_included(sim_factory, tmp_path) -> None:
     # 32 tokens, not the 64: a stage counts whole requests, so each user's count in the 8 s
     # window is off by up to one request from W/S(N). At 64 tokens W/S is 7-11 per user and that alone
@@ -94,6 +95,7 @@ def test_repeat_3_sweep_knee_interval_contains_the_analytic_knee(sim_factory, tm
     assert "knee interval" in proc.stdout
 
 
+@pytest.mark.serial  # throughput against the analytic service time: run alone (tests/sharding.py)
 def test_repeat_3_plain_run_becomes_three_measurements_of_its_load(sim_factory, tmp_path) -> None:
     sim = sim_factory(*SIM)
     report = tmp_path / "r"
