@@ -55,3 +55,33 @@ def test_the_tracker_keeps_end_times_and_skips_interrupted() -> None:
                             e2e_ns=250_000_000, status=status, error_category=cat)
         t.add(rec)
     assert t.events() == [(10.25, None), (11.25, "connect_error"), (13.25, "connection_reset")]
+
+
+def test_a_long_run_compacts_to_its_failures_with_the_same_windows(monkeypatch) -> None:
+    """Past COMPACT_AT the settled events shrink to the failures and the ends of each streak of
+    successes: the windows (starts, ends, counts, recoveries) equal those of every event, records
+    arriving out of order (a worker's payload every 2 s), and the events kept stay bounded."""
+    import random
+
+    from llm_users.metrics import outages
+
+    monkeypatch.setattr(outages, "COMPACT_AT", 500)
+    monkeypatch.setattr(outages, "SETTLED_S", 20.0)
+    rng = random.Random(3)
+    events: list[tuple[float, str | None]] = []
+    t = 0.0
+    for _ in range(30000):  # 100 requests a second, an outage (or a lone fault) now and then
+        t += 0.01
+        roll = rng.random()
+        down = int(t) % 100 in range(50, 53)  # 3 s down every 100 s
+        cat = "connect_error" if down else "connection_reset" if roll < 0.002 else "http_500" if roll < 0.004 else None
+        events.append((t, cat))
+    arrival = sorted(events, key=lambda e: e[0] + rng.uniform(0, 2.0))  # each comes back within 2 s
+    tr = OutageTracker()
+    for i, (end, cat) in enumerate(arrival):
+        tr.add(RequestRecord(request_id=str(i), name="n", backend="b", model="m", start_time=end, e2e_ns=0,
+                             status="ok" if cat is None else "error", error_category=cat))
+    want = find_outages(events)
+    assert len(want) == 3 and all(o["failures"] >= 290 for o in want)
+    assert tr.outages() == want
+    assert 2000 < len(tr.events()) < 5000, len(tr.events())  # of 30,000: the last 20 s whole, failures, streak ends

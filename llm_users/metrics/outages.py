@@ -32,20 +32,28 @@ CONNECTION_CATEGORIES = frozenset({"connect_error", "connect_timeout", "connecti
                                    "tls_error"})
 MIN_FAILURES = 3
 MIN_SPAN_S = 1.0
+#: Events kept before the settled ones are compacted (:meth:`OutageTracker.compact`).
+COMPACT_AT = 16384
+#: Events that ended this long before the newest one are settled: no record still to come
+#: ends among them (a master hears from workers every 2 s; a lost worker's records come at its
+#: re-admission, or never).
+SETTLED_S = 300.0
 _OK = 0
 
 
 class OutageTracker:
     """A consumer of every record (the ``observers`` stage): per ended request, its end time and
-    a small code (0 = success, else its category's index); 9 bytes a request."""
+    a small code (0 = success, else its category's index); 10 bytes a request, compacted past
+    :data:`COMPACT_AT` so a long run keeps about one event per failure (:meth:`compact`)."""
 
-    __slots__ = ("_ends", "_codes", "_names", "_index")
+    __slots__ = ("_ends", "_codes", "_names", "_index", "_compact_at")
 
     def __init__(self) -> None:
         self._ends = array("d")
         self._codes = array("H")
         self._names: list[str] = ["ok"]
         self._index: dict[str, int] = {"ok": _OK}
+        self._compact_at = COMPACT_AT
 
     def add(self, rec: RequestRecord) -> None:
         if rec.status in ("interrupted", "cancelled"):  # neither a success nor a failure
@@ -61,6 +69,24 @@ class OutageTracker:
                 self._names.append(cat)
         self._ends.append(end)
         self._codes.append(code)
+        if len(self._ends) >= self._compact_at:
+            self.compact()
+
+    def compact(self) -> None:
+        """Settled events (ended :data:`SETTLED_S` before the newest) in time order, with each
+        streak of successes down to its first and last: the windows :func:`find_outages` finds
+        are the same (a streak's first success closes the failures before it and is their
+        recovery; the rest of the streak closes nothing). Without it a master kept 10 bytes a
+        request for the whole run (34 MB an hour at 950 records/s)."""
+        ends, codes = self._ends, self._codes
+        horizon = max(ends) - SETTLED_S
+        old = sorted((i for i in range(len(ends)) if ends[i] < horizon), key=ends.__getitem__)
+        keep = [i for k, i in enumerate(old) if codes[i] != _OK or k == 0 or k == len(old) - 1
+                or codes[old[k - 1]] != _OK or codes[old[k + 1]] != _OK]
+        keep += [i for i in range(len(ends)) if ends[i] >= horizon]
+        self._ends = array("d", (ends[i] for i in keep))
+        self._codes = array("H", (codes[i] for i in keep))
+        self._compact_at = max(COMPACT_AT, 2 * len(keep))  # mostly unsettled or failures: not again at once
 
     def events(self) -> list[tuple[float, str | None]]:
         """(end, failure category or None for a success), in the order kept."""

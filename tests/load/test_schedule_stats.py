@@ -50,3 +50,26 @@ def test_client_behind() -> None:
         book.add(_rec(i, lag_ms=60))
     s = book.summary({"rate": 100.0, "max_inflight": None})
     assert s["client_behind"] and not s["cap_reached"] and "CLIENT BEHIND" in s["verdict"]
+
+
+def test_a_long_run_keeps_a_bounded_even_sample_for_the_trend(monkeypatch) -> None:
+    """Past TREND_KEPT the trend keeps every 2nd, 4th, ... request (memory bounded), still spread
+    over the whole run: the same verdict and medians within a few percent of the exact ones."""
+    from llm_users.load import schedule_stats
+
+    monkeypatch.setattr(schedule_stats, "TREND_KEPT", 64)
+    book = ScheduleBook()
+    n = 1000
+    for i in range(n):
+        rec = _rec(i, lag_ms=1 + i, e2e_ms=40.0)
+        book.add(rec)
+    assert len(book._t) < 64 and book._stride == 16 and book.sent == n
+    t = book.trend()
+    assert t["sampled_every"] == 16 and t["from_schedule_grows"] and not t["from_send_grows"]
+    first, last = t["e2e_from_schedule_p50_ms"]
+    assert first == pytest.approx(41 + n / 6, rel=0.1) and last == pytest.approx(41 + 5 * n / 6, rel=0.05)
+    assert book._t[0] == 100.0 and book._t[-1] >= 100 + (n - 64) / 100  # the sample spans the run
+    small = ScheduleBook()
+    for i in range(50):
+        small.add(_rec(i, lag_ms=1))
+    assert "sampled_every" not in small.trend() and len(small._t) == 50  # short runs: every request
