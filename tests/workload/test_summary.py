@@ -1,4 +1,4 @@
-"""workload/summary.py: the prompt-length error and per-request figures, kept in arrays."""
+"""workload/summary.py: the prompt-length error and per-request figures, kept as counts of values."""
 
 from __future__ import annotations
 
@@ -24,9 +24,10 @@ def test_input_error_figures() -> None:
     assert e["achieved"] == {"p50": 512, "p99": 530, "min": 510, "max": 530}
 
 
-def test_a_request_costs_bytes_not_a_list_of_objects() -> None:
-    """Three values a request for the whole run: 24 bytes in arrays (lists took ~70 with their
-    float and int objects), so a soak's master does not grow by them (issue 33)."""
+def test_memory_grows_with_distinct_values_not_with_requests() -> None:
+    """Value -> requests counts: once every length has been seen, more requests cost nothing
+    (arrays took 24 bytes a request for the whole run, lists ~70; issue 33's soak, issue 34's
+    master at 950 records/s)."""
     w = WorkloadStats()
     for i in range(1000):
         w.add(rec(i, 500 + i % 300))
@@ -36,4 +37,23 @@ def test_a_request_costs_bytes_not_a_list_of_objects() -> None:
         w.add(rec(i, 500 + i % 300))
     per_request = (tracemalloc.get_traced_memory()[0] - before) / 20_000
     tracemalloc.stop()
-    assert per_request < 40, per_request
+    assert per_request < 1, per_request
+
+
+def test_counted_percentiles_are_the_nearest_rank_ones_of_every_value() -> None:
+    import random
+
+    from llm_users.workload.summary import _pct
+
+    rng = random.Random(5)
+    values = [rng.choice([512, 512, 512, 511, 515, 480, 600]) for _ in range(997)]
+    w = WorkloadStats()
+    for i, v in enumerate(values):
+        w.add(rec(i, v))
+    e = w.input_error()
+    absd = sorted(abs(v - 512) for v in values)
+    rel = sorted(abs(v - 512) / 512 for v in values)
+    assert e["abs_tokens"] == {"p50": _pct(absd, 50), "p99": _pct(absd, 99), "max": absd[-1]}
+    assert e["pct"]["p99"] == 100 * _pct(rel, 99) and e["pct"]["max"] == 100 * rel[-1]
+    assert e["achieved"] == {"p50": _pct(sorted(values), 50), "p99": _pct(sorted(values), 99), "min": 480, "max": 600}
+    assert e["mean_signed_tokens"] == sum(v - 512 for v in values) / 997 and e["requests"] == 997
