@@ -135,6 +135,20 @@ def test_more_users_than_slots_queue_in_the_server_and_the_client_is_not_blamed(
     assert window.generations() == len(read_records(report))
 
 
+def _decoding_slots(url: str, tokens: int = 3) -> int:
+    """Slots of llama.cpp's server that are streaming: processing, ``tokens`` or more decoded."""
+    import json
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url + "/slots", timeout=5) as r:
+            slots = json.loads(r.read())
+    except OSError:
+        return 0
+    return sum(1 for s in slots if s.get("is_processing")
+               and any(t.get("n_decoded", 0) >= tokens for t in s.get("next_token") or []))
+
+
 @pytest.mark.parametrize("client", ["raw", "sdk"])
 def test_server_killed_mid_stream_is_connection_reset_then_connect_error(real_logs, client: str, tmp_path) -> None:
     """SIGKILL of the server while users stream: the streams in flight end as
@@ -155,10 +169,11 @@ def test_server_killed_mid_stream_is_connection_reset_then_connect_error(real_lo
              "--llm-max-tokens", "300", "--llm-warmup", "0", "--llm-client", client, "--llm-report", str(report),
              "--llm-preflight", "off"],  # the first slot launched is a user's stream
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and "launch_slot_" not in server.log_tail(100_000):
-            time.sleep(0.2)
-        time.sleep(2.0)  # both streams are producing tokens
+        # both users' streams producing tokens, as the server's /slots says: on a busy machine the second
+        # request or a prompt's evaluation can take seconds (a fixed 2 s sleep killed one before its first)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and _decoding_slots(server.url) < 2:
+            time.sleep(0.1)
         server.kill()
         out, err = proc.communicate(timeout=120)
     finally:
