@@ -13,6 +13,22 @@ import math
 from typing import Any
 
 
+def nearest_rank(counts: dict[Any, int], p: float, n: int | None = None) -> Any:
+    """The nearest-rank ``p`` percentile of the values ``counts`` holds (value -> how many
+    times; ``n`` their total, summed when not given): the smallest value with at least ``p`` %
+    of them at or below it (as HDR's ``get_value_at_percentile`` ranks); None when empty."""
+    n = sum(counts.values()) if n is None else n
+    if not n:
+        return None
+    rank = max(1, math.ceil(p / 100.0 * n))
+    seen = 0
+    for v in sorted(counts):
+        seen += counts[v]
+        if seen >= rank:
+            return v
+    return max(counts)  # not reached: the counts add up to n
+
+
 class TokenCounts:
     """Requests per token count, for the p50 and mean of tokens per request."""
 
@@ -32,15 +48,7 @@ class TokenCounts:
     def percentile(self, p: float) -> int | None:
         """The nearest-rank percentile: the smallest count with at least ``p`` % of the
         requests at or below it (as HDR's ``get_value_at_percentile`` ranks); None when empty."""
-        if not self.requests:
-            return None
-        rank = max(1, math.ceil(p / 100.0 * self.requests))
-        seen = 0
-        for tokens in sorted(self.counts):
-            seen += self.counts[tokens]
-            if seen >= rank:
-                return tokens
-        return max(self.counts)  # not reached: the counts add up to requests
+        return nearest_rank(self.counts, p, self.requests)
 
     def summary(self) -> dict[str, Any]:
         """``{"p50", "mean", "count"}``; p50 and mean None without requests."""

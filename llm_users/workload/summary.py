@@ -16,34 +16,11 @@ Warm-up and cool-down records are left out, as everywhere.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from typing import Any
 
 from llm_users.metrics import Distribution, RequestRecord, Stats
-
-
-def _pct(sorted_values: list[float], p: float) -> float | None:
-    """Nearest-rank percentile of an ascending list."""
-    if not sorted_values:
-        return None
-    k = max(0, min(len(sorted_values) - 1, math.ceil(p / 100 * len(sorted_values)) - 1))
-    return sorted_values[k]
-
-
-def _pct_counts(counts: Counter[Any], p: float) -> Any:
-    """:func:`_pct` of the values ``counts`` holds (value -> how many times)."""
-    n = sum(counts.values())
-    if not n:
-        return None
-    k = max(0, min(n - 1, math.ceil(p / 100 * n) - 1))
-    seen = 0
-    for v in sorted(counts):
-        seen += counts[v]
-        if seen > k:
-            return v
-    return None
-
+from llm_users.metrics.tokens import nearest_rank
 
 _CACHED_KEYS = ("cache_read_input_tokens", "cachedContentTokenCount", "cached_tokens", "cached_input_tokens")
 
@@ -146,13 +123,13 @@ class WorkloadStats:
         return {
             "requests": n,
             "exact_share": self.errors.get(0, 0) / n,
-            "abs_tokens": {"p50": _pct_counts(absd, 50), "p99": _pct_counts(absd, 99), "max": max(absd)},
-            "pct": {"p50": 100 * (_pct_counts(rel, 50) or 0), "p99": 100 * (_pct_counts(rel, 99) or 0),
+            "abs_tokens": {"p50": nearest_rank(absd, 50), "p99": nearest_rank(absd, 99), "max": max(absd)},
+            "pct": {"p50": 100 * (nearest_rank(rel, 50) or 0), "p99": 100 * (nearest_rank(rel, 99) or 0),
                     "max": 100 * max(rel)},
             "mean_signed_tokens": sum(e * k for e, k in self.errors.items()) / n,
             # achieved - target, tokens -> requests (clipped to +-100 so it stays small)
             "histogram": {str(k): v for k, v in sorted(clipped.items())},
-            "achieved": {"p50": _pct_counts(self.achieved, 50), "p99": _pct_counts(self.achieved, 99),
+            "achieved": {"p50": nearest_rank(self.achieved, 50), "p99": nearest_rank(self.achieved, 99),
                          "min": min(self.achieved), "max": max(self.achieved)},
         }
 

@@ -41,9 +41,11 @@ def test_memory_grows_with_distinct_values_not_with_requests() -> None:
 
 
 def test_counted_percentiles_are_the_nearest_rank_ones_of_every_value() -> None:
+    import math
     import random
 
-    from llm_users.workload.summary import _pct
+    def _pct(sorted_values: list[float], p: float) -> float:  # nearest rank of a sorted list: the reference
+        return sorted_values[max(0, min(len(sorted_values) - 1, math.ceil(p / 100 * len(sorted_values)) - 1))]
 
     rng = random.Random(5)
     values = [rng.choice([512, 512, 512, 511, 515, 480, 600]) for _ in range(997)]
