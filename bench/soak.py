@@ -29,7 +29,7 @@ Every ``--interval`` seconds it samples VmRSS and open fds of every process of t
     .venv/bin/python bench/soak.py --duration 5m --phase 30s --warmup 60s --client sdk
     .venv/bin/python bench/soak.py --rejudge bench/results/soak --warmup 15m   # judge again
 
-Writes ``soak.json`` (plan, verdicts, accounting), ``soak.csv`` (every sample), ``soak.svg``
+Writes ``soak.json`` (plan, verdicts, accounting), ``soak.csv`` (every sample, on disk as taken), ``soak.svg``
 (matplotlib, the ``report`` extra) and each run's ``--llm-report`` directory (``closed/``,
 ``open/``) into ``--out`` (default bench/results/soak). Exit 0 when every verdict passes.
 Not part of ``make test``.
@@ -266,6 +266,12 @@ def main() -> int:
     runs = {run: start_run(args, run, plans[run], url) for run in RUNS}
     rows: list[dict[str, Any]] = []
     seen: dict[int, int] = {}  # pid -> start time: the leftover check
+    # every sample is on disk as it is taken: a soak cut short (a machine taken back) leaves its
+    # soak.csv and plan (soak.json without verdicts) for --rejudge
+    (args.out / "soak.json").write_text(json.dumps({"plan": {"phases": [asdict(p) for p in plan]}}, indent=2) + "\n")
+    csv_file = (args.out / "soak.csv").open("w", newline="")
+    w = csv.DictWriter(csv_file, fieldnames=["t_s", "process", "pid", "rss_mb", "fds"])
+    w.writeheader()
     try:
         while any(p.poll() is None for p in runs.values()):
             t = round(time.monotonic() - t0, 1)
@@ -280,6 +286,8 @@ def main() -> int:
                 kb = vmrss_kb(pid)
                 rows.append({"t_s": t, "process": name, "pid": pid,
                              "rss_mb": None if kb is None else round(kb / 1024, 2), "fds": open_fds(pid)})
+                w.writerow(rows[-1])
+            csv_file.flush()
             time.sleep(max(0.0, args.interval - (time.monotonic() - t0 - t)))
     except KeyboardInterrupt:
         for p in runs.values():
@@ -287,6 +295,7 @@ def main() -> int:
                 os.killpg(p.pid, signal.SIGINT)
         for p in runs.values():
             p.wait(120)
+    csv_file.close()
     elapsed = time.monotonic() - t0
     stats = get_json(url + "/_sim/stats")
     sim.terminate()
@@ -318,10 +327,6 @@ def main() -> int:
     }
     result["pass"]["all"] = all(result["pass"].values())
     (args.out / "soak.json").write_text(json.dumps(result, indent=2) + "\n")
-    with (args.out / "soak.csv").open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["t_s", "process", "pid", "rss_mb", "fds"])
-        w.writeheader()
-        w.writerows(rows)
     print(f"soak: {elapsed:.0f} s, {len(plan)} phases of {args.phase_s:g} s, closed {args.users} users, "
           f"open {args.rate} req/s ({args.arrival}), client {args.client}, samples every {args.interval:g} s")
     print(f"  stages closed: {plans['closed']}\n  stages open:   {plans['open']}")

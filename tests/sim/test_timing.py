@@ -15,6 +15,10 @@ from tests.sim.simsettings import ITL_MS, OUTPUT_TOKENS, TTFT_MS
 
 MS = 1_000_000
 
+#: Millisecond bounds on the simulator's own clock: a loaded machine delays its event loop, so
+#: these run in the serial pass (tests/sharding.py), alone.
+pytestmark = pytest.mark.serial
+
 
 def _chat(url: str, rid: str, max_tokens: int = 100, headers: dict[str, str] | None = None) -> simhttp.Raw:
     body = {"model": "m", "messages": [{"role": "user", "content": "timing"}], "stream": True,
