@@ -26,14 +26,19 @@ KEYS = {"ANTHROPIC_API_KEY": LITELLM_KEY, "GEMINI_API_KEY": LITELLM_KEY}
 def run_through(litellm, llama, locustfile: str, client: str, tmp_path):
     report = tmp_path / "r"
     gateway, backend = Window.open(litellm), Window.open(llama)
-    proc = run_locust(locustfile, "--host", litellm.url, "-u", "2", "-r", "2", "-t", "6s", "--stop-timeout", "60",
+    # 12 s: two requests a user even where a loaded CI machine takes 6 s for one (the first is warm-up)
+    proc = run_locust(locustfile, "--host", litellm.url, "-u", "2", "-r", "2", "-t", "12s", "--stop-timeout", "60",
                       "--llm-model", "gemma-3-270m", "--llm-max-tokens", str(MAX_TOKENS), "--llm-client", client,
                       "--llm-preflight", "off",  # each generation the model runs is a record
                       report=report, env=KEYS, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    # a failure says what the gateway and the model server logged meanwhile (a 500 or a reset from
+    # LiteLLM is otherwise only its status line)
+    logs = (f"\n--- LiteLLM log in the run:\n{gateway.log_text()[-4000:]}"
+            f"\n--- llama.cpp log in the run:\n{backend.log_text()[-2000:]}")
+    assert proc.returncode == 0, proc.stderr[-3000:] + logs
     records = read_records(report)
-    assert len(records) >= 4
-    assert [r["error_message"] for r in records if r["status"] != "ok"] == []
+    assert len(records) >= 4, logs
+    assert [r["error_message"] for r in records if r["status"] != "ok"] == [], logs
     assert backend.generations() == len(records)  # each request reached the model once
     assert sum(r["output_tokens"] for r in records) == backend.delta("tokens_predicted_total")
     for text in (proc.stdout, proc.stderr, (report / "requests.jsonl").read_text()):

@@ -171,18 +171,23 @@ def test_server_killed_mid_stream_is_connection_reset_then_connect_error(real_lo
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         # both users' streams producing tokens, as the server's /slots says: on a busy machine the second
         # request or a prompt's evaluation can take seconds (a fixed 2 s sleep killed one before its first)
+        # 8 tokens decoded and half a second more: the chunks have reached the users, not only the socket
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and _decoding_slots(server.url) < 2:
+        while time.monotonic() < deadline and _decoding_slots(server.url, tokens=8) < 2:
             time.sleep(0.1)
+        both_decoding = time.monotonic() < deadline
+        time.sleep(0.5)
         server.kill()
         out, err = proc.communicate(timeout=120)
     finally:
         server.stop()
+    assert both_decoding, "llama.cpp's /slots never showed both users' streams decoding within 60 s"
     records = read_records(report)
     cats = [r["error_category"] for r in records]
     assert cats[:2] == ["connection_reset", "connection_reset"] or cats.count("connection_reset") == 2, cats
     reset = [r for r in records if r["error_category"] == "connection_reset"]
-    assert all(r["ttft_ns"] is not None and r["chunks"] > 0 for r in reset)  # they were mid-stream
+    assert all(r["ttft_ns"] is not None and r["chunks"] > 0 for r in reset), [  # they were mid-stream
+        {k: r[k] for k in ("ttft_ns", "chunks", "error_message", "start_time")} for r in reset]
     assert set(cats) <= {"connection_reset", "connect_error"}, cats
     assert proc.returncode == 1, err[-2000:]
     assert "Traceback" not in err, err[-3000:]
