@@ -24,6 +24,10 @@ records until then (:meth:`Shipper.confirm`), so a worker whose master dies know
 the master never confirmed and writes them to its own file
 (:mod:`~llm_users.health.master_watch`).
 
+In a payload each record is its ``to_dict`` form, its ITL gaps packed as little-endian int64
+bytes (:func:`~llm_users.metrics.record.pack_gaps`): the master's msgpack decode copies one
+``bin`` per record instead of building hundreds of integers (issue 34).
+
 Local runs use the same :class:`Collector` without messages: records go straight in. Both
 sides pass each record through a :class:`~llm_users.pipeline.RecordPipeline` (its stages and
 their order are documented there).
@@ -31,6 +35,7 @@ their order are documented there).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from array import array
@@ -42,6 +47,7 @@ from llm_users.health.idle import IdleQueue
 from llm_users.health.lagtrace import span
 from llm_users.health.selfcheck import NodeHealth
 from llm_users.metrics import RequestRecord, StatsByName
+from llm_users.metrics.record import pack_gaps
 from llm_users.outputs.files import RecordWriter
 from llm_users.outputs.timeline import Timeline
 from llm_users.pipeline import RecordPipeline
@@ -99,7 +105,7 @@ class Shipper:
             "sent_at": time.time(),
             "final": final,
             "stats": self._stats.to_wire(),
-            "records": self._records,
+            "records": [{**d, "itl_ns": pack_gaps(d["itl_ns"])} if d["itl_ns"] else d for d in self._records],
             "health": health,
         }
         self._stats = StatsByName(self.slos)
@@ -270,9 +276,10 @@ class Collector:
         if self.live is not None:
             self.live.merge_wire(payload["stats"])
         self.merged_records += len(payload["records"])
-        for d in payload["records"]:
-            ws.records += 1
-            self.pipeline.keep(RequestRecord.from_dict(d), after="statistics")  # merged above, in wire form
+        with self.writer.batch() if self.writer is not None else contextlib.nullcontext():  # one write a payload
+            for d in payload["records"]:
+                ws.records += 1
+                self.pipeline.keep(RequestRecord.from_dict(d), after="statistics")  # merged above, in wire form
         if payload.get("health"):
             self.add_health(payload["health"])
 

@@ -128,3 +128,61 @@ def test_payloads_out_of_order_count_once_and_the_seen_set_stays_small() -> None
     seqs = c._seqs["w1"]
     assert seqs.upto == 50 and not seqs.above
     assert len(c.merge_lags) == 50  # a lag per payload merged, none for the ones delivered twice
+
+
+def test_gaps_travel_packed_and_the_master_writes_them_as_numbers_one_write_a_payload(tmp_path, monkeypatch) -> None:
+    """A payload's records carry their ITL gaps as int64 bytes through Locust's real msgpack
+    rpc; the master's requests.jsonl has them back as the same integers, written in one system
+    call a payload, and the timeline counts them."""
+    import os
+
+    import orjson
+    from locust.rpc.protocol import Message
+
+    from llm_users.outputs.files import RecordWriter
+
+    sh = Shipper("w1")
+    sent = []
+    for i in range(5):
+        r = rec(i)
+        r.itl_ns = [1_000_000 + 7 * i + k for k in range(300)] if i != 2 else []  # one without gaps
+        sent.append(r.to_dict())
+        sh.add(r)
+    wire = Message("llm_data", sh.payload(final=True), "w1").serialize()
+    payload = Message.unserialize(wire).data
+    assert [type(d["itl_ns"]) for d in payload["records"]] == [bytes, bytes, list, bytes, bytes]
+    assert len(payload["records"][0]["itl_ns"]) == 300 * 8
+    writes = []
+    real_write = os.write
+
+    def counted(fd: int, data: bytes) -> int:
+        writes.append(data.count(b"\n"))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", counted)
+    c = Collector(writer=RecordWriter(tmp_path))
+    c.receive(payload)
+    monkeypatch.undo()
+    c.writer.close()
+    lines = [orjson.loads(x) for x in (tmp_path / "requests.jsonl").read_bytes().splitlines()]
+    assert [d["itl_ns"] for d in lines] == [d["itl_ns"] for d in sent]
+    assert lines == [{**d, "worker": "w1"} for d in sent]
+    assert writes == [5] and c.writer.written == 5
+    itl = [v for row in c.timeline.rows() for v in [row["itl_p50_ms"]] if v is not None]
+    assert itl and all(1.0 <= v <= 1.31 for v in itl)
+
+
+def test_packed_gaps_round_trip_and_a_torn_pack_is_an_error() -> None:
+    import pytest
+
+    from llm_users.metrics.record import pack_gaps, unpack_gaps
+
+    gaps = [0, 1, 2**40, 20_000_000, 2**63 - 1]
+    packed = pack_gaps(gaps)
+    assert packed[:8] == b"\0" * 8 and packed[8:16] == b"\1" + b"\0" * 7  # little-endian int64
+    assert unpack_gaps(packed).tolist() == gaps
+    with pytest.raises(ValueError, match="17 bytes"):
+        unpack_gaps(packed[:17])
+    d = rec(1).to_dict()
+    merged = RequestRecord.from_dict({**d, "itl_ns": pack_gaps(d["itl_ns"])})
+    assert merged.to_dict() == d and type(merged.to_dict()["itl_ns"]) is list

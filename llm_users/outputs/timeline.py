@@ -166,7 +166,8 @@ class Timeline:
             first = self._sec(int(rec.start_time + rec.ttft_ns / 1e9))
             if first is not None:
                 first.ttft.append(rec.ttft_ns)
-        itl = rec.itl_ns if type(rec.itl_ns) is list else list(rec.itl_ns)
+        itl = rec.itl_ns
+        grow = array.fromlist if type(itl) is list else array.extend  # a merged record's gaps: array("q")
         opened = self._open
         for t, tokens, lo, hi in record_by_second(rec):  # about 11 pieces for 512 gaps of 20 ms
             s = opened.get(t) or self._sec(t)  # inline: this loop is most of a master's merge (issue 34)
@@ -175,7 +176,7 @@ class Timeline:
             else:
                 s.tokens += tokens
                 if hi > lo:
-                    s.itl.fromlist(itl[lo:hi])  # half extend's cost: sized once, no iterator
+                    grow(s.itl, itl[lo:hi])  # a list: fromlist, half extend's cost (sized once, no iterator)
 
     def users(self, t: float, count: int) -> None:
         self._users.set(int(t), count)

@@ -114,7 +114,8 @@ class LiveView:
             first = self._sec(int(rec.start_time + rec.ttft_ns / 1e9))
             if first.point is None:
                 first.ttft.append(rec.ttft_ns)
-        itl = rec.itl_ns if type(rec.itl_ns) is list else list(rec.itl_ns)
+        itl = rec.itl_ns
+        grow = array.fromlist if type(itl) is list else array.extend  # a merged record's gaps: array("q")
         for t, tokens, lo, hi in record_by_second(rec):
             if t < oldest:  # before the reset
                 continue
@@ -127,7 +128,7 @@ class LiveView:
             if s.point is not None:
                 self._update_point(s)
             elif measured and hi > lo:
-                s.itl.fromlist(itl[lo:hi])  # half extend's cost (timeline.py)
+                grow(s.itl, itl[lo:hi])  # (timeline.py)
 
     def _update_point(self, s: _Second) -> None:
         """A settled second's point follows its counts (its percentiles stay as they were)."""

@@ -42,6 +42,28 @@ def test_failed_write_says_one_line_keeps_whole_lines_and_counts(tmp_path: Path,
     w.close()
 
 
+def test_a_failed_batch_loses_all_its_records_and_no_half_line(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The master writes a worker payload's records as one batch: a disk that fills during it
+    keeps the whole lines before the batch and counts every record of the batch lost."""
+    w = RecordWriter(tmp_path)
+    with w.batch():
+        w.write({"request_id": "a"})
+        w.write({"request_id": "b"})
+    real_write = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: real_write(fd, data[:30]))  # the disk fills mid-batch
+    with w.batch():
+        for i in range(4):
+            w.write({"request_id": f"c{i}"})
+    monkeypatch.setattr(os, "write", real_write)
+    assert (tmp_path / "requests.jsonl").read_bytes() == b'{"request_id":"a"}\n{"request_id":"b"}\n'
+    assert (w.written, w.lost) == (2, 4)
+    assert capsys.readouterr().out.count("locust-llm: cannot write") == 1
+    with w.batch():
+        w.write({"request_id": "d"})
+    assert (w.written, w.lost) == (2, 5)
+    w.close()
+
+
 def test_removed_file_is_noticed(tmp_path: Path, capsys) -> None:
     d = tmp_path / "r"
     w = RecordWriter(d)
