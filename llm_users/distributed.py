@@ -25,8 +25,10 @@ the master never confirmed and writes them to its own file
 (:mod:`~llm_users.health.master_watch`).
 
 In a payload each record is its ``to_dict`` form, its ITL gaps packed as little-endian int64
-bytes (:func:`~llm_users.metrics.record.pack_gaps`): the master's msgpack decode copies one
-``bin`` per record instead of building hundreds of integers (issue 34).
+bytes (:func:`~llm_users.metrics.record.pack_gaps`: the master's msgpack decode copies one
+``bin`` per record instead of building hundreds of integers) and its tokens and gaps by arrival
+second computed by the worker (``pieces``, :func:`~llm_users.metrics.by_arrival.wire_pieces`):
+the master's merge does neither per record (issue 34).
 
 Local runs use the same :class:`Collector` without messages: records go straight in. Both
 sides pass each record through a :class:`~llm_users.pipeline.RecordPipeline` (its stages and
@@ -47,6 +49,7 @@ from llm_users.health.idle import IdleQueue
 from llm_users.health.lagtrace import span
 from llm_users.health.selfcheck import NodeHealth
 from llm_users.metrics import RequestRecord, StatsByName
+from llm_users.metrics.by_arrival import wire_pieces
 from llm_users.metrics.record import pack_gaps
 from llm_users.outputs.files import RecordWriter
 from llm_users.outputs.timeline import Timeline
@@ -105,7 +108,7 @@ class Shipper:
             "sent_at": time.time(),
             "final": final,
             "stats": self._stats.to_wire(),
-            "records": [{**d, "itl_ns": pack_gaps(d["itl_ns"])} if d["itl_ns"] else d for d in self._records],
+            "records": [_wire_record(d) for d in self._records],
             "health": health,
         }
         self._stats = StatsByName(self.slos)
@@ -121,6 +124,14 @@ class Shipper:
         """Every record the master has not confirmed: shipped and unanswered, then unshipped."""
         self._pending.flush()
         return [d for seq in sorted(self.unacked) for d in self.unacked[seq]] + self._records
+
+
+def _wire_record(d: dict[str, Any]) -> dict[str, Any]:
+    """A record as a payload carries it: its ITL gaps packed, its pieces by arrival second
+    computed here (the worker's CPU, not the master's)."""
+    if d["status"] != "ok":  # the per-second series count a failure's end only
+        return {**d, "itl_ns": pack_gaps(d["itl_ns"])} if d["itl_ns"] else d
+    return {**d, "itl_ns": pack_gaps(d["itl_ns"]), "pieces": wire_pieces(d)}
 
 
 class Seqs:

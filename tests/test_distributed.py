@@ -150,8 +150,12 @@ def test_gaps_travel_packed_and_the_master_writes_them_as_numbers_one_write_a_pa
         sh.add(r)
     wire = Message("llm_data", sh.payload(final=True), "w1").serialize()
     payload = Message.unserialize(wire).data
-    assert [type(d["itl_ns"]) for d in payload["records"]] == [bytes, bytes, list, bytes, bytes]
-    assert len(payload["records"][0]["itl_ns"]) == 300 * 8
+    assert [type(d["itl_ns"]) for d in payload["records"]] == [bytes] * 5
+    assert len(payload["records"][0]["itl_ns"]) == 300 * 8 and payload["records"][2]["itl_ns"] == b""
+    # the pieces by arrival second come computed by the worker, and are by_second's
+    from llm_users.metrics.by_arrival import record_by_second
+    assert [d["pieces"] for d in payload["records"]] == [[list(p) for p in record_by_second(rec_i)] for rec_i in
+                                                         (RequestRecord.from_dict(d) for d in sent)]
     writes = []
     real_write = os.write
 
@@ -168,8 +172,13 @@ def test_gaps_travel_packed_and_the_master_writes_them_as_numbers_one_write_a_pa
     assert [d["itl_ns"] for d in lines] == [d["itl_ns"] for d in sent]
     assert lines == [{**d, "worker": "w1"} for d in sent]
     assert writes == [5] and c.writer.written == 5
-    itl = [v for row in c.timeline.rows() for v in [row["itl_p50_ms"]] if v is not None]
-    assert itl and all(1.0 <= v <= 1.31 for v in itl)
+    local = Collector()  # the same records kept in one process: the same per-second rows
+    for d in sent:
+        local.add_record(RequestRecord.from_dict(d))
+    rows = c.timeline.rows()
+    assert rows == local.timeline.rows()
+    itl = [row["itl_p50_ms"] for row in rows if row["itl_p50_ms"] is not None]
+    assert itl and all(1.0 <= v <= 1.31 for v in itl) and sum(row["output_tokens_per_s"] for row in rows) == 15
 
 
 def test_packed_gaps_round_trip_and_a_torn_pack_is_an_error() -> None:

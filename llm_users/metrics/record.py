@@ -83,6 +83,9 @@ class RequestRecord:
     vector_dim: int | None = None  # the size of the vectors the answer carried (embed)
     image_count: int = 0  # images sent in the prompt (workload/images.py)
     image_bytes: int = 0  # bytes sent for them: their base64 text (4/3 of the image files' size)
+    # a merged record's tokens and ITL gaps by arrival second (metrics/by_arrival.py), computed by
+    # the worker that measured it and shipped in its payload (the master's merge: issue 34); not written
+    pieces: list[Any] | None = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -198,7 +201,7 @@ def unpack_gaps(data: bytes) -> array[int]:
     return a
 
 
-_RECORD_ORDER = tuple(f for f in RequestRecord.__dataclass_fields__ if f != "reply")
+_RECORD_ORDER = tuple(f for f in RequestRecord.__dataclass_fields__ if f not in ("reply", "pieces"))
 _RECORD_FIELDS = set(_RECORD_ORDER)
 _RECORD_VALUES = attrgetter(*_RECORD_ORDER)
 
