@@ -153,11 +153,12 @@ class RequestRecord:
     def end_time(self) -> float:
         return self.start_time + (self.e2e_ns or 0) / 1e9
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, plain_gaps: bool = True) -> dict[str, Any]:
         """A plain dict, JSON-safe (lists shared, not copied: ``dataclasses.asdict`` deep-copies
-        every ITL list, which showed up in the client's profile)."""
-        d = dict(zip(_RECORD_ORDER, _RECORD_VALUES(self), strict=True))  # in C: a third of a dict comprehension's cost
-        if type(self.itl_ns) is not list:  # a merged record's array("q")
+        every ITL list, which showed up in the client's profile). ``plain_gaps`` False: a merged
+        record's ``array("q")`` of gaps stays one (the records file serialises it in C)."""
+        d = dict(zip(_RECORD_ORDER, _RECORD_VALUES(self), strict=True))  # in C
+        if plain_gaps and type(self.itl_ns) is not list:  # a merged record's array("q")
             d["itl_ns"] = self.itl_ns.tolist() if type(self.itl_ns) is array else list(self.itl_ns)
         d["tpot_ns"] = self.tpot_ns
         d["answer_tokens"] = self.answer_tokens

@@ -11,6 +11,7 @@ import errno
 import io
 import os
 import time
+from array import array
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,16 @@ def check_report_dir(directory: str | Path) -> None:
         probe.unlink()
     except OSError as e:
         raise ConfigError(f"--llm-report: cannot write to {str(d)!r} ({e.strerror or e})") from None
+
+
+def _gaps_json(gaps: array) -> Any:
+    """An ``array("q")`` as orjson serialises fastest: a numpy view of it (the ``fast`` extra),
+    else a list."""
+    try:
+        import numpy as np
+    except ImportError:
+        return gaps.tolist()
+    return np.frombuffer(gaps, dtype=np.int64)
 
 
 class RecordWriter:
@@ -69,8 +80,13 @@ class RecordWriter:
             if self.error is not None:
                 self.lost += 1
                 return
-            d = record.to_dict() if isinstance(record, RequestRecord) else record
-            data = orjson.dumps(d, option=orjson.OPT_APPEND_NEWLINE)
+            if isinstance(record, RequestRecord):
+                d = record.to_dict(plain_gaps=False)
+                if type(d["itl_ns"]) is array:  # a merged record's: numpy's view, no Python integer per gap
+                    d["itl_ns"] = _gaps_json(d["itl_ns"])
+            else:
+                d = record
+            data = orjson.dumps(d, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY)
             if self._held is not None:
                 self._held.append(data)
             else:

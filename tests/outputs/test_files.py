@@ -48,3 +48,26 @@ def test_console_table() -> None:
     row = next(ln for ln in text.splitlines() if ln.startswith("Aggregated"))
     # TTFT p50 40 ms from 5 requests (marked: fewer than 20 samples), ITL p50 5 ms from 50 gaps
     assert " 40.0* " in row and " 5.00 " in row
+
+
+def test_a_merged_records_packed_gaps_are_written_as_the_same_numbers_with_or_without_numpy(tmp_path, monkeypatch) -> None:
+    """A master's record holds its gaps as an array("q"): the records file writes them through
+    numpy's view (the fast extra) or as a list without it, the same line either way."""
+    import sys
+
+    from llm_users.metrics.record import pack_gaps
+
+    gaps = [20_000_000 + 13 * k for k in range(200)] + [2**62]
+    plain = RequestRecord("r1", "/x", "vllm", "m", ttft_ns=5, e2e_ns=9, itl_ns=gaps, output_tokens=202)
+    merged = RequestRecord.from_dict({**plain.to_dict(), "itl_ns": pack_gaps(gaps)})
+    lines = []
+    for name, numpy_gone in (("with", False), ("without", True)):
+        if numpy_gone:
+            monkeypatch.setitem(sys.modules, "numpy", None)  # import numpy raises ImportError
+        w = RecordWriter(tmp_path / name)
+        w.write(plain)
+        w.write(merged)
+        w.close()
+        lines += (tmp_path / name / "requests.jsonl").read_bytes().splitlines()
+    assert len(lines) == 4 and len(set(lines)) == 1
+    assert b"4611686018427387904]" in lines[0]
