@@ -49,5 +49,16 @@ class Window:
         """LiteLLM: requests to ``path`` it answered (uvicorn's access log)."""
         return sum(1 for line in self.log_text().splitlines() if f'"POST {path}' in line)
 
+    def connection_races(self) -> int:
+        """LiteLLM: requests it answered HTTP 500 because it reused a pooled connection to the
+        backend just as the backend closed it (llama.cpp ends a keep-alive 5 s after a request;
+        LiteLLM, with ``num_retries: 0``, does not retry; the model never saw the request:
+        docs/real-servers.md). One router line each, with the connection error behind it."""
+        log = self.log_text()
+        races = sum(1 for ln in log.splitlines() if "Router" in ln and "APIConnectionError" in ln)
+        if races and not any(cause in log for cause in ("closing transport", "Can not write request body")):
+            raise AssertionError(f"LiteLLM's connection errors are not the keep-alive race:\n{log[-3000:]}")
+        return races
+
     def delta(self, name: str) -> float:
         return llama_counters(self.server)[name] - self.counters[name]

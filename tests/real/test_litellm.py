@@ -24,6 +24,7 @@ KEYS = {"ANTHROPIC_API_KEY": LITELLM_KEY, "GEMINI_API_KEY": LITELLM_KEY}
 
 
 def run_through(litellm, llama, locustfile: str, client: str, tmp_path):
+    """One 12 s run through the gateway: (proc, report, every record, the ok ones, gateway window)."""
     report = tmp_path / "r"
     gateway, backend = Window.open(litellm), Window.open(llama)
     # 12 s: two requests a user even where a loaded CI machine takes 6 s for one (the first is warm-up)
@@ -31,42 +32,47 @@ def run_through(litellm, llama, locustfile: str, client: str, tmp_path):
                       "--llm-model", "gemma-3-270m", "--llm-max-tokens", str(MAX_TOKENS), "--llm-client", client,
                       "--llm-preflight", "off",  # each generation the model runs is a record
                       report=report, env=KEYS, timeout=180)
+    log = gateway.log_text()
     # a failure says what the gateway and the model server logged meanwhile (a 500 or a reset from
     # LiteLLM is otherwise only its status line)
-    logs = (f"\n--- LiteLLM log in the run:\n{gateway.log_text()[-4000:]}"
-            f"\n--- llama.cpp log in the run:\n{backend.log_text()[-2000:]}")
-    assert proc.returncode == 0, proc.stderr[-3000:] + logs
+    logs = ("\n--- LiteLLM log in the run (errors):\n"
+            + "\n".join(ln for ln in log.splitlines() if "rror" in ln or "xception" in ln)[-4000:]
+            + f"\n--- llama.cpp log in the run:\n{backend.log_text()[-2000:]}")
+    races = gateway.connection_races()  # seen in CI: one request in 10-30, at a run's start
     records = read_records(report)
-    assert len(records) >= 4, logs
-    assert [r["error_message"] for r in records if r["status"] != "ok"] == [], logs
-    assert backend.generations() == len(records)  # each request reached the model once
-    assert sum(r["output_tokens"] for r in records) == backend.delta("tokens_predicted_total")
+    failed = [r for r in records if r["status"] != "ok"]
+    assert [r["error_category"] for r in failed] == ["http_500"] * races and races <= 2, logs  # only the race
+    assert proc.returncode == (1 if races else 0), proc.stderr[-3000:] + logs
+    ok = [r for r in records if r["status"] == "ok"]
+    assert len(ok) >= 4, logs
+    assert backend.generations() == len(ok)  # each request reached the model once; the race's never did
+    assert sum(r["output_tokens"] for r in ok) == backend.delta("tokens_predicted_total")
     for text in (proc.stdout, proc.stderr, (report / "requests.jsonl").read_text()):
         assert LITELLM_KEY not in text
-    return proc, report, records, gateway
+    return proc, report, records, ok, gateway
 
 
 @pytest.mark.parametrize("client", ["raw", "sdk"])
 def test_claude_through_litellm(litellm, llama, client: str, tmp_path) -> None:
-    proc, report, records, gateway = run_through(litellm, llama, "claude.py", client, tmp_path)
+    proc, report, records, ok, gateway = run_through(litellm, llama, "claude.py", client, tmp_path)
     assert gateway.requests("/v1/messages") == len(records)
-    assert all(r["tokens_source"] == "usage" and r["input_tokens_source"] == "usage" for r in records)
+    assert all(r["tokens_source"] == "usage" and r["input_tokens_source"] == "usage" for r in ok)
     assert all(r["input_tokens"] > 0 and r["output_tokens"] == MAX_TOKENS or r["finish_reason"] == "end_turn"
-               for r in records)
+               for r in ok)
     assert read_summary(report)["overall"]["estimated_token_requests"] == 0
 
 
 @pytest.mark.parametrize("client", ["raw", "sdk"])
 def test_gemini_through_litellm_zero_usage_is_not_believed(litellm, llama, client: str, tmp_path) -> None:
-    proc, report, records, gateway = run_through(litellm, llama, "gemini.py", client, tmp_path)
+    proc, report, records, ok, gateway = run_through(litellm, llama, "gemini.py", client, tmp_path)
     assert gateway.requests("/v1beta/models/gemma-3-270m") == len(records)
-    for r in records:
+    for r in ok:
         assert r["tokens_source"] == "estimated" and r["tokens_reason"] == "usage_implausible", r
         assert r["output_tokens"] == r["chunks"] > 0
         assert r["input_tokens_source"] == "estimated" and r["input_tokens"] > 0
         assert r["tpot_ns"] is not None
     ov = read_summary(report)["overall"]
-    assert ov["estimated_token_requests"] == len([r for r in records if not r["warmup"]])
+    assert ov["estimated_token_requests"] == len([r for r in ok if not r["warmup"]])
     assert list(ov["estimated_token_reasons"]) == ["usage_implausible"]
     assert ov["output_tokens_per_s"] > 0 and ov["tpot"]["p50"] is not None
     said = [ln for ln in proc.stdout.splitlines() if "usage_implausible" in ln]
