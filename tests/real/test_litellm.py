@@ -41,7 +41,8 @@ def run_through(litellm, llama, locustfile: str, client: str, tmp_path):
     races = gateway.connection_races()  # seen in CI: one request in 10-30, at a run's start
     records = read_records(report)
     failed = [r for r in records if r["status"] != "ok"]
-    assert [r["error_category"] for r in failed] == ["http_500"] * races and races <= 2, logs  # only the race
+    # only the race: a 500, or a reset where the gateway had already begun its streamed answer
+    assert len(failed) == races <= 2 and {r["error_category"] for r in failed} <= {"http_500", "connection_reset"}, logs
     assert proc.returncode == (1 if races else 0), proc.stderr[-3000:] + logs
     ok = [r for r in records if r["status"] == "ok"]
     assert len(ok) >= 4, logs
