@@ -19,7 +19,7 @@ import pytest
 
 from llm_users.sim.images import image_tokens
 from llm_users.workload.images import SyntheticImages
-from tests.helpers import get_json, median, read_records, read_summary, run_locust
+from tests.helpers import get_json, median, processes_args, read_records, read_summary, run_locust
 
 pytestmark = pytest.mark.slow
 
@@ -140,7 +140,7 @@ def test_every_dialect_sends_images_the_simulator_reads(sim_factory, tmp_path, s
     args = ["--host", sim.url, "-u", "6", "-r", "6", "-t", "4s", "--stop-timeout", "10",
             "--llm-images", "2", "--llm-image-size", "300x200", "--llm-client", "sdk" if sdk else "raw"]
     if processes:
-        args += ["--processes", str(processes)]
+        args += processes_args(processes)
     proc = run_locust(str(locustfile), *args, report=report, env=KEYS, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = read_records(report)

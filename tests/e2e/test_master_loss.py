@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from tests.e2e.test_disk_faults import leftover
-from tests.helpers import free_port, get_json, master_args, start_locust, worker_args
+from tests.helpers import free_port, get_json, master_args, processes_args, start_locust, worker_args
 
 EXIT_WITHIN_S = 15.0  # 5 s of silence, the probe, the users' stop, the file
 
@@ -85,7 +85,7 @@ def test_master_sigkill_workers_keep_their_records_and_exit_1(sim_factory, tmp_p
 def test_processes_2_master_sigkill_leaves_nothing(sim_factory, tmp_path: Path) -> None:
     sim = sim_factory("--ttft-ms", "30", "--itl-ms", "3", "--output-tokens", "20")
     report = tmp_path / "r"
-    master = start_locust(["--processes", "2", "--headless", "--only-summary", "-u", "4", "-r", "4", "-t", "60s",
+    master = start_locust([*processes_args(2), "--headless", "--only-summary", "-u", "4", "-r", "4", "-t", "60s",
                     "--host", sim.url, "--llm-report", str(report), "--llm-preflight", "off"], tmp_path / "master.log", cwd=tmp_path)
     try:
         wait_served(sim.url, 20)

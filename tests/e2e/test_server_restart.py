@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from llm_users.sim.launcher import start_simulator
-from tests.helpers import LOCUST, ROOT, free_port, get_json, read_records, read_summary
+from tests.helpers import LOCUST, ROOT, free_port, get_json, processes_args, read_records, read_summary
 
 pytestmark = pytest.mark.slow
 
@@ -69,7 +69,7 @@ def test_a_server_killed_and_restarted_mid_run(tmp_path, client: str, extra: lis
     cmd = [LOCUST, "-f", str(ROOT / "locustfiles" / "vllm.py"), "--headless", "--only-summary", "--loglevel",
            "WARNING", "--host", first.url, "-u", str(USERS), "-r", str(USERS), "-t", "20s", "--llm-model", "m",
            "--llm-prometheus-port", "0", "--llm-client", client, "--llm-preflight", "off",
-           *extra, "--llm-report", str(report), "--exit-code-on-error", "0"]  # failures are expected here
+           *(processes_args(int(extra[1])) if extra else []), "--llm-report", str(report), "--exit-code-on-error", "0"]  # failures are expected here
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")}
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -27,7 +27,7 @@ import pytest
 from llm_users.metrics import Distribution
 from llm_users.metrics.breakdown import split
 from llm_users.metrics.record import RequestRecord
-from tests.helpers import read_records, read_summary, run_locust
+from tests.helpers import processes_args, read_records, read_summary, run_locust
 
 SIM = ["--max-batch", "1", "--timings", "--ttft-ms", "20", "--itl-ms", "2", "--output-tokens", "8"]
 MS = 1_000_000
@@ -92,7 +92,7 @@ def test_vllm_metrics_raw_local(tmp_path) -> None:
 def test_vllm_metrics_sdk_and_two_processes(sim_factory, client: str, processes: int, tmp_path) -> None:
     trace = tmp_path / "trace.jsonl"
     sim = sim_factory(*SIM, "--trace-file", str(trace))
-    more = ["--processes", str(processes)] if processes > 1 else []
+    more = processes_args(processes) if processes > 1 else []
     proc = run_locust("vllm.py", "--host", sim.url, "-u", "6", "-r", "6", "-t", "5s", *more,
                       "--llm-client", client, "--llm-prometheus-port", "0", report=tmp_path / "r")
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -69,8 +69,8 @@ def test_a_bad_value_is_one_line_before_any_request(sim_factory, tmp_path: Path,
     assert get_json(sim.url + "/_sim/stats")["started"] == 0
 
 
-# Issue 33 item 6: Locust's own start errors. {port} is a port a listening socket holds; {sim} the
-# simulator's URL. (arguments, a word the line must hold)
+# Issue 33 item 6: Locust's own start errors. {port} is a port a listening socket holds; {free} a
+# free one; {sim} the simulator's URL. (arguments, a word the line must hold)
 LOCUST_CASES = [
     (["--host", "{sim}", "--headful", "--web-host", "127.0.0.1", "--web-port", "{port}", "-t", "3s"], "--web-port"),
     (["--host", "{sim}", "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", "{port}",
@@ -78,8 +78,10 @@ LOCUST_CASES = [
     (["--host", "{sim}", "-u", "abc", "-t", "3s"], "-u/--users"),
     (["--host", "{sim}", "-u", "2", "-r", "x", "-t", "3s"], "-r/--spawn-rate"),
     (["--host", "{sim}", "-u", "2", "-t", "2xyz"], "-t/--run-time"),
-    (["--processes", "2", "-u", "2", "-t", "3s"], "--host"),  # forked workers, then the refusal
-    (["--host", "{sim}", "--processes", "2", "--headful", "--web-host", "127.0.0.1", "--web-port", "{port}"],
+    (["--processes", "2", "-u", "2", "-t", "3s", "--master-bind-port", "{free}", "--master-port", "{free}"],
+     "--host"),  # forked workers, then the refusal (on a free master port: Locust's 5557 may be another test's)
+    (["--host", "{sim}", "--processes", "2", "--headful", "--web-host", "127.0.0.1", "--web-port", "{port}",
+      "--master-bind-port", "{free}", "--master-port", "{free}"],
      "--web-port"),  # the workers are forked and connected before the web UI binds
 ]
 
@@ -100,7 +102,8 @@ def test_locusts_own_start_errors_are_one_line_and_leave_no_process(sim_factory,
     holder.listen()
     marker = str(tmp_path / "refusal-marker")  # in the command line of the run and of every fork of it
     try:
-        args = [a.format(sim=sim.url, port=port) for a in args]
+        free = free_port()
+        args = [a.format(sim=sim.url, port=port, free=free) for a in args]
         proc = run_locust("vllm.py", *args, "--llm-prometheus-port", "0", "--llm-preflight", "off",
                           "--llm-report", marker, timeout=60)
     finally:
