@@ -27,7 +27,7 @@ the master never confirmed and writes them to its own file
 In a payload each record is its ``to_dict`` form, its ITL gaps packed as little-endian int64
 bytes (:func:`~llm_users.metrics.record.pack_gaps`: the master's msgpack decode copies one
 ``bin`` per record instead of building hundreds of integers) and its tokens and gaps by arrival
-second computed by the worker (``pieces``, :func:`~llm_users.metrics.by_arrival.wire_pieces`):
+second computed by the worker (``pieces``, :func:`~llm_users.metrics.by_arrival.record_by_second`):
 the master's merge does neither per record (issue 34).
 
 Local runs use the same :class:`Collector` without messages: records go straight in. Both
@@ -49,7 +49,7 @@ from llm_users.health.idle import IdleQueue
 from llm_users.health.lagtrace import span
 from llm_users.health.selfcheck import NodeHealth
 from llm_users.metrics import RequestRecord, StatsByName
-from llm_users.metrics.by_arrival import wire_pieces
+from llm_users.metrics.by_arrival import record_by_second
 from llm_users.metrics.record import pack_gaps
 from llm_users.outputs.files import RecordWriter
 from llm_users.outputs.timeline import Timeline
@@ -70,7 +70,7 @@ class Shipper:
         self.worker_id = worker_id
         self.slos = slos or {}
         self._stats = StatsByName(self.slos)
-        self._records: list[dict[str, Any]] = []
+        self._records: list[RequestRecord] = []  # made plain dicts at the payload, off the streams' path
         self._pending: IdleQueue[RequestRecord] = IdleQueue(self._add_stats)  # idle.py: off the streams' path
         self.seq = 0
         self.unacked: dict[int, list[dict[str, Any]]] = {}  # seq -> records shipped, not yet confirmed
@@ -84,7 +84,7 @@ class Shipper:
         self.pipeline.keep(rec)
 
     def _ship(self, rec: RequestRecord) -> None:
-        self._records.append(rec.to_dict())
+        self._records.append(rec)
 
     def use_slos(self, slos: dict[str, float]) -> bool:
         """The master's SLOs for this test (the web form's), from the next payload on."""
@@ -102,17 +102,18 @@ class Shipper:
         """Everything since the last payload (msgpack-safe); the buffers start afresh."""
         self._pending.flush()
         self.seq += 1
+        records = [rec.to_dict() for rec in self._records]
         p = {
             "worker": self.worker_id,
             "seq": self.seq,
             "sent_at": time.time(),
             "final": final,
             "stats": self._stats.to_wire(),
-            "records": [_wire_record(d) for d in self._records],
+            "records": [_wire_record(rec, d) for rec, d in zip(self._records, records, strict=True)],
             "health": health,
         }
         self._stats = StatsByName(self.slos)
-        self.unacked[self.seq] = self._records
+        self.unacked[self.seq] = records
         self._records = []
         return p
 
@@ -123,15 +124,17 @@ class Shipper:
     def unconfirmed_records(self) -> list[dict[str, Any]]:
         """Every record the master has not confirmed: shipped and unanswered, then unshipped."""
         self._pending.flush()
-        return [d for seq in sorted(self.unacked) for d in self.unacked[seq]] + self._records
+        return [d for seq in sorted(self.unacked) for d in self.unacked[seq]] + [r.to_dict() for r in self._records]
 
 
-def _wire_record(d: dict[str, Any]) -> dict[str, Any]:
-    """A record as a payload carries it: its ITL gaps packed, its pieces by arrival second
-    computed here (the worker's CPU, not the master's)."""
-    if d["status"] != "ok":  # the per-second series count a failure's end only
-        return {**d, "itl_ns": pack_gaps(d["itl_ns"])} if d["itl_ns"] else d
-    return {**d, "itl_ns": pack_gaps(d["itl_ns"]), "pieces": wire_pieces(d)}
+def _wire_record(rec: RequestRecord, d: dict[str, Any]) -> dict[str, Any]:
+    """A record (``d``: its ``to_dict``) as a payload carries it: its ITL gaps packed, and its
+    pieces by arrival second computed here, the worker's CPU, not the master's (the per-second
+    series count only a failure's end)."""
+    w = {**d, "itl_ns": pack_gaps(d["itl_ns"])}
+    if rec.ok:
+        w["pieces"] = record_by_second(rec)
+    return w
 
 
 class Seqs:

@@ -25,7 +25,6 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Sequence
 from itertools import accumulate
-from typing import Any
 
 from llm_users.metrics.record import RequestRecord
 
@@ -73,14 +72,7 @@ def by_second(start_time: float, ttft_ns: int | None, itl_ns: Sequence[int], tok
 
 def record_by_second(rec: RequestRecord) -> list[Piece]:
     """:func:`by_second` of a finished record (its output tokens, chunks and end); a merged
-    record's come computed by its worker (``rec.pieces``: :func:`wire_pieces`)."""
+    record's come computed by the worker that measured it (``rec.pieces``, distributed.py)."""
     if rec.pieces is not None:
         return rec.pieces
     return by_second(rec.start_time, rec.ttft_ns, rec.itl_ns, rec.output_tokens, rec.end_time)
-
-
-def wire_pieces(d: dict[str, Any]) -> list[Piece]:
-    """:func:`by_second` of a record in its ``to_dict`` form: what a worker ships with it, so
-    the master's merge does not compute it again (its largest part per record, issue 34)."""
-    start = d["start_time"]
-    return by_second(start, d["ttft_ns"], d["itl_ns"], d["output_tokens"], start + (d["e2e_ns"] or 0) / 1e9)

@@ -41,14 +41,16 @@ def check_report_dir(directory: str | Path) -> None:
         raise ConfigError(f"--llm-report: cannot write to {str(d)!r} ({e.strerror or e})") from None
 
 
-def _gaps_json(gaps: array) -> Any:
-    """An ``array("q")`` as orjson serialises fastest: a numpy view of it (the ``fast`` extra),
-    else a list."""
+def _json_default(obj: Any) -> Any:
+    """What orjson cannot write itself: a merged record's ``array("q")`` of gaps, as a numpy
+    view of it (the ``fast`` extra: no Python integer per gap), else a list."""
+    if type(obj) is not array:
+        raise TypeError(f"not JSON serializable: {type(obj).__name__}")
     try:
         import numpy as np
     except ImportError:
-        return gaps.tolist()
-    return np.frombuffer(gaps, dtype=np.int64)
+        return obj.tolist()
+    return np.frombuffer(obj, dtype=np.int64)
 
 
 class RecordWriter:
@@ -80,13 +82,8 @@ class RecordWriter:
             if self.error is not None:
                 self.lost += 1
                 return
-            if isinstance(record, RequestRecord):
-                d = record.to_dict(plain_gaps=False)
-                if type(d["itl_ns"]) is array:  # a merged record's: numpy's view, no Python integer per gap
-                    d["itl_ns"] = _gaps_json(d["itl_ns"])
-            else:
-                d = record
-            data = orjson.dumps(d, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY)
+            d = record.to_dict(plain_gaps=False) if isinstance(record, RequestRecord) else record
+            data = orjson.dumps(d, default=_json_default, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY)
             if self._held is not None:
                 self._held.append(data)
             else:
