@@ -88,8 +88,10 @@ def test_queueing_knee_named_with_the_servers_and_gpus_figures(sim_factory, gpu,
     assert s["scrape"]["errors"] == 0
     stages = s["stages"]
     assert [st["users"] for st in stages] == [2, 4, 8]
+    windows = [(st["users"], st["start"], st["settle_s"], st["measured_s"], st["end"],
+                st["server_metrics"]["server_num_requests_running"]["samples"]) for st in stages]
     for st in stages:  # every stage has the server's figures over its own window
-        assert st["server_metrics"]["server_num_requests_running"]["samples"] >= 2
+        assert st["server_metrics"]["server_num_requests_running"]["samples"] >= 2, (windows, s["scrape"])
     assert stages[0]["server_metrics"]["server_num_requests_waiting"]["max"] == 0
     waiting = stages[2]["server_metrics"]["server_num_requests_waiting"]["mean"]
     queue = stages[2]["server_metrics"]["server_queue_time_mean_ms"]["mean"]
