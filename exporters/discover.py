@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import urllib.error
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
 from .series import dialect, parse
@@ -31,6 +31,7 @@ class Found:
     url: str | None  # the page to scrape, None when none was found
     dialect: str | None
     note: str  # one line for the log and summary.json
+    text: str | None = field(default=None, repr=False)  # the page as read: the run's first sample of it
 
 
 def candidate(host: str | None) -> str | None:
@@ -68,4 +69,4 @@ def discover(host: str | None, fetch: Fetch, timeout: float = 3.0) -> Found:
         return Found(None, None, f"{url} is not Prometheus text ({e})")
     if d is None:
         return Found(None, None, f"{url} has no vLLM, SGLang, TGI or llama.cpp series")
-    return Found(url, d, f"found {NAMES[d]}'s /metrics at {url}: scraped through the run")
+    return Found(url, d, f"found {NAMES[d]}'s /metrics at {url}: scraped through the run", text)

@@ -72,7 +72,7 @@ class Live:
         self._probed_host = host
         found = discover(host, self.scraper.fetch)
         self.found = {"mode": "auto", "url": found.url, "dialect": found.dialect, "note": found.note}
-        self.scraper.set_server(found.url)
+        self.scraper.set_server(found.url, page=found.text)  # what it read is the first sample
         (log.warning if found.dialect and not found.url else log.info)("locust-llm: %s", found.note)
 
     def on_test_stop(self, **_: Any) -> None:

@@ -75,15 +75,31 @@ class Scraper:
         self._greenlet: Any = None
         self.reset()
 
-    def set_server(self, url: str | None) -> None:
-        """Scrape this server page from now on (a discovered one); None: no server page."""
+    def set_server(self, url: str | None, page: str | None = None, now: float | None = None) -> None:
+        """Scrape this server page from now on (a discovered one); None: no server page.
+        ``page``, the text discovery just read from it, is taken as its first sample at ``now``:
+        the seconds between the test start and the next round (up to an interval) have the
+        server's figures too, as the first stage's window needs (issue 33's knee test saw a
+        3 s stage with one second of them)."""
         current = next((t for t in self.targets if t.kind == "server"), None)
         if current is not None and url is not None and current.url == metrics_url(url):
             return
         self.targets = [t for t in self.targets if t.kind != "server"]
-        if url:
-            self.targets.append(Target(metrics_url(url), "server"))
         self.server = ServerSeries()
+        if not url:
+            return
+        target = Target(metrics_url(url), "server")
+        self.targets.append(target)
+        if page is not None:
+            t = time.time() if now is None else now
+            try:
+                values = self._ingest(target, parse(page, SERVER_SAMPLES), t)
+            except Exception:  # noqa: BLE001 - the rounds read it again, and count what fails
+                return
+            target.scrapes += 1
+            self.stats.add(values)
+            if values:
+                self.add_extra(int(t), values)
 
     def reset(self) -> None:
         """Forget the previous run's samples (a new test in the same process starts afresh)."""

@@ -165,3 +165,25 @@ def test_a_page_found_mid_round_joins_the_next_round() -> None:
     second = scraper.scrape_once(101.0)
     assert second["server_num_requests_running"] == 2 and second["server_num_requests_waiting"] == 1
     assert scraper.sections(None, None, 0)["server"]["dialect"] == "llamacpp"
+
+
+def test_the_page_discovery_read_is_the_first_sample_at_once() -> None:
+    """The seconds before the next round have the server's figures: discovery's own read is
+    ingested when the page is found (a 3 s first stage had one second of them, not two)."""
+    from exporters.scrape import Scraper
+
+    seconds: dict[int, dict[str, float]] = {}
+    page = LLAMA.format(prompt=1, gen=1, running=3, deferred=2)
+    found = discover("http://llama:8080/v1", lambda url, timeout: page)
+    assert found.url == "http://llama:8080/metrics" and found.text == page
+
+    scraper = Scraper(["sidecar:9835"], None, 1.0, lambda t, v: seconds.setdefault(int(t), {}).update(v),
+                      fetch=lambda url, timeout: "gpu_utilization_ratio{gpu=\"0\"} 0.5\n" if "sidecar" in url else page)
+    scraper.scrape_once(100.1)
+    scraper.set_server(found.url, page=found.text, now=100.4)
+    assert seconds[100]["server_num_requests_running"] == 3 and seconds[100]["server_num_requests_waiting"] == 2
+    assert seconds[100]["gpu_0_utilization_ratio"] == 0.5  # the round's columns of that second are kept
+    server = next(t for t in scraper.targets if t.kind == "server")
+    assert server.scrapes == 1 and server.errors == 0
+    scraper.scrape_once(101.1)
+    assert seconds[101]["server_num_requests_running"] == 3 and server.scrapes == 2
