@@ -24,8 +24,8 @@ Per run, over the window (after every stream started and ``--warmup`` seconds):
 - ``wakeups_per_chunk``: the client's voluntary context switches (each one a sleep in
   epoll_wait that ended in a wake-up) / chunks: 1.0 means every chunk cost a wake-up of its
   own, 0.1 that each found ten;
-- ``reference_ms``: a fixed Python loop's time on the client's core just before the run (the
-  VM's speed of the moment: compare runs by it);
+- ``reference_ms``, ``reference_after_ms``: a fixed Python loop's time on the client's core
+  just before and just after the run (the VM's speed of the moment: compare runs by it);
 - ``ttft_p50_ms``/``p99`` and ``itl_p99_ms`` as the client recorded them (against the server's
   nominal TTFT and ITL; the server's own lateness, ``server_late_us_p50/p99``, beside them).
 
@@ -168,6 +168,7 @@ def run_one(shape: str, client: str, n: int, args: argparse.Namespace, work: Pat
             proc.wait(run_s + 120)
     finally:
         server.stop()
+    ref_after = reference_ms(args)
     chunks = s1["chunks"] - s0["chunks"]
     records = load_client_records("ours" if client.startswith("ours") else client, out)
     ttft = [stamps[0] - t0_ns for _, t0_ns, stamps in records if stamps]
@@ -181,7 +182,7 @@ def run_one(shape: str, client: str, n: int, args: argparse.Namespace, work: Pat
         "cpu_us_per_chunk": round(1e6 * (c1 - c0) / chunks, 1) if chunks else None,
         "wakeups_per_chunk": round((v1 - v0) / chunks, 3) if chunks else None,
         "requests": len(records), "ttft_p50_ms": pct(ttft, 50), "ttft_p99_ms": pct(ttft, 99),
-        "itl_p50_ms": pct(gaps, 50), "itl_p99_ms": pct(gaps, 99), "exit": proc.returncode, "reference_ms": ref,
+        "itl_p50_ms": pct(gaps, 50), "itl_p99_ms": pct(gaps, 99), "exit": proc.returncode, "reference_ms": ref, "reference_after_ms": ref_after,
     }
     if shape != "sim":
         row |= {"server_late_us_p50": s1.get("late_us_p50"), "server_late_us_p99": s1.get("late_us_p99")}

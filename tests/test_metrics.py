@@ -303,7 +303,7 @@ def test_a_few_buckets_travel_as_counts_and_merge_exactly() -> None:
         part = Distribution()
         part.add_many(values)
         union.add_many(values)
-        few = len(part._pending) <= WIRE_BUCKETS_MAX
+        few = part._hist is None and len(part._pending) <= WIRE_BUCKETS_MAX  # to_wire's rule
         wire = part.to_wire()
         assert (wire["hist"] is None) == few
         assert ("buckets" in wire) == (wire["hist"] is None)
@@ -357,3 +357,39 @@ def test_a_packed_distribution_answers_exactly_as_before_and_takes_16_bytes_a_bu
         plain.add(5e9)
         assert packed.summary_ms() == plain.summary_ms() and packed.count == 20_001
 
+
+
+def test_pending_counts_are_recorded_past_their_cap_and_answer_the_same() -> None:
+    """A distribution that lives the whole run unread (a master's totals, a node's loop lag)
+    holds at most PENDING_MAX bucket keys in its dict, however many buckets its values fill
+    (issue 33's soak: such dicts grew for hours); every way of adding gives the same figures."""
+    from llm_users.metrics.distribution import PENDING_MAX, bucket_counts
+
+    rng = random.Random(11)
+    values = [int(rng.lognormvariate(15.0, 1.6)) for _ in range(60_000)]  # µs to seconds: ~10k buckets
+    assert len(bucket_counts(values).counts) > 3 * PENDING_MAX
+    reference = Distribution()
+    reference.hist.record_value(1, 0)  # a histogram from the start, nothing pending
+    for v in values:
+        reference.hist.record_value(min(max((v + 500) // 1000, 0), 3_600_000_000), 1)
+    reference.count, reference.sum_ns, reference.min_ns, reference.max_ns = len(values), sum(values), min(values), max(values)
+
+    one, many, wired = Distribution(), Distribution(), Distribution()
+    peak = [0, 0, 0]
+    for i in range(0, len(values), 500):
+        part = values[i:i + 500]
+        for v in part:
+            one.add(v)
+            peak[0] = max(peak[0], len(one._pending))
+        many.add_counts(bucket_counts(part))
+        peak[1] = max(peak[1], len(many._pending))
+        b = bucket_counts(part)
+        wired.merge_wire({"hist": None, "buckets": [x for kv in b.counts.items() for x in kv], "count": b.count,
+                          "sum_ns": b.sum_ns, "min_ns": b.min_ns, "max_ns": b.max_ns})
+        peak[2] = max(peak[2], len(wired._pending))
+    assert max(peak) <= PENDING_MAX + 500, peak  # at most one call's new buckets past the cap
+    assert all(d._hist is not None for d in (one, many, wired))  # the cap was reached: recorded
+    want = reference.summary_ms()
+    for d in (one, many, wired):
+        assert d.summary_ms() == want
+        assert d.percentiles_ms([1.0, 25.0, 99.99]) == reference.percentiles_ms([1.0, 25.0, 99.99])

@@ -26,6 +26,14 @@ _UNIT_BITS = 11
 #: thousands of buckets) still goes encoded, cheaper to merge than that many counts.
 WIRE_BUCKETS_MAX = 256
 
+#: Buckets a distribution's dict of pending counts may hold before they are recorded into its
+#: histogram: a distribution that lives the whole run and is never read until the end (a
+#: master's totals, a node's loop lag) kept a key for every bucket any value had fallen in, so
+#: its dict grew for hours as rarer values turned up (about 70 kB in 5 minutes for a loop-lag
+#: distribution, issue 33's soak). Past this many they go into the fixed-size histogram (the
+#: same counts; about 10 ms of ``record_value`` calls, rare) and the dict starts again.
+PENDING_MAX = 2048
+
 
 def bucket_floor_us(us: int) -> int:
     """The lowest value of the histogram bucket ``us`` falls in (the same counts slot)."""
@@ -85,8 +93,9 @@ class Distribution:
     recorded into the histogram in bulk whenever it is read. The dict is keyed by the lowest
     microsecond value of the histogram bucket a value falls in (:func:`bucket_floor_us`), not
     by the microsecond itself: the histogram counts exactly the same, and the dict holds at
-    most one key per bucket in use (a few thousand), however long a run goes without reading
-    it. Keyed per microsecond it grew with every new value of a long run's tails (issue 10).
+    most one key per bucket in use, and never more than :data:`PENDING_MAX` (then they are
+    recorded), however long a run goes without reading it. Keyed per microsecond it grew with
+    every new value of a long run's tails (issue 10).
 
     The histogram itself (184 KB of counts) is made only when it is first read or merged into:
     a fresh one costs 0.1-0.2 ms of page faults with the hub blocked, and the self-check made one
@@ -117,9 +126,12 @@ class Distribution:
         h = self._hist
         if h is not None:
             if h.total_count:
-                for item in h.get_recorded_iterator():
+                it = h.get_recorded_iterator()
+                for item in it:
                     us = bucket_floor_us(item.value_iterated_to)
                     counts[us] = counts.get(us, 0) + item.count_at_value_iterated_to
+                it.current_iteration_value = None  # it and its value refer to each other: the
+                # histogram (184 KB) is freed now, not at the collector's next pass
             self._hist = None
         self._pending = {}
         self._packed = array("q", [x for kv in counts.items() for x in kv]) if counts else None
@@ -142,9 +154,7 @@ class Distribution:
         self._unpacked()
         h = self._histogram()
         if self._pending:
-            for us, n in self._pending.items():
-                h.record_value(us, n)
-            self._pending = {}
+            self._record_pending()
         return h
 
     def _histogram(self) -> HdrHistogram:
@@ -158,6 +168,8 @@ class Distribution:
         us = bucket_floor_us(min(max(int(ns + 500) // 1000, 0), _HIGHEST_US))
         p = self._pending
         p[us] = p.get(us, 0) + 1
+        if len(p) > PENDING_MAX:
+            self._record_pending()
         self.count += 1
         self.sum_ns += ns
         if self.min_ns is None or ns < self.min_ns:
@@ -181,6 +193,15 @@ class Distribution:
         get = p.get
         for us, n in counts.items():
             p[us] = get(us, 0) + n
+        if len(p) > PENDING_MAX:
+            self._record_pending()
+
+    def _record_pending(self) -> None:
+        """The pending counts into the histogram (:data:`PENDING_MAX`)."""
+        h = self._histogram()
+        for us, n in self._pending.items():
+            h.record_value(us, n)
+        self._pending = {}
 
     def percentile_ms(self, p: float) -> float | None:
         """The histogram's value at ``p`` (its bucket's highest equivalent value), kept
@@ -257,6 +278,8 @@ class Distribution:
             it = iter(buckets)
             for us, n in zip(it, it, strict=True):
                 p[us] = get(us, 0) + n
+            if len(p) > PENDING_MAX:
+                self._record_pending()
         else:
             h = self.hist
             h.add(acyclic(HdrHistogram.decode(base64.b64decode(wire["hist"]), h.b64_wrap)))  # decode_and_add, acyclic
