@@ -31,8 +31,10 @@ WIRE_BUCKETS_MAX = 256
 #: master's totals, a node's loop lag) kept a key for every bucket any value had fallen in, so
 #: its dict grew for hours as rarer values turned up (about 70 kB in 5 minutes for a loop-lag
 #: distribution, issue 33's soak). Past this many they go into the fixed-size histogram (the
-#: same counts; about 10 ms of ``record_value`` calls, rare) and the dict starts again.
-PENDING_MAX = 2048
+#: same counts; about 2.5 ms of ``record_value`` calls, rare) and the dict starts again. Low
+#: enough that a run-long distribution makes its histogram (184 KB, once) in the first minutes,
+#: inside any warm-up, not as a step an hour in.
+PENDING_MAX = 512
 
 
 def bucket_floor_us(us: int) -> int:
