@@ -26,14 +26,16 @@ _UNIT_BITS = 11
 #: thousands of buckets) still goes encoded, cheaper to merge than that many counts.
 WIRE_BUCKETS_MAX = 256
 
-#: Buckets a distribution's dict of pending counts may hold before they are recorded into its
-#: histogram: a distribution that lives the whole run and is never read until the end (a
-#: master's totals, a node's loop lag) kept a key for every bucket any value had fallen in, so
-#: its dict grew for hours as rarer values turned up (about 70 kB in 5 minutes for a loop-lag
-#: distribution, issue 33's soak). Past this many they go into the fixed-size histogram (the
-#: same counts; about 2.5 ms of ``record_value`` calls, rare) and the dict starts again. Low
-#: enough that a run-long distribution makes its histogram (184 KB, once) in the first minutes,
-#: inside any warm-up, not as a step an hour in.
+#: Buckets a distribution merging worker payloads (:meth:`Distribution.merge_wire`: a master's
+#: run totals, each node's loop lag) may hold in its dict of pending counts before they are
+#: recorded into its histogram: such a distribution lives the whole run unread and kept a key
+#: for every bucket any value had fallen in, so its dict grew for hours as rarer values turned
+#: up (37 -> 110 kB in 10 minutes for a loop-lag distribution, issue 33's soak probe). Past this
+#: many they go into the fixed-size histogram (the same counts; about 2.5 ms of
+#: ``record_value`` calls) and the dict starts again. Low enough that the histogram (184 KB,
+#: once) is made in the run's first minutes, inside any warm-up. Only the merge from the wire:
+#: on a client's loop (``add``, ``add_counts``) those 2.5 ms would hold every stream's next
+#: chunk unstamped, so a client's own distributions stay bounded by the buckets in use.
 PENDING_MAX = 512
 
 
@@ -95,8 +97,8 @@ class Distribution:
     recorded into the histogram in bulk whenever it is read. The dict is keyed by the lowest
     microsecond value of the histogram bucket a value falls in (:func:`bucket_floor_us`), not
     by the microsecond itself: the histogram counts exactly the same, and the dict holds at
-    most one key per bucket in use, and never more than :data:`PENDING_MAX` (then they are
-    recorded), however long a run goes without reading it. Keyed per microsecond it grew with
+    most one key per bucket in use (merging from the wire, never more than :data:`PENDING_MAX`:
+    then they are recorded), however long a run goes without reading it. Keyed per microsecond it grew with
     every new value of a long run's tails (issue 10).
 
     The histogram itself (184 KB of counts) is made only when it is first read or merged into:
@@ -170,8 +172,6 @@ class Distribution:
         us = bucket_floor_us(min(max(int(ns + 500) // 1000, 0), _HIGHEST_US))
         p = self._pending
         p[us] = p.get(us, 0) + 1
-        if len(p) > PENDING_MAX:
-            self._record_pending()
         self.count += 1
         self.sum_ns += ns
         if self.min_ns is None or ns < self.min_ns:
@@ -195,8 +195,6 @@ class Distribution:
         get = p.get
         for us, n in counts.items():
             p[us] = get(us, 0) + n
-        if len(p) > PENDING_MAX:
-            self._record_pending()
 
     def _record_pending(self) -> None:
         """The pending counts into the histogram (:data:`PENDING_MAX`)."""
