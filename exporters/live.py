@@ -16,6 +16,7 @@ from typing import Any
 import gevent
 
 from llm_users import events as llm_events
+from llm_users.health.idle import serve_ready_io
 
 from .discover import discover
 from .prometheus import Exporter, LLMCollector, build_registry
@@ -37,7 +38,8 @@ class Live:
         self.linger = config.prometheus_linger_s
         sidecars, server = list(config.gpu_sidecars), config.server_metrics
         self.auto = config.server_metrics_auto and server is None  # find it on --host at each test start
-        self.scraper = (Scraper(sidecars, server, config.scrape_interval_s, run.collector.timeline.add_extra)
+        self.scraper = (Scraper(sidecars, server, config.scrape_interval_s, run.collector.timeline.add_extra,
+                                pause=serve_ready_io)  # a page parsed in slices: the streams' reads go first
                         if sidecars or server or self.auto else None)
         self.found: dict[str, Any] = ({"mode": "url", "url": server} if server else
                                       {"mode": "auto"} if self.auto else {"mode": "off"})

@@ -63,8 +63,10 @@ class Scraper:
     """Scrapes ``gpu_urls`` and ``server_url``; ``add_extra(t, values)`` receives the columns."""
 
     def __init__(self, gpu_urls: list[str], server_url: str | None, interval: float,
-                 add_extra: Callable[[float, dict[str, float]], None], fetch: Fetch = fetch_text) -> None:
+                 add_extra: Callable[[float, dict[str, float]], None], fetch: Fetch = fetch_text,
+                 pause: Callable[[], None] | None = None) -> None:
         self.interval = interval
+        self.pause = pause  # between slices of a page's parse: the streams' ready reads go first
         self.timeout = max(0.5, min(interval, 5.0))
         self.add_extra = add_extra
         self.fetch = fetch
@@ -158,7 +160,7 @@ class Scraper:
     def _get(self, target: Target) -> Any:
         try:
             samples = parse(self.fetch(target.url, self.timeout),
-                            GPU_SAMPLES if target.kind == "gpu" else SERVER_SAMPLES)
+                            GPU_SAMPLES if target.kind == "gpu" else SERVER_SAMPLES, self.pause)
         except Exception as e:  # refused, timeout, HTTP error, malformed text: noted, retried
             target.errors += 1
             target.last_error = f"{type(e).__name__}: {e}"

@@ -217,3 +217,23 @@ def test_a_run_pulls_server_and_sidecars_into_its_outputs(sim_factory, live_side
     html = report / "report.html"
     if html.exists():
         assert "Server and GPU series" in html.read_text()
+
+
+def test_a_page_is_parsed_in_slices_with_a_pause_between_and_reads_the_same() -> None:
+    """The scraper parses a server page PARSE_SLICE lines at a time and lets the loop serve ready
+    sockets between slices (issue 34 item 5: the simulator's page held the loop 2-3 ms in one
+    piece); the samples are the same as in one piece."""
+    from exporters.series import PARSE_SLICE, SERVER_SAMPLES, parse
+
+    lines = ["# HELP vllm:request_queue_time_seconds x", "# TYPE vllm:request_queue_time_seconds histogram"]
+    les = [0.1 * i for i in range(1, 3 * PARSE_SLICE)] + ["+Inf"]
+    lines += [f'vllm:request_queue_time_seconds_bucket{{le="{le}",model_name="m"}} {i}' for i, le in enumerate(les)]
+    lines += ['vllm:num_requests_running{model_name="m"} 3', 'vllm:num_requests_waiting{model_name="m"} 1']
+    page = "\n".join(lines) + "\n"
+    pauses: list[int] = []
+    sliced = parse(page, SERVER_SAMPLES, pause=lambda: pauses.append(1))
+    whole = parse(page, SERVER_SAMPLES)
+    assert sliced == whole and len(sliced["vllm:request_queue_time_seconds_bucket"]) == len(les)
+    assert sliced["vllm:num_requests_running"] == [({"model_name": "m"}, 3.0)]
+    wanted = len(les) + 2
+    assert len(pauses) == (wanted - 1) // PARSE_SLICE  # one between each two slices
