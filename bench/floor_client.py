@@ -13,7 +13,8 @@ Prints ``BENCH-READY`` once imported and set up (before any stream opens), waits
 seconds, starts the streams spread over ``--spread`` seconds, stops starting new requests after
 ``--duration`` seconds of streaming and lets the ones in flight finish. Each request, as it
 ends, appends one JSON line to ``--out``: ``{"id", "t0", "chunks": [stamp_ns, ...]}`` (stamps
-of the token-bearing chunks); nothing is kept in memory.
+of the token-bearing chunks); nothing is kept in memory. A request still streaming when the
+drain ends is written with what it had and ``"cut": true``.
 """
 
 from __future__ import annotations
@@ -124,6 +125,17 @@ class Stream:
         data = self.head % rid.encode() + self.body
         stamps: list[int] = []
         t0 = perf_counter_ns()
+        try:
+            self.stream(sock, data, stamps)
+        except gevent.GreenletExit:  # the drain's end: a request longer than the run (a long-output
+            if stamps:  # series) still tells its chunks' stamps, as our client's cut records do
+                os.write(self.out_fd, orjson.dumps({"id": rid, "t0": t0, "chunks": stamps, "cut": True}) + b"\n")
+            raise
+        os.write(self.out_fd, orjson.dumps({"id": rid, "t0": t0, "chunks": stamps}) + b"\n")
+        self.requests += 1
+
+    def stream(self, sock: gevent.socket.socket, data: bytes, stamps: list[int]) -> None:
+        """Send one request and read its response, a stamp per token-bearing chunk into ``stamps``."""
         sock.sendall(data)
         buf = b""
         while True:  # the response head
@@ -172,8 +184,6 @@ class Stream:
                 if not more:
                     break
                 dechunk.feed(more)
-        os.write(self.out_fd, orjson.dumps({"id": rid, "t0": t0, "chunks": stamps}) + b"\n")
-        self.requests += 1
 
 
 def main(argv: list[str] | None = None) -> int:

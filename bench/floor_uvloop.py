@@ -48,6 +48,7 @@ class StreamProtocol(asyncio.Protocol):
         self.dechunk = Dechunker()
         self.sse = b""
         self.finished = False
+        self.open = False  # a request sent and not yet ended
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -63,6 +64,7 @@ class StreamProtocol(asyncio.Protocol):
         self.dechunk = Dechunker()
         self.sse = b""
         self.finished = False
+        self.open = True
         self.t0 = perf_counter_ns()
         assert self.transport is not None
         self.transport.write(self.client.head % self.rid.encode() + self.client.body)
@@ -101,7 +103,15 @@ class StreamProtocol(asyncio.Protocol):
         if self.dechunk.end or (self.finished and not self.chunked):
             self.end_request()
 
+    def cut(self) -> None:
+        """The drain's end with this request still streaming: what it had, marked cut."""
+        if self.open and self.stamps:
+            os.write(self.client.out_fd, orjson.dumps({"id": self.rid, "t0": self.t0, "chunks": self.stamps,
+                                                      "cut": True}) + b"\n")
+        self.open = False
+
     def end_request(self) -> None:
+        self.open = False
         os.write(self.client.out_fd, orjson.dumps({"id": self.rid, "t0": self.t0, "chunks": self.stamps}) + b"\n")
         self.requests += 1
         if time.monotonic() < self.client.deadline:
@@ -132,6 +142,7 @@ class Client:
     def __init__(self, host: str, port: int, head: bytes, body: bytes, out_fd: int, deadline: float) -> None:
         self.host, self.port, self.head, self.body, self.out_fd = host, port, head, body, out_fd
         self.deadline = deadline
+        self.protocols: list[StreamProtocol] = []
 
     async def stream(self, delay: float) -> int:
         await asyncio.sleep(delay)
@@ -141,6 +152,7 @@ class Client:
         except OSError as e:
             print(f"uvfloor: connect failed: {e!r}", file=sys.stderr, flush=True)
             return 0
+        self.protocols.append(proto)
         await proto.done
         return proto.requests
 
@@ -154,6 +166,8 @@ async def run(a: argparse.Namespace, host: str, port: int, head: bytes, body: by
     done, pending = await asyncio.wait(tasks, timeout=a.duration + a.drain)
     for t in pending:
         t.cancel()
+    for proto in client.protocols:
+        proto.cut()
     return sum(t.result() for t in done if not t.cancelled() and t.exception() is None)
 
 

@@ -120,3 +120,20 @@ def test_uvloop_floor_streams_the_simulator(tmp_path):
     finally:
         sim.terminate()
         sim.wait(10)
+
+
+@pytest.mark.parametrize("script", ["floor_client.py", "floor_uvloop.py"])
+def test_a_floor_writes_the_requests_still_streaming_when_its_drain_ends(sim_factory, tmp_path, script) -> None:
+    """A long-output series' request (4,096 tokens: 82 s) outlasts the floors' run and drain; they
+    wrote nothing then and the series had no figures (ceiling run 2). Now each request still
+    streaming at the drain's end is written with its stamps so far and ``cut``."""
+    sim = sim_factory("--itl-ms", "20", "--output-tokens", "500", "--ignore-max-tokens", "500", "--seed", "1")
+    out = tmp_path / "floor.jsonl"
+    subprocess.run([sys.executable, str(ROOT / "bench" / script), "--url", sim.url, "--streams", "3", "--duration", "1.5",
+                    "--drain", "1", "--spread", "0.3", "--max-tokens", "500", "--out", str(out)],
+                   check=True, timeout=60, capture_output=True)
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(records) == 3 and all(r["cut"] is True for r in records), records
+    for r in records:  # 2.5 s of a 10 s request at 20 ms a chunk: up to 125 stamps (fewer on a loaded machine), in order
+        assert 20 <= len(r["chunks"]) <= 130, len(r["chunks"])
+        assert r["chunks"] == sorted(r["chunks"]) and r["chunks"][0] > r["t0"]
