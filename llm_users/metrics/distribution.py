@@ -26,18 +26,6 @@ _UNIT_BITS = 11
 #: thousands of buckets) still goes encoded, cheaper to merge than that many counts.
 WIRE_BUCKETS_MAX = 256
 
-#: Buckets a distribution merging worker payloads (:meth:`Distribution.merge_wire`: a master's
-#: run totals, each node's loop lag) may hold in its dict of pending counts before they are
-#: recorded into its histogram: such a distribution lives the whole run unread and kept a key
-#: for every bucket any value had fallen in, so its dict grew for hours as rarer values turned
-#: up (37 -> 110 kB in 10 minutes for a loop-lag distribution, issue 33's soak probe). Past this
-#: many they go into the fixed-size histogram (the same counts; about 2.5 ms of
-#: ``record_value`` calls) and the dict starts again. Low enough that the histogram (184 KB,
-#: once) is made in the run's first minutes, inside any warm-up. Only the merge from the wire:
-#: on a client's loop (``add``, ``add_counts``) those 2.5 ms would hold every stream's next
-#: chunk unstamped, so a client's own distributions stay bounded by the buckets in use.
-PENDING_MAX = 512
-
 
 def bucket_floor_us(us: int) -> int:
     """The lowest value of the histogram bucket ``us`` falls in (the same counts slot)."""
@@ -97,9 +85,8 @@ class Distribution:
     recorded into the histogram in bulk whenever it is read. The dict is keyed by the lowest
     microsecond value of the histogram bucket a value falls in (:func:`bucket_floor_us`), not
     by the microsecond itself: the histogram counts exactly the same, and the dict holds at
-    most one key per bucket in use (merging from the wire, never more than :data:`PENDING_MAX`:
-    then they are recorded), however long a run goes without reading it. Keyed per microsecond it grew with
-    every new value of a long run's tails (issue 10).
+    most one key per bucket in use (a few thousand), however long a run goes without reading
+    it. Keyed per microsecond it grew with every new value of a long run's tails (issue 10).
 
     The histogram itself (184 KB of counts) is made only when it is first read or merged into:
     a fresh one costs 0.1-0.2 ms of page faults with the hub blocked, and the self-check made one
@@ -158,7 +145,9 @@ class Distribution:
         self._unpacked()
         h = self._histogram()
         if self._pending:
-            self._record_pending()
+            for us, n in self._pending.items():
+                h.record_value(us, n)
+            self._pending = {}
         return h
 
     def _histogram(self) -> HdrHistogram:
@@ -195,13 +184,6 @@ class Distribution:
         get = p.get
         for us, n in counts.items():
             p[us] = get(us, 0) + n
-
-    def _record_pending(self) -> None:
-        """The pending counts into the histogram (:data:`PENDING_MAX`)."""
-        h = self._histogram()
-        for us, n in self._pending.items():
-            h.record_value(us, n)
-        self._pending = {}
 
     def percentile_ms(self, p: float) -> float | None:
         """The histogram's value at ``p`` (its bucket's highest equivalent value), kept
@@ -278,8 +260,6 @@ class Distribution:
             it = iter(buckets)
             for us, n in zip(it, it, strict=True):
                 p[us] = get(us, 0) + n
-            if len(p) > PENDING_MAX:
-                self._record_pending()
         else:
             h = self.hist
             h.add(acyclic(HdrHistogram.decode(base64.b64decode(wire["hist"]), h.b64_wrap)))  # decode_and_add, acyclic
