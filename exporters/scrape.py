@@ -95,7 +95,7 @@ class Scraper:
         if page is not None:
             t = time.time() if now is None else now
             try:
-                values = self._ingest(target, parse(page, SERVER_SAMPLES), t)
+                values = self._ingest(target, parse(page, SERVER_SAMPLES, self.pause), t)  # in slices, as the rounds
             except Exception:  # noqa: BLE001 - the rounds read it again, and count what fails
                 return
             target.scrapes += 1
