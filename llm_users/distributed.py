@@ -24,11 +24,11 @@ records until then (:meth:`Shipper.confirm`), so a worker whose master dies know
 the master never confirmed and writes them to its own file
 (:mod:`~llm_users.health.master_watch`).
 
-In a payload each record is its ``to_dict`` form, its ITL gaps packed as little-endian int64
-bytes (:func:`~llm_users.metrics.record.pack_gaps`: the master's msgpack decode copies one
-``bin`` per record instead of building hundreds of integers) and its tokens and gaps by arrival
-second computed by the worker (``pieces``, :func:`~llm_users.metrics.by_arrival.record_by_second`):
-the master's merge does neither per record (issue 34).
+In a payload the records are one msgpack ``bin`` of rows (:mod:`~llm_users.metrics.record_wire`:
+``records``, with ``record_fields`` naming the columns and ``record_count``): each row a record's
+fields, its ITL gaps packed as int64 bytes and its tokens and gaps by arrival second computed by
+the worker, so the master's merge builds no integer per gap, no dict per record and splits no
+record into seconds (issue 34).
 
 Local runs use the same :class:`Collector` without messages: records go straight in. Both
 sides pass each record through a :class:`~llm_users.pipeline.RecordPipeline` (its stages and
@@ -48,9 +48,7 @@ from typing import Any
 from llm_users.health.idle import IdleQueue
 from llm_users.health.lagtrace import span
 from llm_users.health.selfcheck import NodeHealth
-from llm_users.metrics import RequestRecord, StatsByName
-from llm_users.metrics.by_arrival import record_by_second
-from llm_users.metrics.record import pack_gaps
+from llm_users.metrics import RequestRecord, StatsByName, record_wire
 from llm_users.outputs.files import RecordWriter
 from llm_users.outputs.timeline import Timeline
 from llm_users.pipeline import RecordPipeline
@@ -70,10 +68,10 @@ class Shipper:
         self.worker_id = worker_id
         self.slos = slos or {}
         self._stats = StatsByName(self.slos)
-        self._records: list[RequestRecord] = []  # made plain dicts at the payload, off the streams' path
+        self._records: list[RequestRecord] = []  # packed at the payload, off the streams' path
         self._pending: IdleQueue[RequestRecord] = IdleQueue(self._add_stats)  # idle.py: off the streams' path
         self.seq = 0
-        self.unacked: dict[int, list[dict[str, Any]]] = {}  # seq -> records shipped, not yet confirmed
+        self.unacked: dict[int, list[RequestRecord]] = {}  # seq -> records shipped, not yet confirmed
         self.confirmed = 0  # records the master confirmed
         self.pipeline = RecordPipeline()
         self.pipeline.add("statistics", self._pending.put)
@@ -102,14 +100,16 @@ class Shipper:
         """Everything since the last payload (msgpack-safe); the buffers start afresh."""
         self._pending.flush()
         self.seq += 1
-        records = [rec.to_dict() for rec in self._records]
+        records = self._records
         p = {
             "worker": self.worker_id,
             "seq": self.seq,
             "sent_at": time.time(),
             "final": final,
             "stats": self._stats.to_wire(),
-            "records": [_wire_record(rec, d) for rec, d in zip(self._records, records, strict=True)],
+            "records": record_wire.pack(records),
+            "record_fields": record_wire.FIELDS,
+            "record_count": len(records),
             "health": health,
         }
         self._stats = StatsByName(self.slos)
@@ -124,17 +124,7 @@ class Shipper:
     def unconfirmed_records(self) -> list[dict[str, Any]]:
         """Every record the master has not confirmed: shipped and unanswered, then unshipped."""
         self._pending.flush()
-        return [d for seq in sorted(self.unacked) for d in self.unacked[seq]] + [r.to_dict() for r in self._records]
-
-
-def _wire_record(rec: RequestRecord, d: dict[str, Any]) -> dict[str, Any]:
-    """A record (``d``: its ``to_dict``) as a payload carries it: its ITL gaps packed, and its
-    pieces by arrival second computed here, the worker's CPU, not the master's (the per-second
-    series count only a failure's end)."""
-    w = {**d, "itl_ns": pack_gaps(d["itl_ns"])}
-    if rec.ok:
-        w["pieces"] = record_by_second(rec)
-    return w
+        return [r.to_dict() for seq in sorted(self.unacked) for r in self.unacked[seq]] + [r.to_dict() for r in self._records]
 
 
 class Seqs:
@@ -277,7 +267,7 @@ class Collector:
         if seqs is None:
             seqs = self._seqs[wid] = Seqs()
         if not seqs.add(int(payload["seq"])):  # delivered twice: its records are already in
-            self.duplicates += len(payload["records"])
+            self.duplicates += payload["record_count"]
             self.duplicate_payloads += 1
             return
         ws = self.workers.get(wid)
@@ -289,11 +279,11 @@ class Collector:
         self._stats.merge_wire(payload["stats"])
         if self.live is not None:
             self.live.merge_wire(payload["stats"])
-        self.merged_records += len(payload["records"])
+        records = record_wire.unpack(payload["records"], payload["record_fields"])
+        self.merged_records += len(records)
+        ws.records += len(records)
         with self.writer.batch() if self.writer is not None else contextlib.nullcontext():  # one write a payload
-            for d in payload["records"]:
-                ws.records += 1
-                self.pipeline.keep(RequestRecord.from_dict(d), after="statistics")  # merged above, in wire form
+            self.pipeline.keep_all(records, after="statistics")  # merged above, in wire form
         if payload.get("health"):
             self.add_health(payload["health"])
 

@@ -55,3 +55,12 @@ class RecordPipeline:
         for sinks in stages:  # dicts keep insertion order: STAGES
             for sink in sinks:
                 sink(rec)
+
+    def keep_all(self, records: list[RequestRecord], after: str | None = None) -> None:
+        """:meth:`keep` of each record in turn (the master's merge of a payload: its sinks
+        looked up once, not once a record)."""
+        names = STAGES if after is None else STAGES[STAGES.index(after) + 1:]
+        sinks = [sink for n in names for sink in self._stages[n]]
+        for rec in records:
+            for sink in sinks:
+                sink(rec)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from llm_users.metrics import RequestRecord
-from llm_users.metrics.by_arrival import by_second, record_by_second
+from llm_users.metrics.by_arrival import by_second, pack_pieces, record_by_second, unpack_pieces
 
 MS = 1_000_000
 
@@ -64,3 +64,15 @@ def test_record_by_second_reads_the_record() -> None:
     r = RequestRecord("r", "n", "b", "m", start_time=50.95, ttft_ns=20 * MS, itl_ns=[20 * MS] * 4,
                       e2e_ns=130 * MS, output_tokens=5)
     assert record_by_second(r) == [(50, 2, 0, 1), (51, 3, 1, 4)]
+
+
+def test_packed_pieces_read_back_the_same_and_a_torn_pack_is_an_error() -> None:
+    import pytest
+
+    pieces = by_second(1_800_000_000.9, 50_000_000, [20_000_000] * 120, 121)
+    data = pack_pieces(pieces)
+    assert len(data) == 4 * 8 * len(pieces) and list(unpack_pieces(data)) == pieces
+    rec = RequestRecord(request_id="r", name="n", backend="vllm", model="m", start_time=1.0, pieces=data)
+    assert list(record_by_second(rec)) == list(record_by_second(rec)) == pieces  # each reader its own iterator
+    with pytest.raises(ValueError, match="not a whole number"):
+        unpack_pieces(data[:24])

@@ -150,12 +150,19 @@ def test_gaps_travel_packed_and_the_master_writes_them_as_numbers_one_write_a_pa
         sh.add(r)
     wire = Message("llm_data", sh.payload(final=True), "w1").serialize()
     payload = Message.unserialize(wire).data
-    assert [type(d["itl_ns"]) for d in payload["records"]] == [bytes] * 5
-    assert len(payload["records"][0]["itl_ns"]) == 300 * 8 and payload["records"][2]["itl_ns"] == b""
+    import msgpack
+
+    from llm_users.metrics.record_wire import FIELDS
+    assert type(payload["records"]) is bytes and payload["record_count"] == 5  # one bin: rows, decoded apart
+    assert tuple(payload["record_fields"]) == FIELDS
+    rows = msgpack.unpackb(payload["records"])
+    itl, pieces, reply = FIELDS.index("itl_ns"), FIELDS.index("pieces"), FIELDS.index("reply")
+    assert [type(row[itl]) for row in rows] == [bytes] * 5 and [row[reply] for row in rows] == [None] * 5
+    assert len(rows[0][itl]) == 300 * 8 and rows[2][itl] == b""
     # the pieces by arrival second come computed by the worker, and are by_second's
-    from llm_users.metrics.by_arrival import record_by_second
-    assert [d["pieces"] for d in payload["records"]] == [[list(p) for p in record_by_second(rec_i)] for rec_i in
-                                                         (RequestRecord.from_dict(d) for d in sent)]
+    from llm_users.metrics.by_arrival import record_by_second, unpack_pieces
+    assert [list(unpack_pieces(row[pieces])) for row in rows] == [record_by_second(rec_i) for rec_i in
+                                                                  (RequestRecord.from_dict(d) for d in sent)]
     writes = []
     real_write = os.write
 

@@ -24,6 +24,9 @@ def test_stages_run_in_order_whatever_order_sinks_were_added() -> None:
     seen.clear()
     p.keep(_rec(1), after="timeline")
     assert seen == list(STAGES[STAGES.index("timeline") + 1:])
+    seen.clear()
+    p.keep_all([_rec(2), _rec(3)], after="timeline")  # a payload's records: each through every stage in turn
+    assert seen == list(STAGES[STAGES.index("timeline") + 1:]) * 2
     with pytest.raises(ValueError, match="unknown record stage 'stats'"):
         p.add("stats", print)
 
@@ -41,7 +44,9 @@ def test_local_and_master_collectors_count_each_record_once() -> None:
     for i in range(5):
         shipper.add(_rec(i))
     payload = shipper.payload(final=True)
-    assert len(payload["records"]) == 5 and {r["worker"] for r in payload["records"]} == {"w1"}
+    from llm_users.metrics import record_wire
+    shipped = record_wire.unpack(payload["records"], payload["record_fields"])
+    assert payload["record_count"] == 5 and {r.worker for r in shipped} == {"w1"}
     master = Collector()
     seen_master: list[str] = []
     master.observers.append(lambda r: seen_master.append(r.request_id))

@@ -23,10 +23,10 @@ the request spans; no per-token or per-chunk Python objects.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate
 
-from llm_users.metrics.record import RequestRecord
+from llm_users.metrics.record import RequestRecord, pack_gaps, unpack_gaps
 
 #: One second's share of a record: (Unix second, output tokens, ITL slice start, ITL slice end);
 #: ``itl_ns[lo:hi]`` are the gaps that ended in that second.
@@ -70,9 +70,27 @@ def by_second(start_time: float, ttft_ns: int | None, itl_ns: Sequence[int], tok
     return out
 
 
-def record_by_second(rec: RequestRecord) -> list[Piece]:
+def record_by_second(rec: RequestRecord) -> Iterable[Piece]:
     """:func:`by_second` of a finished record (its output tokens, chunks and end); a merged
-    record's come computed by the worker that measured it (``rec.pieces``, distributed.py)."""
-    if rec.pieces is not None:
-        return rec.pieces
+    record's come computed by the worker that measured it (``rec.pieces``, packed:
+    :func:`pack_pieces`; metrics/record_wire.py)."""
+    p = rec.pieces
+    if p is not None:
+        return unpack_pieces(p) if type(p) is bytes else p
     return by_second(rec.start_time, rec.ttft_ns, rec.itl_ns, rec.output_tokens, rec.end_time)
+
+
+def pack_pieces(pieces: Iterable[Piece]) -> bytes:
+    """Pieces as int64 bytes, four values each: one msgpack ``bin`` in a worker's payload
+    instead of a list of lists (the master's decode: ~3 µs a 10 s record less, and nothing for
+    the cyclic collector to walk)."""
+    return pack_gaps([x for piece in pieces for x in piece])
+
+
+def unpack_pieces(data: bytes) -> Iterator[Piece]:
+    """:func:`pack_pieces`' bytes as pieces again (an iterator: each reader unpacks its own)."""
+    values = unpack_gaps(data)
+    if len(values) % 4:
+        raise ValueError(f"packed pieces of {len(values)} values: not a whole number of (second, tokens, lo, hi)")
+    it = iter(values)
+    return zip(it, it, it, it, strict=True)

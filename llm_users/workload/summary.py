@@ -27,7 +27,9 @@ _CACHED_KEYS = ("cache_read_input_tokens", "cachedContentTokenCount", "cached_to
 
 def _cached(rec: RequestRecord) -> int | None:
     """Cached prompt tokens when the server said (None: it did not say)."""
-    server = rec.server or {}
+    server = rec.server
+    if not server:  # most records: the server said nothing of its own
+        return None
     for key in _CACHED_KEYS:
         if isinstance(server.get(key), int | float):
             return int(server[key])

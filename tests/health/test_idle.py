@@ -206,7 +206,7 @@ def test_collector_and_shipper_readers_see_every_record() -> None:
     for i in range(4):
         s.add(_record(i))
     p = s.payload()
-    assert len(p["records"]) == 4
+    assert p["record_count"] == 4
     merged = Collector()
     merged.receive(p, now=2000.0)
     assert merged.stats.summary()["overall"]["requests"] == 4
