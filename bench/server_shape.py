@@ -50,6 +50,7 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.lib import reference  # noqa: E402
 from bench.lib.priority import priority_prefix  # noqa: E402
 from bench.lib.procfs import tree, tree_cpu_s  # noqa: E402
 from bench.overhead.analysis import load_client_records, pct  # noqa: E402
@@ -76,14 +77,11 @@ def voluntary_switches(pids: list[int]) -> int:
     return total
 
 
-REFERENCE = "import time\nt=time.perf_counter()\ns=0\nfor i in range(2_000_000): s+=i*i%7\nprint((time.perf_counter()-t)*1e3)"
-
-
 def reference_ms(args: argparse.Namespace) -> float:
     """A fixed pure-Python loop's milliseconds on the client's core, as the client runs there:
     this VM's speed moves by up to half between hours, and the per-chunk figures move with it."""
     pin = [*priority_prefix(args.priority), "taskset", "-c", str(args.client_cpu)]
-    out = subprocess.run([*pin, sys.executable, "-c", REFERENCE], capture_output=True, text=True, check=True)
+    out = subprocess.run([*pin, sys.executable, "-c", reference.SOURCE], capture_output=True, text=True, check=True)
     return round(float(out.stdout), 1)
 
 
