@@ -227,7 +227,7 @@ class WorkerRun(LLMRun):
                 self.environment.runner.send_message(MESSAGE, self._unconfirmed)
         if self._unconfirmed is not None:
             print(f"locust-llm: {self.node}: the master did not confirm this worker's final data within "
-                  f"{ACK_WAIT_S:g} s; its last {len(self._unconfirmed['records'])} records may be missing", flush=True)
+                  f"{ACK_WAIT_S:g} s; its last {self._unconfirmed['record_count']} records may be missing", flush=True)
 
     def on_test_start(self, **kw: Any) -> None:
         self._stopping = False
