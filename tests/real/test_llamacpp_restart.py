@@ -81,13 +81,16 @@ def test_llamacpp_killed_and_restarted_on_the_same_port(client: str, tmp_path) -
     down = [r for r in records if killed_at < r["start_time"] < restarted_at]
     life2 = [r for r in records if r["start_time"] > restarted_at and r["error_category"] not in ("connect_error",
                                                                                                   "http_503")]
-    # records == generations, each life; nothing resent
-    assert len(life1) == _launches(first.log), (len(life1), first.log)
+    # records == generations, each life; nothing resent. A request sent in the instant before the
+    # kill that the server never launched (no answer: no TTFB) is reset too, but is no generation
+    # (seen once in CI: a user's next request went out as the kill came)
+    unlaunched = [r for r in life1 if r["ttfb_ns"] is None and r["error_category"] == "connection_reset"]
+    assert len(life1) - len(unlaunched) == _launches(first.log), (len(life1), len(unlaunched), first.log)
     assert len(life2) == _launches(second.log) > 0, (len(life2), second.log)
     assert all(r["status"] == "ok" for r in life2)
-    cut = [r for r in life1 if r["status"] != "ok"]
-    assert len(cut) == USERS and {r["error_category"] for r in cut} == {"connection_reset"}
-    assert all(r["ttfb_ns"] is not None for r in cut)  # the server had answered them
+    cut = [r for r in life1 if r["status"] != "ok" and r not in unlaunched]
+    assert len(cut) + len(unlaunched) == USERS and {r["error_category"] for r in cut} <= {"connection_reset"}
+    assert cut and all(r["ttfb_ns"] is not None for r in cut)  # the server had answered them
     assert all(r["status"] == "error" and r["e2e_ns"] < 0.5e9 for r in down)
     # its 503 `Loading model` answers (~2 ms each) are the same failure repeated: backed off (issue
     # 33 item 5), a few per user instead of some 500 in the second or two the model loads
