@@ -46,21 +46,20 @@ class RecordPipeline:
         except KeyError:
             raise ValueError(f"unknown record stage {name!r}: one of {', '.join(STAGES)}") from None
 
-    def sinks(self) -> list[Sink]:
-        return [sink for name in STAGES for sink in self._stages[name]]
+    def sinks(self, after: str | None = None) -> list[Sink]:
+        """Every sink in stage order; ``after``: only those of the stages after that one."""
+        names = STAGES if after is None else STAGES[STAGES.index(after) + 1:]
+        return [sink for name in names for sink in self._stages[name]]
 
     def keep(self, rec: RequestRecord, after: str | None = None) -> None:
         """Every sink keeps ``rec``, in order; ``after``: only the stages after that one."""
-        stages = self._stages.values() if after is None else [self._stages[n] for n in STAGES[STAGES.index(after) + 1:]]
-        for sinks in stages:  # dicts keep insertion order: STAGES
-            for sink in sinks:
-                sink(rec)
+        for sink in self.sinks(after):
+            sink(rec)
 
     def keep_all(self, records: list[RequestRecord], after: str | None = None) -> None:
         """:meth:`keep` of each record in turn (the master's merge of a payload: its sinks
         looked up once, not once a record)."""
-        names = STAGES if after is None else STAGES[STAGES.index(after) + 1:]
-        sinks = [sink for n in names for sink in self._stages[n]]
+        sinks = self.sinks(after)
         for rec in records:
             for sink in sinks:
                 sink(rec)

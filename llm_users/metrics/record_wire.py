@@ -19,7 +19,6 @@ Lists inside a record (``sampling_issues``) arrive as tuples: the same JSON.
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Iterable, Sequence
 from operator import attrgetter
 from typing import Any
@@ -58,8 +57,7 @@ def unpack(data: bytes, fields: Sequence[str]) -> list[RequestRecord]:
     out = []
     for row in rows:
         rec = make(*row)
-        gaps = rec.itl_ns
-        rec.itl_ns = unpack_gaps(gaps) if type(gaps) is bytes else array("q", gaps or ())
+        rec.itl_ns = unpack_gaps(rec.itl_ns)  # pack() always packs them
         out.append(rec)
     return out
 
