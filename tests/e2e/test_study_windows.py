@@ -9,6 +9,8 @@ lost the requests still running at the stop while its window counted their time 
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from tests.helpers import read_summary, run_locust
@@ -58,6 +60,16 @@ def test_open_loop_rate_steps_each_within_5_percent_of_the_asked_rate(sim_factor
                                                                            for s in stages]
 
 
+def whole_request_bounds(n: int, window_s: float, service: float) -> tuple[float, float]:
+    """The requests/s a window of ``window_s`` can show for ``n`` closed-loop users of service time
+    ``service``: a stage counts the requests that start in it, and one user starts floor(W/S) or
+    ceil(W/S) of them in any window. With a 2 s window and S = 0.39 s that is 4 or 5 per user
+    (-18% to +3% of N/S), and users that start together stay in step with a jitter-free
+    simulator: the mean of three such windows is not N/S within 10% (CI, 3 December: -10.8%)."""
+    per_user = window_s / service
+    return n * math.floor(per_user) / window_s, n * math.ceil(per_user) / window_s
+
+
 # Issue 29, item 4: --llm-repeat K. The knee simulator of tests/e2e/test_studies.py: TTFT 20 ms,
 # chunk gap 10 ms + 1 ms per running stream, 10 tokens, SLO TPOT <= 30.5 ms -> N* = 21 users.
 KNEE_SIM = ("--ttft-ms", "20", "--itl-ms", "10", "--itl-slope-ms", "1", "--output-tokens", "10", "--seed", "1")
@@ -87,8 +99,9 @@ def test_repeat_3_sweep_knee_interval_contains_the_analytic_knee(sim_factory, tm
         if ci["repeats"] > 1 and p["passed"] is not None and "over-saturated" not in p["reason"]:
             lo, hi = ci["throughput_rps"]["low"], ci["throughput_rps"]["high"]
             assert lo <= ci["throughput_rps"]["mean"] <= hi
-            analytic = p["concurrency"] / service_s(p["concurrency"], 20, 10, 1, 10)
-            assert ci["throughput_rps"]["mean"] == pytest.approx(analytic, rel=0.10), (p["concurrency"], ci)
+            for r in p["repeats"]:  # each repeat within what whole requests allow (whole_request_bounds)
+                low, high = whole_request_bounds(p["concurrency"], r["measured_s"], service_s(p["concurrency"], 20, 10, 1, 10))
+                assert low * 0.95 <= r["throughput_rps"] <= high * 1.02, (p["concurrency"], low, high, p["repeats"])
         # the keys of a point stay: pooled over its repeats
         assert p["requests"] == sum(r["requests"] for r in p["repeats"])
     assert len(s["stages"]) == len(sw["points"]) and all("ci" in st for st in s["stages"])

@@ -89,7 +89,9 @@ def test_llamacpp_sessions_whole_history_and_no_previous_response_id(llama, tmp_
 
 def test_litellm_bridge(litellm, llama, tmp_path) -> None:
     """Raw and SDK mode through LiteLLM's translation; then a chained session: LiteLLM takes
-    previous_response_id and answers without the history (the turn's prompt is its own message)."""
+    previous_response_id and answers without the history (the turn's prompt is its own message;
+    fixed-size synthetic messages, as the default dataset's next prompt may be longer than a turn and
+    its reply together)."""
     # LiteLLM's first Responses request loads its bridge (seconds on 2 busy cores): not in a window
     warm = httpx.post(litellm.url + "/v1/responses", headers={"Authorization": f"Bearer {LITELLM_KEY}"}, timeout=120,
                       json={"model": "gemma-3-270m-bridge", "input": "Hi", "max_output_tokens": 2, "stream": True})
@@ -113,13 +115,18 @@ def test_litellm_bridge(litellm, llama, tmp_path) -> None:
     report = tmp_path / "chain"
     proc = run_locust("vllm.py", "--host", litellm.url, "-u", "2", "-r", "2", "-t", "8s", "--stop-timeout", "60",
                       "--llm-model", "gemma-3-270m-bridge", "--llm-endpoint", "responses", "--llm-max-tokens", "8",
-                      "--llm-turns", "3", "--llm-responses-chain", "previous_id", "--llm-api-key-env",
-                      "LITELLM_TEST_KEY", "--llm-preflight", "off", report=report,
+                      "--llm-input-tokens", "32", "--llm-turns", "3", "--llm-responses-chain", "previous_id",
+                      "--llm-api-key-env", "LITELLM_TEST_KEY", "--llm-preflight", "off", report=report,
                       env={"LITELLM_TEST_KEY": LITELLM_KEY}, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = [r for r in read_records(report) if r["status"] != "interrupted"]
     assert all(r["status"] == "ok" for r in records), [r["error_message"] for r in records][:3]
     chained = [s for s in _turns(records) if 2 in s]
     assert chained
-    for s in chained:  # the history was not used: less than the first turn and its reply
-        assert s[2]["input_tokens"] < s[1]["input_tokens"] + s[1]["output_tokens"], s
+    # Each user message is ~32 tokens of words (turn 1: 32 with the chat template's tokens). With its
+    # history turn 2 would be turn 1, its reply and a new message; without it, the new message and the
+    # template alone (seen: 32 + 8 -> 41, the template adding what turn 1's calibration took in).
+    for s in chained:
+        assert s[1]["input_tokens"] == pytest.approx(32, abs=4), s[1]
+        assert s[2]["input_tokens"] <= 32 + 16, s[2]
+        assert s[2]["input_tokens"] < s[1]["input_tokens"] + s[1]["output_tokens"] + 16, s
