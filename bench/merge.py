@@ -54,7 +54,7 @@ from bench.lib import reference  # noqa: E402
 from llm_users.distributed import Collector, Shipper  # noqa: E402
 from llm_users.metrics import RequestRecord, StatsByName  # noqa: E402
 from llm_users.metrics.outages import attach as attach_outages  # noqa: E402
-from llm_users.outputs.files import RecordWriter  # noqa: E402
+from llm_users.outputs import RecordWriter  # noqa: E402
 from llm_users.workload.summary import attach as attach_workload  # noqa: E402
 
 TARGET = 20_000

@@ -49,7 +49,7 @@ from llm_users.health.idle import IdleQueue
 from llm_users.health.lagtrace import span
 from llm_users.health.selfcheck import NodeHealth
 from llm_users.metrics import RequestRecord, StatsByName, record_wire
-from llm_users.outputs.files import RecordWriter
+from llm_users.outputs.records_file import RecordWriter
 from llm_users.outputs.timeline import Timeline
 from llm_users.pipeline import RecordPipeline
 

@@ -259,14 +259,13 @@ class MergingRun(LLMRun):
     """The roles with the merged view (local runner, master): statistics, timeline, outputs."""
 
     merges = True
-    #: How far behind the clock the merged view may be (a master hears from workers every
-    #: SHIP_INTERVAL seconds).
-    data_lag_s = 1.0
+    records_thread = False  # requests.jsonl written by a thread of its own (records_file.py)
+    data_lag_s = 1.0  # how far behind the clock the merged view may be (a master: SHIP_INTERVAL + 1)
 
     def __init__(self, environment: Any, config: RunConfig, node: str) -> None:
         super().__init__(environment, config, node)
         self.simulator: Any = None
-        self.writer = RecordWriter(config.report_dir) if config.report_dir else None
+        self.writer = RecordWriter(d, background=self.records_thread) if (d := config.report_dir) else None
         self.collector = Collector(dict(config.slos), self.writer)
         self.last_summary: dict[str, Any] | None = None
         self.redactor = Redactor.for_run(config.options, config.user_settings.values())
@@ -364,6 +363,8 @@ class MergingRun(LLMRun):
 
 class LocalRun(MergingRun):
     """A single-process run: records go straight into the merged view."""
+
+    records_thread = True  # the users stream on this loop: a write waiting for the disk must not hold it
 
     def keep(self, record: RequestRecord) -> None:
         record.worker = self.node

@@ -139,7 +139,7 @@ def test_gaps_travel_packed_and_the_master_writes_them_as_numbers_one_write_a_pa
     import orjson
     from locust.rpc.protocol import Message
 
-    from llm_users.outputs.files import RecordWriter
+    from llm_users.outputs.records_file import RecordWriter
 
     sh = Shipper("w1")
     sent = []

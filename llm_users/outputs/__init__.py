@@ -7,7 +7,8 @@ list, written once at the stop from the final merged data (:class:`FinalData`) b
 
 from __future__ import annotations
 
-from llm_users.outputs.files import SCHEMA, RecordWriter
+from llm_users.outputs.files import SCHEMA
 from llm_users.outputs.final import FinalData
+from llm_users.outputs.records_file import RecordWriter
 
 __all__ = ["SCHEMA", "FinalData", "RecordWriter"]

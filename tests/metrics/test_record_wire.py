@@ -12,7 +12,7 @@ from locust.rpc.protocol import Message
 
 from llm_users.metrics import RequestRecord, record_wire
 from llm_users.metrics.by_arrival import record_by_second
-from llm_users.outputs.files import RecordWriter
+from llm_users.outputs.records_file import RecordWriter
 
 
 def full_record(i: int) -> RequestRecord:

@@ -12,13 +12,16 @@ from typing import Any
 import pytest
 
 from llm_users.outputs import registry
-from llm_users.outputs.files import RecordWriter
 from llm_users.outputs.final import FinalData
+from llm_users.outputs.records_file import RecordWriter
 
 
-def test_failed_write_says_one_line_keeps_whole_lines_and_counts(tmp_path: Path, monkeypatch, capsys) -> None:
-    w = RecordWriter(tmp_path)
+@pytest.mark.parametrize("background", [False, True], ids=["on-the-loop", "writer-thread"])
+def test_failed_write_says_one_line_keeps_whole_lines_and_counts(tmp_path: Path, monkeypatch, capsys,
+                                                                  background: bool) -> None:
+    w = RecordWriter(tmp_path, background=background)
     w.write({"request_id": "a"})
+    w.flush()
     real_write = os.write
     calls = {"n": 0}
 
@@ -31,8 +34,10 @@ def test_failed_write_says_one_line_keeps_whole_lines_and_counts(tmp_path: Path,
     monkeypatch.setattr(os, "write", full_disk)
     for i in range(3):
         w.write({"request_id": f"b{i}"})
+    w.flush()  # the writer thread's write meets the full disk too
     monkeypatch.setattr(os, "write", real_write)
     w.write({"request_id": "c"})  # space again: still not written (the file would have a hole)
+    w.flush()
     out = capsys.readouterr().out.splitlines()
     assert out == [f"locust-llm: cannot write {tmp_path}/requests.jsonl (No space left on device); the run goes "
                    "on, its statistics are kept in memory, and records from now on are not in the file"]
@@ -42,18 +47,22 @@ def test_failed_write_says_one_line_keeps_whole_lines_and_counts(tmp_path: Path,
     w.close()
 
 
-def test_a_failed_batch_loses_all_its_records_and_no_half_line(tmp_path: Path, monkeypatch, capsys) -> None:
+@pytest.mark.parametrize("background", [False, True], ids=["on-the-loop", "writer-thread"])
+def test_a_failed_batch_loses_all_its_records_and_no_half_line(tmp_path: Path, monkeypatch, capsys,
+                                                               background: bool) -> None:
     """The master writes a worker payload's records as one batch: a disk that fills during it
     keeps the whole lines before the batch and counts every record of the batch lost."""
-    w = RecordWriter(tmp_path)
+    w = RecordWriter(tmp_path, background=background)
     with w.batch():
         w.write({"request_id": "a"})
         w.write({"request_id": "b"})
+    w.flush()
     real_write = os.write
     monkeypatch.setattr(os, "write", lambda fd, data: real_write(fd, data[:30]))  # the disk fills mid-batch
     with w.batch():
         for i in range(4):
             w.write({"request_id": f"c{i}"})
+    w.flush()
     monkeypatch.setattr(os, "write", real_write)
     assert (tmp_path / "requests.jsonl").read_bytes() == b'{"request_id":"a"}\n{"request_id":"b"}\n'
     assert (w.written, w.lost) == (2, 4)
@@ -64,9 +73,10 @@ def test_a_failed_batch_loses_all_its_records_and_no_half_line(tmp_path: Path, m
     w.close()
 
 
-def test_removed_file_is_noticed(tmp_path: Path, capsys) -> None:
+@pytest.mark.parametrize("background", [False, True], ids=["on-the-loop", "writer-thread"])
+def test_removed_file_is_noticed(tmp_path: Path, capsys, background: bool) -> None:
     d = tmp_path / "r"
-    w = RecordWriter(d)
+    w = RecordWriter(d, background=background)
     w.write({"request_id": "a"})
     assert w.check() is None
     shutil.rmtree(d)

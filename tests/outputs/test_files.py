@@ -7,7 +7,8 @@ from argparse import Namespace
 
 from llm_users.metrics import RequestRecord, StatsByName
 from llm_users.outputs.console import summary_table
-from llm_users.outputs.files import RecordWriter, csv_columns, write_summary
+from llm_users.outputs.files import csv_columns, write_summary
+from llm_users.outputs.records_file import RecordWriter
 from llm_users.redaction import redact_config
 
 

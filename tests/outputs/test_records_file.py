@@ -1,0 +1,81 @@
+"""requests.jsonl written from the writer thread (``background=True``, a local run): a write(2)
+that waits does not hold the caller, and every line still reaches the file, in order."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from gevent import monkey
+
+from llm_users.metrics import RequestRecord
+from llm_users.outputs.records_file import RecordWriter
+
+_sleep = monkey.get_original("time", "sleep")  # a real wait, whatever gevent patched
+
+
+def _record(i: int) -> RequestRecord:
+    return RequestRecord(f"r{i:04d}", "/v1/chat/completions", "vllm", "m", ttft_ns=1_000_000 + i,
+                         e2e_ns=9_000_000, itl_ns=[20_000_000 + i] * 100, output_tokens=101)
+
+
+def test_lines_reach_the_file_within_the_flush_interval(tmp_path: Path) -> None:
+    w = RecordWriter(tmp_path, background=True)
+    w.write(_record(1))
+    path = tmp_path / "requests.jsonl"
+    deadline = time.monotonic() + 5
+    while not path.read_bytes() and time.monotonic() < deadline:  # no flush, no close: the thread's own
+        _sleep(0.01)
+    took = time.monotonic() - (deadline - 5)
+    assert json.loads(path.read_text())["request_id"] == "r0001"
+    assert took < RecordWriter.FLUSH_S + 0.5, took  # a SIGKILL from then on keeps it
+    assert w.written == 1
+    w.close()
+
+
+def test_a_write_that_waits_does_not_hold_the_caller_and_loses_nothing(tmp_path: Path) -> None:
+    """The records file is a FIFO nobody reads yet: the writer thread's write(2) blocks once the
+    pipe's 64 KB are full, as a write waiting for the disk does. The caller's writes (300 lines,
+    about 1 MB) go on at their own speed; then the reader drains the pipe and gets every line,
+    in order."""
+    os.mkfifo(tmp_path / "requests.jsonl")
+    reader = os.open(tmp_path / "requests.jsonl", os.O_RDONLY | os.O_NONBLOCK)  # so the writer's open returns
+    w = RecordWriter(tmp_path, background=True)
+    slowest = 0.0
+    for i in range(300):
+        t0 = time.perf_counter()
+        w.write(_record(i))
+        slowest = max(slowest, time.perf_counter() - t0)
+        if i % 20 == 0:
+            _sleep(RecordWriter.FLUSH_S / 5)  # let the thread take what is queued
+    assert w.written * 3_000 < 2 * 65_536, w.written  # the thread is stuck in write(2): the pipe is full
+    assert slowest < 0.005, slowest  # no caller's write waited for it (each is a dumps and an append)
+    got = bytearray()
+    deadline = time.monotonic() + 20
+    while got.count(b"\n") < 300 and time.monotonic() < deadline:
+        try:
+            chunk = os.read(reader, 1 << 16)
+        except BlockingIOError:
+            _sleep(0.005)
+            continue
+        got += chunk
+    w.close()
+    os.close(reader)
+    ids = [json.loads(line)["request_id"] for line in got.splitlines()]
+    assert ids == [f"r{i:04d}" for i in range(300)]
+    assert (w.written, w.lost, w.error) == (300, 0, None)
+
+
+def test_close_writes_what_is_queued_and_ends_the_thread(tmp_path: Path) -> None:
+    w = RecordWriter(tmp_path, background=True)
+    for i in range(50):
+        w.write(_record(i))
+    w.close()  # at once: the lines queued for the thread are written by close itself
+    lines = (tmp_path / "requests.jsonl").read_text().splitlines()
+    assert [json.loads(x)["request_id"] for x in lines] == [f"r{i:04d}" for i in range(50)]
+    assert w.state()["written"] == 50 and w.state()["not_written"] == 0
+    w.write(_record(99))  # after the stop: counted, never written to a closed descriptor
+    w.flush()
+    assert (w.written, w.lost) == (50, 1)
