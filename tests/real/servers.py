@@ -165,22 +165,6 @@ class ServerProcess:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def log_size(self) -> int:
-        """Bytes of the log so far: an offset for :meth:`log_since`."""
-        try:
-            return self.log.stat().st_size
-        except OSError:
-            return 0
-
-    def log_since(self, offset: int) -> str:
-        """What the server logged after ``offset`` (:meth:`log_size`)."""
-        try:
-            with self.log.open("rb") as f:
-                f.seek(offset)
-                return f.read().decode(errors="replace")
-        except OSError:
-            return ""
-
     def log_tail(self, chars: int = 4000) -> str:
         try:
             return self.log.read_text(errors="replace")[-chars:]

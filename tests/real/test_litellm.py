@@ -38,13 +38,9 @@ def run_through(litellm, llama, locustfile: str, client: str, tmp_path):
     logs = ("\n--- LiteLLM log in the run (errors):\n"
             + "\n".join(ln for ln in log.splitlines() if "rror" in ln or "xception" in ln)[-4000:]
             + f"\n--- llama.cpp log in the run:\n{backend.log_text()[-2000:]}")
-    races = gateway.connection_races()  # seen in CI: one request in 10-30, at a run's start
     records = read_records(report)
-    failed = [r for r in records if r["status"] != "ok"]
-    # only the race: a 500, or a reset where the gateway had already begun its streamed answer
-    assert len(failed) == races <= 2 and {r["error_category"] for r in failed} <= {"http_500", "connection_reset"}, logs
-    assert proc.returncode == (1 if races else 0), proc.stderr[-3000:] + logs
-    ok = [r for r in records if r["status"] == "ok"]
+    ok = gateway.ok_but_races(records, logs)  # seen in CI: one request in 10-30, at a run's start
+    assert proc.returncode == (1 if len(ok) < len(records) else 0), proc.stderr[-3000:] + logs
     assert len(ok) >= 4, logs
     assert backend.generations() == len(ok)  # each request reached the model once; the race's never did
     assert sum(r["output_tokens"] for r in ok) == backend.delta("tokens_predicted_total")

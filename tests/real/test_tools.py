@@ -91,23 +91,16 @@ def test_litellm_bridges_accept_the_shapes(litellm, llama, locustfile: str, clie
     schema.write_text(json.dumps(SCHEMA))
     fmt = ["--llm-response-format", f"schema:{schema}"] if both else []
     report = tmp_path / "r"
-    backend = Window.open(llama)
-    logged = litellm.log_size()
+    backend, gateway = Window.open(llama), Window.open(litellm)
     proc = run_locust(locustfile, "--host", litellm.url, "-u", "2", "-r", "2", "-t", "6s", "--stop-timeout", "60",
                       "--llm-model", "gemma-3-270m", "--llm-max-tokens", "16", "--llm-client", client,
                       "--llm-preflight", "off", "--llm-warmup", "0", "--llm-tools", str(tools), *fmt,
                       report=report, env={"ANTHROPIC_API_KEY": LITELLM_KEY, "GEMINI_API_KEY": LITELLM_KEY},
                       timeout=180)
     records = read_records(report)
-    failed = [r for r in records if r["status"] != "ok"]
-    assert proc.returncode == (1 if failed else 0), proc.stderr[-3000:]
-    # The one failure allowed: the gateway's pooled connection to llama.cpp closing as LiteLLM
-    # wrote a request on it (its log: aiohttp's "Can not write request body"; seen once in CI, 1 of 13
-    # requests): an HTTP 500 to us, the request never reached the model. Anything else fails.
-    upstream_lost = litellm.log_since(logged).count("ClientOSError: [Errno None] Can not write request body")  # once an event
-    assert all(r["error_category"] == "http_500" for r in failed) and len(failed) <= upstream_lost, \
-        ([r["error_message"] for r in failed], upstream_lost)
-    records = [r for r in records if r["status"] == "ok"]
+    ok = gateway.ok_but_races(records)  # the gateway's keep-alive race with llama.cpp (seen once in CI)
+    assert proc.returncode == (1 if len(ok) < len(records) else 0), proc.stderr[-3000:]
+    records = ok
     assert len(records) >= 2
     assert backend.generations() == len(records)
     assert all(r["tool_call"] is False and r["chunks"] > 0 for r in records)
