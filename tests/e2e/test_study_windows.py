@@ -121,5 +121,7 @@ def test_repeat_3_plain_run_becomes_three_measurements_of_its_load(sim_factory, 
     assert ci["repeats"] == 3 and len(stages[0]["repeats"]) == 3
     tp = ci["throughput_rps"]
     assert tp["low"] <= tp["mean"] <= tp["high"]
-    assert tp["mean"] == pytest.approx(4 / service_s(4), rel=0.08), ci
+    for r in stages[0]["repeats"]:  # whole requests in a ~3 s window: 3 or 4 a user (CI: the mean -9.5 %)
+        low, high = whole_request_bounds(4, r["measured_s"], service_s(4))
+        assert low * 0.95 <= r["throughput_rps"] <= high * 1.02, (low, high, stages[0]["repeats"])
     assert stages[0]["measured_s"] == pytest.approx(sum(r["measured_s"] for r in stages[0]["repeats"]))
