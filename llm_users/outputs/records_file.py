@@ -125,9 +125,10 @@ class RecordWriter:
         """The writer thread: every FLUSH_S, what was queued goes to the file in one write."""
         while not self._closed:
             _sleep(self.FLUSH_S)
-            self._drain()
+            self.flush()
 
-    def _drain(self) -> None:
+    def flush(self) -> None:
+        """Every line queued so far is in the file (or counted lost) when this returns."""
         queue = self._queue
         if not queue:
             return
@@ -139,11 +140,7 @@ class RecordWriter:
                 parts.append(data)
                 lines += n
             if parts:
-                self._write_lines(parts[0] if len(parts) == 1 else b"".join(parts), lines)
-
-    def flush(self) -> None:
-        """Every line queued so far is in the file (or counted lost) when this returns."""
-        self._drain()
+                self._write_lines(b"".join(parts), lines)
 
     def _write_lines(self, data: bytes, lines: int) -> None:
         if self.error is not None or self._fd < 0:

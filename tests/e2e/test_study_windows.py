@@ -70,6 +70,13 @@ def whole_request_bounds(n: int, window_s: float, service: float) -> tuple[float
     return n * math.floor(per_user) / window_s, n * math.ceil(per_user) / window_s
 
 
+def within_whole_requests(n: int, repeats: list[dict], service: float) -> None:
+    """Each repeat's requests/s within :func:`whole_request_bounds` (-5 % / +2 % for the client's own time)."""
+    for r in repeats:
+        low, high = whole_request_bounds(n, r["measured_s"], service)
+        assert low * 0.95 <= r["throughput_rps"] <= high * 1.02, (n, low, high, repeats)
+
+
 # Issue 29, item 4: --llm-repeat K. The knee simulator of tests/e2e/test_studies.py: TTFT 20 ms,
 # chunk gap 10 ms + 1 ms per running stream, 10 tokens, SLO TPOT <= 30.5 ms -> N* = 21 users.
 KNEE_SIM = ("--ttft-ms", "20", "--itl-ms", "10", "--itl-slope-ms", "1", "--output-tokens", "10", "--seed", "1")
@@ -99,9 +106,7 @@ def test_repeat_3_sweep_knee_interval_contains_the_analytic_knee(sim_factory, tm
         if ci["repeats"] > 1 and p["passed"] is not None and "over-saturated" not in p["reason"]:
             lo, hi = ci["throughput_rps"]["low"], ci["throughput_rps"]["high"]
             assert lo <= ci["throughput_rps"]["mean"] <= hi
-            for r in p["repeats"]:  # each repeat within what whole requests allow (whole_request_bounds)
-                low, high = whole_request_bounds(p["concurrency"], r["measured_s"], service_s(p["concurrency"], 20, 10, 1, 10))
-                assert low * 0.95 <= r["throughput_rps"] <= high * 1.02, (p["concurrency"], low, high, p["repeats"])
+            within_whole_requests(p["concurrency"], p["repeats"], service_s(p["concurrency"], 20, 10, 1, 10))
         # the keys of a point stay: pooled over its repeats
         assert p["requests"] == sum(r["requests"] for r in p["repeats"])
     assert len(s["stages"]) == len(sw["points"]) and all("ci" in st for st in s["stages"])
@@ -121,7 +126,5 @@ def test_repeat_3_plain_run_becomes_three_measurements_of_its_load(sim_factory, 
     assert ci["repeats"] == 3 and len(stages[0]["repeats"]) == 3
     tp = ci["throughput_rps"]
     assert tp["low"] <= tp["mean"] <= tp["high"]
-    for r in stages[0]["repeats"]:  # whole requests in a ~3 s window: 3 or 4 a user (CI: the mean -9.5 %)
-        low, high = whole_request_bounds(4, r["measured_s"], service_s(4))
-        assert low * 0.95 <= r["throughput_rps"] <= high * 1.02, (low, high, stages[0]["repeats"])
+    within_whole_requests(4, stages[0]["repeats"], service_s(4))  # ~3 s windows: 3 or 4 a user (CI: mean -9.5 %)
     assert stages[0]["measured_s"] == pytest.approx(sum(r["measured_s"] for r in stages[0]["repeats"]))
