@@ -335,7 +335,7 @@ def test_a_packed_distribution_answers_exactly_as_before_and_takes_16_bytes_a_bu
             d.add_many(values[10_000:])
         before = tracemalloc.get_traced_memory()[0]
         packed.pack()
-        buckets = len(packed._packed) // 2
+        buckets = packed.packed_buckets
         after = tracemalloc.get_traced_memory()[0]
         tracemalloc.stop()
         assert packed._hist is None and not packed._pending and buckets > 1000
@@ -343,7 +343,7 @@ def test_a_packed_distribution_answers_exactly_as_before_and_takes_16_bytes_a_bu
             assert after - before < 0  # the dict's ~100 bytes a bucket given back for 16
         if read_before:
             assert after - before < -100_000  # the histogram's 184 KB given back
-        assert packed._packed.itemsize * len(packed._packed) == 16 * buckets
+        assert packed._keys.itemsize * len(packed._keys) + packed._counts.itemsize * len(packed._counts) == 16 * buckets
         assert packed.summary_ms() == plain.summary_ms()
         other = Distribution()
         other.merge(packed)
@@ -356,3 +356,91 @@ def test_a_packed_distribution_answers_exactly_as_before_and_takes_16_bytes_a_bu
         packed.add(5e9)
         plain.add(5e9)
         assert packed.summary_ms() == plain.summary_ms() and packed.count == 20_001
+
+
+def test_a_distribution_merged_into_folds_its_counts_and_stays_exact(monkeypatch) -> None:
+    """Issue 33's soak: a master merges for the whole run, and its distributions' pending dicts
+    grew for hours toward the buckets in use (about 100 bytes a bucket). Merged into, they fold
+    into the packed arrays (16 bytes a bucket) at FOLD_BUCKETS; the figures stay exact, read
+    before, between and after folds, through the wire and in-process."""
+    import tracemalloc
+
+    from llm_users.metrics import distribution
+    from llm_users.metrics.distribution import FOLD_BUCKETS
+
+    monkeypatch.setattr(distribution, "FOLD_EVERY_S", 0.0)  # every time there are enough
+
+    rng = random.Random(11)
+    batches = [[int(rng.lognormvariate(15.0, 1.2)) for _ in range(40)] for _ in range(600)]  # ~3 ms, a long tail
+    ref = Distribution()
+    for b in batches:
+        ref.add_many(b)
+    for read_between in (False, True):
+        tracemalloc.start()
+        m = Distribution()
+        for i, b in enumerate(batches):
+            w = Distribution()
+            w.add_many(b)
+            m.merge_wire(msgpack.unpackb(msgpack.packb(w.to_wire())))  # as a master gets them
+            if read_between and i == 300:
+                assert m.percentile_ms(99) == pytest.approx(ref.percentile_ms(99), rel=0.2)
+        folded = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        assert len(m._pending) < FOLD_BUCKETS
+        assert m.packed_buckets > FOLD_BUCKETS  # folded, some of it more than once
+        if not read_between:
+            assert folded < 16 * m.packed_buckets + 100 * FOLD_BUCKETS  # not ~100 bytes a bucket
+            assert folded < 0.6 * 100 * len(ref._pending)
+        ps = [50, 90, 99, 99.9, 100] + [i / 10 for i in range(1, 1000, 37)]
+        assert m.percentiles_ms(ps) == ref.percentiles_ms(ps)
+        assert m.summary_ms() == ref.summary_ms() and m.count == 24_000
+    inproc = Distribution()
+    for k in range(0, 600, 50):
+        part = Distribution()
+        for b in batches[k:k + 50]:
+            part.add_many(b)
+        if k % 100:
+            part.pack()  # some packed, some pending: the merge takes both
+        inproc.merge(part)
+    assert inproc.packed_buckets and inproc.summary_ms() == ref.summary_ms()
+    wired = Distribution()
+    wired.merge_wire(inproc.to_wire())
+    assert wired.summary_ms() == ref.summary_ms()
+
+
+def test_folding_a_few_counts_into_many_is_the_same_as_merging_them_all() -> None:
+    """The fold's two ways (one by one into the arrays, or merged and sorted) give the same arrays."""
+    rng = random.Random(5)
+    big = [rng.randint(1_000, 5_000_000_000) for _ in range(20_000)]
+    few = [rng.randint(1_000, 5_000_000_000) for _ in range(300)] + big[:100]
+    a, b = Distribution(), Distribution()
+    a.add_many(big)
+    a.pack()
+    a.add_many(few)
+    a._fold()  # 300-odd against thousands: one by one
+    b.add_many(big + few)
+    b.pack()  # all at once: sorted
+    assert list(a._keys) == list(b._keys) == sorted(b._keys) and list(a._counts) == list(b._counts)
+
+
+def test_merged_counts_fold_at_most_once_every_interval(monkeypatch) -> None:
+    """A master merging thousands of records a second folds once every FOLD_EVERY_S, not every
+    few hundred records (a fold is about 0.7 µs a bucket)."""
+    from llm_users.metrics import distribution
+
+    clock = [1000.0]
+    monkeypatch.setattr(distribution.time, "monotonic", lambda: clock[0])
+    rng = random.Random(3)
+    m = Distribution()
+    folds = []
+    for i in range(400):
+        w = Distribution()
+        w.add_many([int(rng.lognormvariate(19.0, 0.35)) for _ in range(40)])  # ~180 ms, ~2,000 buckets
+        pending = len(m._pending)
+        m.merge_wire(w.to_wire())
+        if len(m._pending) < pending:
+            folds.append(clock[0])
+        clock[0] += 0.1 if i < 200 else 1.0
+    gaps = [b - a for a, b in zip(folds, folds[1:], strict=False)]
+    assert len(folds) >= 4 and min(gaps) >= 5.0 and min(gaps) <= 5.1  # at the interval, not before
+    assert m.summary_ms()["count"] == 400 * 40

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import base64
+import time
 import weakref
 from array import array
+from bisect import bisect_left
 from typing import Any, NamedTuple
 
 from hdrh.histogram import HdrHistogram
@@ -25,6 +27,15 @@ _UNIT_BITS = 11
 #: E2E distributions of a few dozen values (issue 34); an ITL distribution (hundreds to
 #: thousands of buckets) still goes encoded, cheaper to merge than that many counts.
 WIRE_BUCKETS_MAX = 256
+
+#: A distribution merged into (a master's run totals, its per-name and per-node ones) folds its
+#: pending counts into its packed arrays once they hold this many buckets (at most every
+#: FOLD_EVERY_S seconds): a master merges for the whole run, and each new bucket of a tail cost a dict
+#: entry and two int objects (about 80-100 bytes) where the packed arrays take 16; the dicts grew
+#: for hours toward the buckets in use (issue 33's soak: the masters' last +1 %/h). Adding on
+#: the streams' path never folds.
+FOLD_BUCKETS = 512
+FOLD_EVERY_S = 5.0
 
 
 def bucket_floor_us(us: int) -> int:
@@ -93,30 +104,34 @@ class Distribution:
     every second for its lag window (a 0.44 ms first-token stamp at 60 streams, issue 14).
 
     A distribution that is done changing (a finished stage's, kept for the report) is
-    :meth:`pack`-ed: its buckets into one array of 16 bytes a bucket, where the dict took
-    about 100 and a histogram 184 KB; read or added to again, it unpacks (exactly the same
-    counts). A study's master kept each stage's distributions as dicts and grew by 1-2 MB
-    an hour of 5-minute stages (issue 33's soak).
+    :meth:`pack`-ed: its buckets into two sorted arrays, 16 bytes a bucket, where the dict took
+    about 100 and a histogram 184 KB; added to again, the new counts wait in the dict beside
+    them, and reading counts both (exactly the same counts). A study's master kept each stage's
+    distributions as dicts and grew by 1-2 MB an hour of 5-minute stages (issue 33's soak).
+    A distribution merged into folds its dict into the arrays at :data:`FOLD_BUCKETS` buckets:
+    a master's run-long distributions never grow past 16 bytes a bucket in use plus that.
     """
 
-    __slots__ = ("_hist", "_pending", "_packed", "count", "sum_ns", "min_ns", "max_ns")
+    __slots__ = ("_hist", "_pending", "_keys", "_counts", "_folded_at", "count", "sum_ns", "min_ns", "max_ns")
 
     def __init__(self) -> None:
         self._hist: HdrHistogram | None = None
         self._pending: dict[int, int] = {}
-        self._packed: array | None = None  # [floor_us, n, ...] of a packed distribution
+        self._keys: array | None = None  # packed: bucket floors (µs), ascending
+        self._counts: array | None = None  # packed: each one's count
+        self._folded_at = -FOLD_EVERY_S  # time.monotonic() of the last fold of merged counts
         self.count = 0
         self.sum_ns = 0.0
         self.min_ns: float | None = None
         self.max_ns: float | None = None
 
     def pack(self) -> None:
-        """Keep the counts in one array (16 bytes a bucket); the histogram, if one was made,
-        is dropped into it (its buckets are the dict's: :func:`bucket_floor_us`)."""
-        counts = self._unpacked()
+        """Keep the counts in two arrays (16 bytes a bucket); the histogram, if one was made,
+        is dropped into them (its buckets are the dict's: :func:`bucket_floor_us`)."""
         h = self._hist
         if h is not None:
             if h.total_count:
+                counts = self._pending
                 it = h.get_recorded_iterator()
                 for item in it:
                     us = bucket_floor_us(item.value_iterated_to)
@@ -124,26 +139,71 @@ class Distribution:
                 it.current_iteration_value = None  # it and its value refer to each other: the
                 # histogram (184 KB) is freed now, not at the collector's next pass
             self._hist = None
-        self._pending = {}
-        self._packed = array("q", [x for kv in counts.items() for x in kv]) if counts else None
+        self._fold()
 
-    def _unpacked(self) -> dict[int, int]:
-        """The pending counts with the packed ones put back in (the array dropped)."""
-        packed = self._packed
-        if packed is not None:
-            self._packed = None
-            p = self._pending
-            get = p.get
-            it = iter(packed)
-            for us, n in zip(it, it, strict=True):
-                p[us] = get(us, 0) + n
-        return self._pending
+    @property
+    def packed_buckets(self) -> int:
+        """How many buckets the packed arrays hold."""
+        return len(self._keys) if self._keys is not None else 0
+
+    def _fold_when_due(self) -> None:
+        """Fold at :data:`FOLD_BUCKETS` pending buckets, at most once every
+        :data:`FOLD_EVERY_S`: a fold costs about 0.7 µs a pending bucket, and a master merging
+        thousands of records a second would fold every few hundred (5 % of its merge,
+        bench/merge.py); once in a while, the hot buckets gather many counts each in between
+        and the rare ones, which are what grows, still go to the arrays."""
+        if len(self._pending) >= FOLD_BUCKETS:
+            now = time.monotonic()
+            if now - self._folded_at >= FOLD_EVERY_S:
+                self._folded_at = now
+                self._fold()
+
+    def _fold(self) -> None:
+        """Move the pending counts into the packed arrays. A few against many go in one by one
+        (a binary search each, an insert for a new bucket: a memmove); otherwise both are
+        merged and sorted once."""
+        p = self._pending
+        if not p:
+            return
+        self._pending = {}
+        keys, counts = self._keys, self._counts
+        if keys is None or counts is None or len(p) * 8 > len(keys):
+            if keys is not None and counts is not None:
+                get = p.get
+                for us, n in zip(keys, counts, strict=True):
+                    p[us] = get(us, 0) + n
+            ordered = sorted(p)
+            self._keys, self._counts = array("q", ordered), array("q", map(p.__getitem__, ordered))
+            return
+        size = len(keys)
+        for us, n in p.items():
+            i = bisect_left(keys, us)
+            if i < size and keys[i] == us:
+                counts[i] += n
+            else:
+                keys.insert(i, us)
+                counts.insert(i, n)
+                size += 1
+
+    def _all_counts(self) -> dict[int, int]:
+        """Every count not in the histogram, packed and pending, as one dict (a new one when
+        some are packed: the pending dict itself otherwise)."""
+        if self._keys is None or self._counts is None:
+            return self._pending
+        out = dict(zip(self._keys, self._counts, strict=True))
+        get = out.get
+        for us, n in self._pending.items():
+            out[us] = get(us, 0) + n
+        return out
 
     @property
     def hist(self) -> HdrHistogram:
         """The histogram with every value added so far."""
-        self._unpacked()
         h = self._histogram()
+        if self._keys is not None and self._counts is not None:
+            for us, n in zip(self._keys, self._counts, strict=True):
+                h.record_value(us, n)
+            self._keys = self._counts = None
         if self._pending:
             for us, n in self._pending.items():
                 h.record_value(us, n)
@@ -180,7 +240,7 @@ class Distribution:
         self._merge_exact(b.count, b.sum_ns, b.min_ns, b.max_ns)
 
     def _add_pending(self, counts: dict[int, int]) -> None:
-        p = self._pending if self._packed is None else self._unpacked()
+        p = self._pending
         get = p.get
         for us, n in counts.items():
             p[us] = get(us, 0) + n
@@ -220,9 +280,9 @@ class Distribution:
         if other._hist is not None and other._hist.total_count:
             self._histogram().add(other._hist)
         self._add_pending(other._pending)
-        if other._packed is not None:
-            it = iter(other._packed)
-            self._add_pending(dict(zip(it, it, strict=True)))
+        if other._keys is not None and other._counts is not None:
+            self._add_pending(dict(zip(other._keys, other._counts, strict=True)))
+        self._fold_when_due()
         self._merge_exact(other.count, other.sum_ns, other.min_ns, other.max_ns)
 
     def _merge_exact(self, count: int, sum_ns: float, mn: float | None, mx: float | None) -> None:
@@ -238,10 +298,11 @@ class Distribution:
         :data:`WIRE_BUCKETS_MAX` buckets, none recorded in the histogram yet (a worker's
         payload: TTFT, E2E of a few dozen requests), go as their bucket counts, a flat
         ``[floor_us, n, ...]`` list; otherwise the encoded histogram."""
-        self._unpacked()
-        if self._hist is None and len(self._pending) <= WIRE_BUCKETS_MAX:
-            return {"hist": None, "buckets": [x for kv in self._pending.items() for x in kv], "count": self.count,
-                    "sum_ns": self.sum_ns, "min_ns": self.min_ns, "max_ns": self.max_ns}
+        if self._hist is None and len(self._pending) + self.packed_buckets <= 2 * WIRE_BUCKETS_MAX:
+            counts = self._all_counts()
+            if len(counts) <= WIRE_BUCKETS_MAX:
+                return {"hist": None, "buckets": [x for kv in counts.items() for x in kv], "count": self.count,
+                        "sum_ns": self.sum_ns, "min_ns": self.min_ns, "max_ns": self.max_ns}
         return {
             "hist": base64.b64encode(self.hist.encode()).decode() if self.count else None,
             "count": self.count,
@@ -255,11 +316,12 @@ class Distribution:
             return
         buckets = wire.get("buckets")
         if buckets is not None:  # counts keyed by bucket floor, as _pending keeps them
-            p = self._unpacked()
+            p = self._pending
             get = p.get
             it = iter(buckets)
             for us, n in zip(it, it, strict=True):
                 p[us] = get(us, 0) + n
+            self._fold_when_due()
         else:
             h = self.hist
             h.add(acyclic(HdrHistogram.decode(base64.b64decode(wire["hist"]), h.b64_wrap)))  # decode_and_add, acyclic

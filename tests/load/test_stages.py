@@ -154,5 +154,5 @@ def test_a_stage_two_back_is_packed_when_a_new_one_begins() -> None:
         for k in range(50):
             book.add(_rec(100.0 + 10 * i + k * 0.1, k + 1))
     first = book.stages[0].stats.dists["ttft"]
-    assert first._packed is not None and book.stages[1].stats.dists["ttft"]._packed is None
+    assert first.packed_buckets and not book.stages[1].stats.dists["ttft"].packed_buckets
     assert book.summary(200.0)[0]["ttft"]["p50"] == pytest.approx(25.0, rel=0.01)
