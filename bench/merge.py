@@ -52,7 +52,7 @@ from locust.rpc.protocol import Message  # noqa: E402
 
 from bench.lib import reference  # noqa: E402
 from llm_users.distributed import Collector, Shipper  # noqa: E402
-from llm_users.metrics import RequestRecord, StatsByName  # noqa: E402
+from llm_users.metrics import RequestRecord, StatsByName, fold_in_this_process  # noqa: E402
 from llm_users.metrics.outages import attach as attach_outages  # noqa: E402
 from llm_users.outputs import RecordWriter  # noqa: E402
 from llm_users.workload.summary import attach as attach_workload  # noqa: E402
@@ -217,6 +217,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "merge.json"))
     a = ap.parse_args()
 
+    fold_in_this_process()  # as a master does (run.py MasterRun.install)
     wire, every = build_payloads(a.workers, a.records_per_payload, a.payloads, a.gaps)
     n = len(every)
     cpus: list[float] = []

@@ -37,7 +37,7 @@ from llm_users.health.locust_costs import trim_per_second, tune_locust
 from llm_users.health.master_watch import MasterWatch, lose_master
 from llm_users.health.selfcheck import SelfMonitor
 from llm_users.health.verdict import first_answer_ms, verdict
-from llm_users.metrics import RequestRecord
+from llm_users.metrics import RequestRecord, fold_in_this_process
 from llm_users.options import RunConfig, current_options
 from llm_users.outputs import SCHEMA, FinalData, RecordWriter
 from llm_users.outputs.final import apply_summary_hooks
@@ -380,6 +380,7 @@ class MasterRun(MergingRun):
 
     def install(self, runner: Any) -> None:
         super().install(runner)
+        fold_in_this_process()  # no stream waits on this loop: run-long distributions compact
         runner.register_message(MESSAGE, self.on_message)
         self.environment.events.test_stopping.add_listener(self.on_test_stopping)
 

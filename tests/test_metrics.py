@@ -368,13 +368,14 @@ def test_a_distribution_merged_into_folds_its_counts_and_stays_exact(monkeypatch
     from llm_users.metrics import distribution
     from llm_users.metrics.distribution import FOLD_BUCKETS
 
-    monkeypatch.setattr(distribution, "FOLD_EVERY_S", 0.0)  # every time there are enough
 
     rng = random.Random(11)
     batches = [[int(rng.lognormvariate(15.0, 1.2)) for _ in range(40)] for _ in range(600)]  # ~3 ms, a long tail
-    ref = Distribution()
+    ref = Distribution()  # where users stream: nothing folds
     for b in batches:
         ref.add_many(b)
+    monkeypatch.setattr(distribution, "_folding", True)  # as on a master (fold_in_this_process)
+    monkeypatch.setattr(distribution, "FOLD_EVERY_S", 0.0)  # every time there are enough
     for read_between in (False, True):
         tracemalloc.start()
         m = Distribution()
@@ -429,6 +430,7 @@ def test_merged_counts_fold_at_most_once_every_interval(monkeypatch) -> None:
     from llm_users.metrics import distribution
 
     clock = [1000.0]
+    monkeypatch.setattr(distribution, "_folding", True)
     monkeypatch.setattr(distribution.time, "monotonic", lambda: clock[0])
     rng = random.Random(3)
     m = Distribution()
@@ -444,3 +446,18 @@ def test_merged_counts_fold_at_most_once_every_interval(monkeypatch) -> None:
     gaps = [b - a for a, b in zip(folds, folds[1:], strict=False)]
     assert len(folds) >= 4 and min(gaps) >= 5.0 and min(gaps) <= 5.1  # at the interval, not before
     assert m.summary_ms()["count"] == 400 * 40
+
+
+def test_where_users_stream_nothing_folds(monkeypatch) -> None:
+    """A fold holds the loop (about 0.7 µs a pending bucket): only a master's process folds."""
+    from llm_users.metrics import distribution
+
+    monkeypatch.setattr(distribution, "_folding", False)
+    rng = random.Random(4)
+    d = Distribution()
+    for _ in range(100):
+        w = Distribution()
+        w.add_many([int(rng.lognormvariate(19.0, 0.35)) for _ in range(40)])
+        d.merge_wire(w.to_wire())
+        d.add(int(rng.lognormvariate(19.0, 0.35)))
+    assert d.packed_buckets == 0 and len(d._pending) > distribution.FOLD_BUCKETS

@@ -24,6 +24,7 @@ from llm_users.metrics.distribution import (
     acyclic,
     bucket_counts,
     bucket_floor_us,
+    fold_in_this_process,
     new_histogram,
 )
 from llm_users.metrics.record import FIRST_TOKEN_METRICS, LATENCY_METRICS, RequestRecord
@@ -31,4 +32,4 @@ from llm_users.metrics.stats import Stats, StatsByName
 
 __all__ = ["FIRST_TOKEN_METRICS", "LATENCY_METRICS", "PERCENTILES", "SAMPLING_HINTS", "SLO_METRICS", "TOKEN_REASONS", "BucketCounts",
            "Distribution", "RequestRecord", "Stats", "StatsByName", "acyclic", "bucket_counts", "bucket_floor_us",
-           "check_usage", "new_histogram", "prompt_tokens_guess", "sampling_issues", "slo_results"]
+           "check_usage", "fold_in_this_process", "new_histogram", "prompt_tokens_guess", "sampling_issues", "slo_results"]

@@ -28,14 +28,21 @@ _UNIT_BITS = 11
 #: thousands of buckets) still goes encoded, cheaper to merge than that many counts.
 WIRE_BUCKETS_MAX = 256
 
-#: A distribution merged into (a master's run totals, its per-name and per-node ones) folds its
-#: pending counts into its packed arrays once they hold this many buckets (at most every
-#: FOLD_EVERY_S seconds): a master merges for the whole run, and each new bucket of a tail cost a dict
-#: entry and two int objects (about 80-100 bytes) where the packed arrays take 16; the dicts grew
-#: for hours toward the buckets in use (issue 33's soak: the masters' last +1 %/h). Adding on
-#: the streams' path never folds.
+#: On a master (:func:`fold_in_this_process`), a distribution folds its pending counts into its
+#: packed arrays once they hold this many buckets, at most every FOLD_EVERY_S seconds: a master
+#: keeps its distributions for the whole run, and each new bucket of a tail cost a dict entry and
+#: two int objects (about 80-100 bytes) where the packed arrays take 16; the dicts grew for hours
+#: toward the buckets in use (issue 33's soak: the masters' last +1 %/h). Where users stream
+#: (a worker, a local run) nothing folds: a fold holds the loop about 0.7 µs a pending bucket.
 FOLD_BUCKETS = 512
 FOLD_EVERY_S = 5.0
+_folding = False
+
+
+def fold_in_this_process(on: bool = True) -> None:
+    """Let this process's distributions fold (a master's: no stream waits on its loop)."""
+    global _folding
+    _folding = on
 
 
 def bucket_floor_us(us: int) -> int:
@@ -108,8 +115,8 @@ class Distribution:
     about 100 and a histogram 184 KB; added to again, the new counts wait in the dict beside
     them, and reading counts both (exactly the same counts). A study's master kept each stage's
     distributions as dicts and grew by 1-2 MB an hour of 5-minute stages (issue 33's soak).
-    A distribution merged into folds its dict into the arrays at :data:`FOLD_BUCKETS` buckets:
-    a master's run-long distributions never grow past 16 bytes a bucket in use plus that.
+    On a master, a distribution folds its dict into the arrays at :data:`FOLD_BUCKETS` buckets:
+    its run-long distributions never grow past 16 bytes a bucket in use plus that.
     """
 
     __slots__ = ("_hist", "_pending", "_keys", "_counts", "_folded_at", "count", "sum_ns", "min_ns", "max_ns")
@@ -152,7 +159,7 @@ class Distribution:
         thousands of records a second would fold every few hundred (5 % of its merge,
         bench/merge.py); once in a while, the hot buckets gather many counts each in between
         and the rare ones, which are what grows, still go to the arrays."""
-        if len(self._pending) >= FOLD_BUCKETS:
+        if _folding and len(self._pending) >= FOLD_BUCKETS:
             now = time.monotonic()
             if now - self._folded_at >= FOLD_EVERY_S:
                 self._folded_at = now
@@ -221,6 +228,8 @@ class Distribution:
         us = bucket_floor_us(min(max(int(ns + 500) // 1000, 0), _HIGHEST_US))
         p = self._pending
         p[us] = p.get(us, 0) + 1
+        if _folding and len(p) >= FOLD_BUCKETS:
+            self._fold_when_due()
         self.count += 1
         self.sum_ns += ns
         if self.min_ns is None or ns < self.min_ns:
@@ -244,6 +253,8 @@ class Distribution:
         get = p.get
         for us, n in counts.items():
             p[us] = get(us, 0) + n
+        if _folding:
+            self._fold_when_due()
 
     def percentile_ms(self, p: float) -> float | None:
         """The histogram's value at ``p`` (its bucket's highest equivalent value), kept
@@ -282,7 +293,6 @@ class Distribution:
         self._add_pending(other._pending)
         if other._keys is not None and other._counts is not None:
             self._add_pending(dict(zip(other._keys, other._counts, strict=True)))
-        self._fold_when_due()
         self._merge_exact(other.count, other.sum_ns, other.min_ns, other.max_ns)
 
     def _merge_exact(self, count: int, sum_ns: float, mn: float | None, mx: float | None) -> None:
