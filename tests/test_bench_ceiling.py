@@ -137,3 +137,59 @@ def test_a_floor_writes_the_requests_still_streaming_when_its_drain_ends(sim_fac
     for r in records:  # 2.5 s of a 10 s request at 20 ms a chunk: up to 125 stamps (fewer on a loaded machine), in order
         assert 20 <= len(r["chunks"]) <= 130, len(r["chunks"])
         assert r["chunks"] == sorted(r["chunks"]) and r["chunks"][0] > r["t0"]
+
+
+def rep(r: dict, i: int) -> dict:
+    return {**r, "repeat": i}
+
+
+def test_a_step_breaks_a_bound_only_if_its_run_again_breaks_it_too():
+    """Ceiling run 4: one 1.31 ms step among steps under 1 ms up to 480 streams set ours' 1 ms
+    ceiling at 90. A step that breaks a bound is run again; it breaks it only if both runs do."""
+    rs = [run("ours", 40, 0.2), rep(run("ours", 50, 1.3), 0), rep(run("ours", 50, 0.7), 1), run("ours", 70, 0.8),
+          rep(run("ours", 90, 1.4), 0), rep(run("ours", 90, 1.6), 1), run("ours", 120, 4.0),
+          rep(run("ours", 150, 6.0), 0), rep(run("ours", 150, 7.0), 1)]
+    e = ceiling.ceiling_entries(rs)[0]
+    assert (e["streams_1ms"], e["streams_5ms"], e["broke_5ms_at"]) == (70, 120, 150)
+    assert e["confirmed_steps"] == 3 and e["stopped_by"] == "5 ms bound" and len(e["steps"]) == 9
+    assert e["cpu_ms_per_1k_chunks_1ms"] == pytest.approx(25.7)  # the 70-stream run's
+    one = ceiling.ceiling_entries([run("ours", 40, 0.2), rep(run("ours", 50, 6.0), 0), rep(run("ours", 50, 0.4), 1),
+                                   run("ours", 70, 0.5)])[0]
+    assert (one["streams_1ms"], one["streams_5ms"], one["broke_5ms_at"]) == (70, 70, None)
+    assert one["chunks_per_s_1ms"] == pytest.approx(70 * 50 * 0.999, abs=0.1)
+
+
+def test_the_series_runs_a_breaking_step_again_and_stops_on_a_confirmed_5ms_break(monkeypatch, tmp_path):
+    errors = {40: [0.3], 50: [1.2, 0.8], 70: [1.5, 1.1], 90: [2.0], 120: [6.0, 0.9], 150: [5.5, 8.0], 190: [0.1]}
+    seen: list[tuple[int, int]] = []
+
+    def measured(kind, n, sim, a, tmp, tag):
+        i = sum(1 for s in seen if s[0] == n)
+        seen.append((n, i))
+        return run(kind, n, errors[n][i])
+
+    class Sim:
+        url = "http://127.0.0.1:1"
+
+        def __init__(self, *a):
+            pass
+
+        def stop(self):
+            pass
+
+    monkeypatch.setattr(ceiling, "run_measured", measured)
+    monkeypatch.setattr(ceiling, "Simulator", Sim)
+    monkeypatch.setattr(ceiling, "run_line", lambda r: f"{r['streams']} {r['ttft_err_p99_ms']}")
+    for confirm, expect in ((True, [(40, 0), (50, 0), (50, 1), (70, 0), (70, 1), (90, 0), (120, 0), (120, 1),
+                                    (150, 0), (150, 1)]),
+                            (False, [(40, 0), (50, 0), (70, 0), (90, 0), (120, 0)])):
+        seen.clear()
+        a = parse_args(["--ceiling", "--ceiling-itl", "20", "--clients", "ours"]
+                       + ([] if confirm else ["--no-ceiling-confirm"]))
+        results = ceiling.run_ceiling(a, tmp_path)
+        assert seen == expect
+        e = ceiling.ceiling_entries(results)[0]
+        if confirm:
+            assert (e["streams_1ms"], e["streams_5ms"], e["broke_5ms_at"]) == (50, 120, 150)
+        else:
+            assert (e["streams_1ms"], e["streams_5ms"], e["broke_5ms_at"]) == (40, 90, 120)

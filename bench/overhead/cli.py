@@ -140,6 +140,9 @@ def parse_args(argv: list[str] | None, description: str | None = None) -> argpar
     ap.add_argument("--ceiling-factor", type=float, default=1.25, help="next step = this x the last, rounded up "
                     "to 10 (default 1.25)")
     ap.add_argument("--ceiling-max", type=int, default=4000, help="largest step of a ceiling series (default 4000)")
+    ap.add_argument("--ceiling-confirm", action=argparse.BooleanOptionalAction, default=True,
+                    help="run a step that breaks a bound not yet broken once more; it breaks the bound only if both "
+                    "runs do (default on, every client alike)")
     ap.add_argument("--long-output", type=int, default=0, help="with --ceiling: a series of this many tokens per "
                     "request (e.g. 4096) at the first --ceiling-itl, judged on every chunk's stamp delay p99")
     ap.add_argument("--out", default=str(BENCH / "results" / "client_overhead.json"))
