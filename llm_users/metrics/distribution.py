@@ -7,6 +7,7 @@ import time
 import weakref
 from array import array
 from bisect import bisect_left
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from hdrh.histogram import HdrHistogram
@@ -59,6 +60,13 @@ def acyclic(h: HdrHistogram) -> HdrHistogram:
     encoder is only ever used through its histogram, so a weak proxy back to it suffices."""
     h.encoder.histogram = weakref.proxy(h)
     return h
+
+
+def _add_into(counts: dict[int, int], pairs: Iterable[tuple[int, int]]) -> None:
+    """Add ``(floor_us, n)`` pairs into a dict of bucket counts."""
+    get = counts.get
+    for us, n in pairs:
+        counts[us] = get(us, 0) + n
 
 
 def new_histogram() -> HdrHistogram:
@@ -176,9 +184,7 @@ class Distribution:
         keys, counts = self._keys, self._counts
         if keys is None or counts is None or len(p) * 8 > len(keys):
             if keys is not None and counts is not None:
-                get = p.get
-                for us, n in zip(keys, counts, strict=True):
-                    p[us] = get(us, 0) + n
+                _add_into(p, zip(keys, counts, strict=True))
             ordered = sorted(p)
             self._keys, self._counts = array("q", ordered), array("q", map(p.__getitem__, ordered))
             return
@@ -198,9 +204,7 @@ class Distribution:
         if self._keys is None or self._counts is None:
             return self._pending
         out = dict(zip(self._keys, self._counts, strict=True))
-        get = out.get
-        for us, n in self._pending.items():
-            out[us] = get(us, 0) + n
+        _add_into(out, self._pending.items())
         return out
 
     @property
@@ -249,10 +253,7 @@ class Distribution:
         self._merge_exact(b.count, b.sum_ns, b.min_ns, b.max_ns)
 
     def _add_pending(self, counts: dict[int, int]) -> None:
-        p = self._pending
-        get = p.get
-        for us, n in counts.items():
-            p[us] = get(us, 0) + n
+        _add_into(self._pending, counts.items())
         if _folding:
             self._fold_when_due()
 
@@ -290,9 +291,9 @@ class Distribution:
         per value), whatever it had recorded histogram to histogram."""
         if other._hist is not None and other._hist.total_count:
             self._histogram().add(other._hist)
-        self._add_pending(other._pending)
         if other._keys is not None and other._counts is not None:
-            self._add_pending(dict(zip(other._keys, other._counts, strict=True)))
+            _add_into(self._pending, zip(other._keys, other._counts, strict=True))
+        self._add_pending(other._pending)  # then a fold, if one is due
         self._merge_exact(other.count, other.sum_ns, other.min_ns, other.max_ns)
 
     def _merge_exact(self, count: int, sum_ns: float, mn: float | None, mx: float | None) -> None:
@@ -326,11 +327,8 @@ class Distribution:
             return
         buckets = wire.get("buckets")
         if buckets is not None:  # counts keyed by bucket floor, as _pending keeps them
-            p = self._pending
-            get = p.get
             it = iter(buckets)
-            for us, n in zip(it, it, strict=True):
-                p[us] = get(us, 0) + n
+            _add_into(self._pending, zip(it, it, strict=True))
             self._fold_when_due()
         else:
             h = self.hist
