@@ -8,6 +8,7 @@ import weakref
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterable
+from itertools import chain
 from typing import Any, NamedTuple
 
 from hdrh.histogram import HdrHistogram
@@ -249,11 +250,12 @@ class Distribution:
     def add_counts(self, b: BucketCounts) -> None:
         """Add values already bucketed by :func:`bucket_counts` (a request's ITL gaps go into
         the overall and the per-name distribution: bucketed once, issue 14)."""
-        self._add_pending(b.counts)
+        self._add_pending(b.counts.items())
         self._merge_exact(b.count, b.sum_ns, b.min_ns, b.max_ns)
 
-    def _add_pending(self, counts: dict[int, int]) -> None:
-        _add_into(self._pending, counts.items())
+    def _add_pending(self, pairs: Iterable[tuple[int, int]]) -> None:
+        """Add ``(floor_us, n)`` pairs to the pending counts, then fold if one is due."""
+        _add_into(self._pending, pairs)
         if _folding:
             self._fold_when_due()
 
@@ -291,9 +293,11 @@ class Distribution:
         per value), whatever it had recorded histogram to histogram."""
         if other._hist is not None and other._hist.total_count:
             self._histogram().add(other._hist)
-        if other._keys is not None and other._counts is not None:
-            _add_into(self._pending, zip(other._keys, other._counts, strict=True))
-        self._add_pending(other._pending)  # then a fold, if one is due
+        pending = other._pending.items()
+        if other._keys is not None and other._counts is not None:  # its packed counts, then its pending
+            self._add_pending(chain(zip(other._keys, other._counts, strict=True), pending))
+        else:
+            self._add_pending(pending)
         self._merge_exact(other.count, other.sum_ns, other.min_ns, other.max_ns)
 
     def _merge_exact(self, count: int, sum_ns: float, mn: float | None, mx: float | None) -> None:
@@ -328,8 +332,7 @@ class Distribution:
         buckets = wire.get("buckets")
         if buckets is not None:  # counts keyed by bucket floor, as _pending keeps them
             it = iter(buckets)
-            _add_into(self._pending, zip(it, it, strict=True))
-            self._fold_when_due()
+            self._add_pending(zip(it, it, strict=True))
         else:
             h = self.hist
             h.add(acyclic(HdrHistogram.decode(base64.b64decode(wire["hist"]), h.b64_wrap)))  # decode_and_add, acyclic
