@@ -54,7 +54,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.lib.llm_imports import parse_duration_s  # noqa: E402
-from bench.lib.procfs import open_fds, stat_fields, tree_by_children, vmrss_kb  # noqa: E402
+from bench.lib.procfs import memory_kb, open_fds, stat_fields, tree_by_children  # noqa: E402
 from bench.lib.soak_verdict import (  # noqa: E402
     FD_SLACK,
     RSS_BOUND_PCT_PER_H,
@@ -114,6 +114,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--sim-args", default="--ttft-ms 100 --itl-ms 40 --output-tokens 100",
                     help="llm-sim's timing (default: 100 ms TTFT, 40 ms ITL, 100 tokens: about 4.1 s a request, "
                          "25 chunks/s a stream)")
+    ap.add_argument("--locustfile", type=Path, default=ROOT / "locustfiles" / "vllm.py",
+                    help="what both runs load (default locustfiles/vllm.py; a copy with a probe, say)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "soak")
     ap.add_argument("--rejudge", type=Path, metavar="DIR",
                     help="judge an earlier soak's samples again (DIR/soak.csv) with this --warmup, --rss-bound, --fd-slack")
@@ -139,7 +141,7 @@ def start_sim(args: argparse.Namespace) -> tuple[subprocess.Popen[str], str]:
 def start_run(args: argparse.Namespace, run: str, plan: str, url: str) -> subprocess.Popen[bytes]:
     port = str(free_port())
     users = int(args.users_lh[1]) if run == "closed" else args.processes
-    cmd = [str(BIN / "locust"), "-f", str(ROOT / "locustfiles" / "vllm.py"), "--headless", "--only-summary",
+    cmd = [str(BIN / "locust"), "-f", str(args.locustfile), "--headless", "--only-summary",
            "--processes", str(args.processes), "--master-bind-port", port, "--master-port", port,
            "-u", str(users), "-r", str(users), "--llm-stages", plan, "--host", url,
            "--llm-report", str(args.out / run), "--llm-client", args.client, "--stop-timeout", "30",
@@ -270,7 +272,7 @@ def main() -> int:
     # soak.csv and plan (soak.json without verdicts) for --rejudge
     (args.out / "soak.json").write_text(json.dumps({"plan": {"phases": [asdict(p) for p in plan]}}, indent=2) + "\n")
     csv_file = (args.out / "soak.csv").open("w", newline="")
-    w = csv.DictWriter(csv_file, fieldnames=["t_s", "process", "pid", "rss_mb", "fds"])
+    w = csv.DictWriter(csv_file, fieldnames=["t_s", "process", "pid", "rss_mb", "anon_mb", "file_mb", "fds"])
     w.writeheader()
     try:
         while any(p.poll() is None for p in runs.values()):
@@ -283,9 +285,9 @@ def main() -> int:
                 st = start_time(pid)
                 if st is not None:
                     seen.setdefault(pid, st)
-                kb = vmrss_kb(pid)
-                rows.append({"t_s": t, "process": name, "pid": pid,
-                             "rss_mb": None if kb is None else round(kb / 1024, 2), "fds": open_fds(pid)})
+                mem = {k: round(v / 1024, 2) for k, v in memory_kb(pid).items()}
+                rows.append({"t_s": t, "process": name, "pid": pid, "rss_mb": mem.get("VmRSS"),
+                             "anon_mb": mem.get("RssAnon"), "file_mb": mem.get("RssFile"), "fds": open_fds(pid)})
                 w.writerow(rows[-1])
             csv_file.flush()
             time.sleep(max(0.0, args.interval - (time.monotonic() - t0 - t)))

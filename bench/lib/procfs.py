@@ -110,6 +110,22 @@ def vmrss_kb(pid: int) -> int | None:
     return None
 
 
+def memory_kb(pid: int) -> dict[str, int]:
+    """VmRSS and its parts (RssAnon: the process's own pages; RssFile: mapped files, code
+    included, which grow as more of a library's code is first run; RssShmem), in KiB, from
+    one read of /proc/PID/status; {} when the process is gone."""
+    out: dict[str, int] = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key in ("VmRSS", "RssAnon", "RssFile", "RssShmem"):
+                    out[key] = int(value.split()[0])
+    except OSError:
+        return {}
+    return out
+
+
 def rss_kb(pid: int) -> int:
     """Resident memory of the process and its live descendants (``tree``), in KiB."""
     return sum(vmrss_kb(p) or 0 for p in tree(pid))
