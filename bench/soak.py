@@ -64,6 +64,7 @@ from bench.lib.soak_verdict import (  # noqa: E402
     leftovers,
     phases,
     stage_plan,
+    theil_sen,
 )
 
 BIN = Path(sys.executable).parent
@@ -217,8 +218,14 @@ def judge(rows: list[dict[str, Any]], plan: list[Phase], args: argparse.Namespac
     plan_end = plan[-1].start_s + plan[-1].duration_s
     verdicts = {}
     for name in sorted({str(r["process"]) for r in rows}):
-        series = [(float(r["t_s"]), r["rss_mb"], r["fds"]) for r in rows if r["process"] == name]
-        verdicts[name] = flatness(series, args.warmup_s, args.rss_bound, args.fd_slack, plan, plan_end)
+        mine = [r for r in rows if r["process"] == name]
+        series = [(float(r["t_s"]), r["rss_mb"], r["fds"]) for r in mine]
+        verdicts[name] = v = flatness(series, args.warmup_s, args.rss_bound, args.fd_slack, plan, plan_end)
+        for part in ("anon", "file"):  # where the RSS slope is: the process's own pages or mapped files
+            pts = [(float(r["t_s"]) / 3600, r[f"{part}_mb"]) for r in mine
+                   if r.get(f"{part}_mb") is not None and args.warmup_s <= float(r["t_s"]) <= plan_end]
+            if len(pts) >= 3:
+                v[f"{part}_slope_mb_per_h"] = round(theil_sen(pts), 3)
     return verdicts
 
 
@@ -227,8 +234,10 @@ def print_processes(verdicts: dict[str, dict[str, Any]]) -> None:
         if not v["judged"]:
             print(f"  {name:22s} not judged ({v['samples']} samples after warm-up)")
             continue
+        parts = (f" (anon {v['anon_slope_mb_per_h']:+.2f}, file {v.get('file_slope_mb_per_h', 0.0):+.2f} MB/h)"
+                 if "anon_slope_mb_per_h" in v else "")
         print(f"  {name:22s} RSS {v['rss_first_mb']:7.1f} -> {v['rss_last_mb']:7.1f} MB "
-              f"(min {v['rss_min_mb']:.1f}, max {v['rss_max_mb']:.1f}), slope {v['rss_slope_pct_per_h']:+.2f} %/h "
+              f"(min {v['rss_min_mb']:.1f}, max {v['rss_max_mb']:.1f}), slope {v['rss_slope_pct_per_h']:+.2f} %/h{parts} "
               f"[{'flat' if v['rss_flat'] else 'NOT flat'}], peak {v['rss_peak_mb']:.1f}; fds {v['fds_min']}..{v['fds_max']}"
               f", per phase {v.get('fds_by_phase_kind')} "
               f"[{'constant' if v['fds_constant'] else 'not judged' if not v.get('fds_judged') else 'NOT constant'}]")
@@ -243,6 +252,7 @@ def rejudge(args: argparse.Namespace) -> int:
     with (args.rejudge / "soak.csv").open() as f:
         rows = [{"t_s": float(r["t_s"]), "process": r["process"],
                  "rss_mb": float(r["rss_mb"]) if r["rss_mb"] else None,
+                 **{k: float(r[k]) if r.get(k) else None for k in ("anon_mb", "file_mb")},
                  "fds": int(r["fds"]) if r["fds"] else None} for r in csv.DictReader(f)]
     verdicts = judge(rows, plan, args)
     print_processes(verdicts)
