@@ -116,7 +116,8 @@ def parse_args() -> argparse.Namespace:
                     help="llm-sim's timing (default: 100 ms TTFT, 40 ms ITL, 100 tokens: about 4.1 s a request, "
                          "25 chunks/s a stream)")
     ap.add_argument("--locustfile", type=Path, default=ROOT / "locustfiles" / "vllm.py",
-                    help="what both runs load (default locustfiles/vllm.py; a copy with a probe, say)")
+                    help="what both runs load (default locustfiles/vllm.py; bench/soak_probe_locustfile.py adds "
+                         "the masters' memory by allocator, read by bench/soak_probe.py)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "soak")
     ap.add_argument("--rejudge", type=Path, metavar="DIR",
                     help="judge an earlier soak's samples again (DIR/soak.csv) with this --warmup, --rss-bound, --fd-slack")
