@@ -33,7 +33,7 @@ def test_small_objects_are_pymallocs_and_large_ones_glibcs() -> None:
     after = allocator.components_mb(allocator.sample())
     assert after["pymalloc live bytes"] - before["pymalloc live bytes"] > 9  # about 11 MB
     assert 7.5 < after["glibc in use"] - before["glibc in use"] < 12
-    assert after["VmRSS"] - before["VmRSS"] > 15
+    # (not VmRSS: a process that freed memory before, as pytest's has, reuses its pages)
     del small, large
 
 

@@ -101,7 +101,10 @@ def test_a_server_killed_and_restarted_mid_run(tmp_path, client: str, extra: lis
     life2_recs = [r for r in records if r["start_time"] > restarted_at and r["error_category"] != "connect_error"]
     assert len(life1_recs) == life1["started"], counts
     assert sum(r["status"] == "ok" for r in life1_recs) == life1["served"], counts
-    assert len(life2_recs) == life2["started"], counts
+    # a request the run's stop cut before any response byte may not have reached the server's
+    # handler yet (seen in CI: three cut 4-7 ms after t0, the simulator counted none of them)
+    cut_unanswered = sum(r["error_category"] == "interrupted" and r["ttfb_ns"] is None for r in life2_recs)
+    assert len(life2_recs) - cut_unanswered <= life2["started"] <= len(life2_recs), counts
     assert sum(r["status"] == "ok" for r in life2_recs) == life2["served"], counts
     assert len(life1_recs) + len(down) + len(life2_recs) + sum(
         r["start_time"] > restarted_at and r["error_category"] == "connect_error" for r in records) == len(records)
