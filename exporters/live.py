@@ -72,7 +72,7 @@ class Live:
         if self.scraper is None or host == self._probed_host:
             return
         self._probed_host = host
-        found = discover(host, self.scraper.fetch)
+        found = discover(host, self.scraper.fetch, pause=self.scraper.pause)
         self.found = {"mode": "auto", "url": found.url, "dialect": found.dialect, "note": found.note}
         self.scraper.set_server(found.url, page=found.text)  # what it read is the first sample
         (log.warning if found.dialect and not found.url else log.info)("locust-llm: %s", found.note)

@@ -1,7 +1,7 @@
 """Pull the GPU sidecars' and the LLM server's own /metrics during a run (master or local runner).
 
-A gevent greenlet scrapes every target every ``interval`` seconds (Locust processes are gevent
-monkey-patched, so urllib is cooperative; targets are fetched concurrently), parses the text
+A gevent greenlet scrapes every target every ``interval`` seconds (over kept connections:
+:class:`PageClient`; targets are fetched concurrently), parses the text
 with prometheus_client's parser and turns it into columns (:mod:`exporters.series`). Each
 scrape's values fill the timeline seconds since the previous scrape, so timeseries.csv and the
 report's charts show continuous lines. A target that does not answer is logged once, counted,
@@ -13,20 +13,25 @@ including the energy per output token. Documented in docs/prometheus.md.
 
 from __future__ import annotations
 
+import io
 import logging
 import time
-import urllib.request
+import urllib.error
 from collections.abc import Callable
 from dataclasses import dataclass
+from email.message import Message
 from typing import Any
 from urllib.parse import urlsplit
 
 import gevent
+from geventhttpclient import HTTPClient
+from geventhttpclient.url import URL
 
 from .series import GPU_SAMPLES, SERVER_SAMPLES, SeriesStats, ServerSeries, energy_between, gpu_series, parse
 
 log = logging.getLogger("exporters.scrape")
 Fetch = Callable[[str, float], str]
+ACCEPT = {"Accept": "text/plain;version=0.0.4"}
 
 
 def metrics_url(url: str) -> str:
@@ -37,11 +42,41 @@ def metrics_url(url: str) -> str:
     return url.rstrip("/") + "/metrics" if urlsplit(url).path in ("", "/") else url
 
 
-def fetch_text(url: str, timeout: float) -> str:
-    """GET url as classic Prometheus text (HTTP errors raise)."""
-    req = urllib.request.Request(url, headers={"Accept": "text/plain;version=0.0.4"})
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        return r.read().decode("utf-8", errors="replace")
+class PageClient:
+    """``client(url, timeout)``: GET a page as classic Prometheus text over a kept connection
+    (geventhttpclient, the client of Locust's FastHttpUser: one ``HTTPClient`` per scheme, host,
+    port and timeout). urllib took 1.3 ms of CPU a page and held the loop about 1 ms in one
+    piece reading the response (its header parser), on the load generator's own loop every
+    interval; this takes 0.5 ms, in pieces under 0.5 ms (a slow 2-core VM, issue 34 item 1).
+    An HTTP error status raises ``urllib.error.HTTPError`` (code, body) as urllib did; a refused
+    or silent server raises as a socket does; redirects are not followed (a /metrics page is
+    served where it is asked for)."""
+
+    def __init__(self) -> None:
+        self._clients: dict[tuple[str, str, int, float], HTTPClient] = {}
+
+    def __call__(self, url: str, timeout: float) -> str:
+        u = URL(url)
+        key = (u.scheme, u.host, u.port, timeout)
+        client = self._clients.get(key)
+        if client is None:
+            client = self._clients[key] = HTTPClient.from_url(
+                u, concurrency=1, connection_timeout=timeout, network_timeout=timeout)
+        response = client.get(u.request_uri, headers=ACCEPT)
+        try:
+            body = response.read()
+        finally:
+            response.release()
+        if response.status_code >= 400:
+            raise urllib.error.HTTPError(url, response.status_code, f"HTTP {response.status_code}", Message(),
+                                         io.BytesIO(body))
+        return body.decode("utf-8", errors="replace")
+
+    def close(self) -> None:
+        """Close the kept connections (a later call opens new ones)."""
+        clients, self._clients = self._clients, {}
+        for client in clients.values():
+            client.close()
 
 
 @dataclass
@@ -63,12 +98,15 @@ class Scraper:
     """Scrapes ``gpu_urls`` and ``server_url``; ``add_extra(t, values)`` receives the columns."""
 
     def __init__(self, gpu_urls: list[str], server_url: str | None, interval: float,
-                 add_extra: Callable[[float, dict[str, float]], None], fetch: Fetch = fetch_text,
+                 add_extra: Callable[[float, dict[str, float]], None], fetch: Fetch | None = None,
                  pause: Callable[[], None] | None = None) -> None:
         self.interval = interval
         self.pause = pause  # between slices of a page's parse: the streams' ready reads go first
         self.timeout = max(0.5, min(interval, 5.0))
         self.add_extra = add_extra
+        self._pages: PageClient | None = None  # ours to close at the stop
+        if fetch is None:
+            fetch = self._pages = PageClient()
         self.fetch = fetch
         several = len(gpu_urls) > 1
         self.targets = [Target(metrics_url(u), "gpu", f"n{i}" if several else None) for i, u in enumerate(gpu_urls)]
@@ -127,6 +165,8 @@ class Scraper:
             self._greenlet = None
             if final:
                 self.scrape_once()
+        if self._pages is not None:
+            self._pages.close()
 
     def _loop(self) -> None:
         next_at = time.monotonic()

@@ -109,9 +109,14 @@ SERVER_SAMPLES = frozenset(
     | {n for table in _RATES.values() for names in table.values() for n in names})
 
 
-#: Sample lines parsed between two ``pause()`` calls (the text parser takes about 30 µs a line
-#: here: a slice holds the loop about 0.25 ms).
-PARSE_SLICE = 8
+#: Sample lines parsed between two ``pause()`` calls. prometheus_client's text parser takes
+#: 20-50 µs a line (50 on a slow 2-core VM), so a slice holds the loop 0.1-0.2 ms: 8 lines held it
+#: 0.7 ms there, and those slices were the commonest cause of first-token stamps 1 ms late at 90
+#: streams (the client-overhead bench's lag trace, issue 34 item 1).
+PARSE_SLICE = 4
+#: Lines passed over (comments, series nobody reads) between two ``pause()`` calls: about 1 µs a
+#: line, and a vLLM page has a thousand.
+SCAN_SLICE = 200
 
 
 def parse(text: str, wanted: frozenset[str] | None = None, pause: Callable[[], None] | None = None) -> Samples:
@@ -120,26 +125,42 @@ def parse(text: str, wanted: frozenset[str] | None = None, pause: Callable[[], N
     With ``wanted``, only those samples' lines are parsed (comments dropped, so they read as
     untyped samples under their own names): a vLLM /metrics page has a thousand lines, and
     parsing them all would hold the load generator's event loop for many milliseconds. With
-    ``pause`` too, they are parsed :data:`PARSE_SLICE` lines at a time, ``pause()`` between
-    slices (the scraper passes ``idle.serve_ready_io``): the simulator's page, 69 wanted lines
-    (its latency histograms' buckets), took the parser 2-2.5 ms in one piece, the streams'
-    chunks waiting unstamped meanwhile (issue 34 item 5).
+    ``pause`` too (the scraper passes ``idle.serve_ready_io``), the loop serves its ready sockets
+    first (the page's read just held it), then after every :data:`PARSE_SLICE` lines parsed and
+    every :data:`SCAN_SLICE` lines passed over: the simulator's page, 69 wanted lines (its
+    latency histograms' buckets), took the parser 2-2.5 ms in one piece, the streams' chunks
+    waiting unstamped meanwhile (issue 34 items 1 and 5).
     """
-    if wanted is None:
-        slices = [text]
-    else:
-        lines = [ln for ln in text.splitlines()
-                 if ln[:1] not in ("#", "") and ln.split("{", 1)[0].split(" ", 1)[0] in wanted]
-        step = PARSE_SLICE if pause is not None else max(len(lines), 1)
-        slices = ["\n".join(lines[i:i + step]) for i in range(0, len(lines), step)]
     out: Samples = {}
-    for i, part in enumerate(slices):
-        if i and pause is not None:
+    if wanted is None:
+        _parse_into(out, text)
+        return out
+    if pause is not None:
+        pause()
+    step = PARSE_SLICE if pause is not None else 0  # 0: never a full slice, the page in one piece
+    batch: list[str] = []
+    scanned = 0
+    for ln in text.splitlines():
+        if ln[:1] not in ("#", "") and ln.split("{", 1)[0].split(" ", 1)[0] in wanted:
+            batch.append(ln)
+            if len(batch) == step:
+                _parse_into(out, "\n".join(batch))
+                batch, scanned = [], 0
+                pause()  # type: ignore[misc]  # set: step is 0 without a pause
+            continue
+        scanned += 1
+        if scanned >= SCAN_SLICE and pause is not None:
+            scanned = 0
             pause()
-        for fam in text_string_to_metric_families(part):
-            for s in fam.samples:
-                out.setdefault(s.name, []).append((s.labels, s.value))
+    if batch:
+        _parse_into(out, "\n".join(batch))
     return out
+
+
+def _parse_into(out: Samples, text: str) -> None:
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out.setdefault(s.name, []).append((s.labels, s.value))
 
 
 def _total(samples: Samples, name: str) -> float | None:

@@ -141,7 +141,7 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
     # times it from the loop's cached "now", stale by all the start-up work (imports, the SDK,
     # the settings checks), and a 4 s run ended after 1.7 s. Bring the clock up to date.
     gevent.get_hub().loop.update_now()
-    _route_ctrl_c_to_main()
+    _route_signals_to_main(environment, run.config.headless)
     _replay_missed_test_start(environment, started_early)
 
 
@@ -182,13 +182,22 @@ def _replay_missed_test_start(environment: Any, sentinel: Any) -> None:
     sentinel.done.set()  # the spawn held by the sentinel goes on, with the settings refreshed
 
 
-def _route_ctrl_c_to_main() -> None:
+def _route_signals_to_main(environment: Any, headless: bool) -> None:
     """Ctrl-C (SIGINT) raises KeyboardInterrupt in whatever Python code runs at that moment: in a
     busy process that is often a user's greenlet, which then dies with a traceback while Locust's
     main greenlet never hears of it (a worker then looked lost). Deliver it to the main greenlet,
-    where Locust waits for it and starts its orderly shutdown."""
+    where Locust waits for it and starts its orderly shutdown.
+
+    SIGTERM (Kubernetes' stop) during a headless run with a load shape (``--llm-stages``,
+    ``--llm-steps``, sweeps) is delivered the same way. Locust installs its own SIGTERM handler
+    only after its headless start-up returns, and with a shape that start-up is the whole run
+    (it joins the shape's greenlet): the signal's default action killed the process, no summary,
+    no report (tests/e2e/test_signals.py). Once the shape is done, Locust's handler is there and
+    this one does nothing."""
     import signal
     import threading
+
+    from locust.runners import STATE_INIT, STATE_RUNNING, STATE_SPAWNING, WorkerRunner
 
     if threading.current_thread() is not threading.main_thread():
         return
@@ -198,6 +207,16 @@ def _route_ctrl_c_to_main() -> None:
         hub.parent.throw(KeyboardInterrupt())
 
     gevent.signal_handler(signal.SIGINT, to_main)
+    if environment.shape_class is None or not headless or isinstance(environment.runner, WorkerRunner):
+        return
+
+    def shape_running_to_main() -> None:
+        runner = environment.runner
+        if runner is not None and runner.state in (STATE_INIT, STATE_SPAWNING, STATE_RUNNING):
+            log.info("locust-llm: SIGTERM: stopping the test as Ctrl-C does")
+            to_main()
+
+    gevent.signal_handler(signal.SIGTERM, shape_running_to_main)
 
 
 def _preflight(environment: Any, run: Any) -> None:

@@ -25,6 +25,7 @@ from gevent import GreenletExit
 from gevent.event import Event
 from gevent.lock import BoundedSemaphore
 from locust import User, constant, task
+from locust.exception import StopUser
 
 from llm_users import protocols
 from llm_users.client.backoff import Backoff
@@ -128,6 +129,7 @@ class LLMUser(User):
             verify_tls=self.settings.verify_tls,
         )
         self._sent = 0
+        self._stop_asked = False  # see stop()
         self._sdk: Any = None
         self._sdk_names: dict[tuple[str, str], str] = {}
 
@@ -180,6 +182,8 @@ class LLMUser(User):
         pause = item.think_s + (think_jitter(self.settings.think_jitter_s, self.rng) if self._sent else 0.0)
         if pause > 0:
             gevent.sleep(pause)
+        if self._stop_asked:  # stop() came as this user waited or paused: it sends nothing more
+            raise StopUser
         rec = self.send(item.messages, item)
         self.lane.reply(item, "".join(rec.reply) if rec.ok and rec.reply is not None else None)
         if rec.backoff_s:  # repeated connect errors / identical 4xx: do not flood (backoff.py)
@@ -327,6 +331,12 @@ class LLMUser(User):
             cached = self._sdk_names[key] = "sdk:" + self.route.build(spec).name
         return cached
 
+    def stop(self, force: bool = False) -> bool:
+        """Locust's stop, noted first: :meth:`generate` sends nothing more (a queued kill of a
+        waiting user cut the request its due ``sleep(0)`` began; a think pause: docs/metrics.md)."""
+        self._stop_asked = True
+        return super().stop(force)
+
     def on_stop(self) -> None:
         self.stream_client.close()
 
@@ -356,9 +366,8 @@ class TGIUser(LLMUser):
 
 
 class OllamaUser(LLMUser):
-    """Ollama. Endpoints: ``chat`` (``/api/chat``, default), ``generate`` (``/api/generate``),
-    or ``openai`` (its /v1 chat route). Token counts and the server's own timings (ns) come from
-    the final line. No ignore_eos: output length may vary. Model llama3.2."""
+    """Ollama. Endpoints: ``chat`` (``/api/chat``, default), ``generate``, ``openai`` (its /v1 chat
+    route). Token counts and server timings (ns) from the final line; no ignore_eos. Model llama3.2."""
 
     abstract = True
     descriptor = OLLAMA

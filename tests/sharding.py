@@ -36,10 +36,19 @@ ENV = "LLM_TEST_SHARD"
 RECORD_ENV = "LLM_TEST_DURATIONS_OUT"
 
 
+#: Files that build the network rig (tests/e2e/netns.py): its namespaces have one name per
+#: checkout and each test's set-up removes any left, killing what runs in them, so two shards
+#: must never run these at once (CI: a master SIGKILLed mid-run by the other shard's set-up).
+NETNS_FILES = ("tests/e2e/test_multihost.py", "tests/e2e/test_degraded_network.py")
+
+
 def group_of(nodeid: str) -> str:
-    """The unit dealt to shards: a test's file, the real-server tier as one."""
+    """The unit dealt to shards: a test's file; the real-server tier as one, the network rig's
+    files as one."""
     path = nodeid.split("::", 1)[0]
-    return "tests/real" if path.startswith("tests/real/") else path
+    if path.startswith("tests/real/"):
+        return "tests/real"
+    return "tests/e2e/netns" if path in NETNS_FILES else path
 
 
 def deal(groups: dict[str, float], shards: int) -> dict[str, int]:

@@ -51,6 +51,24 @@ def test_lost_worker_window() -> None:
     assert c.pending(["w9"]) == ["w9"]
 
 
+def test_a_worker_that_came_back_and_was_lost_at_the_stop_is_at_risk_from_its_last_payload() -> None:
+    """Marked missing (a partition), its queued payloads arrived when it healed, then its final
+    data never came: the window runs from its last payload to the ask for final data, not 0 s
+    (the mark before it came back ended a window that began after it)."""
+    c = Collector()
+    s = Shipper("w9")
+    s.add(rec(1))
+    c.receive(s.payload(), now=100.0)
+    c.mark_lost("w9", now=110.0)  # missed heartbeats
+    s.add(rec(2))
+    c.receive(s.payload(), now=113.0)  # the partition healed: the queued payload arrives
+    c.stopping(["w9"], now=115.0)
+    lost = c.lost_workers(stop_time=120.0)
+    assert [(w["window_at_risk"], w["records_received"]) for w in lost] == [([113.0, 115.0], 2)]
+    c.mark_lost("w9", now=114.0)  # missing again before the stop: its window ends there
+    assert c.lost_workers(stop_time=120.0)[0]["window_at_risk"] == [113.0, 114.0]
+
+
 def test_a_worker_silent_at_the_stop_is_at_risk_until_the_ask_for_final_data() -> None:
     """Not marked missing during the run (the master waits 10 s for heartbeats): its window
     ends when the master asked for final data, not when the wait for it gave up."""
@@ -127,7 +145,7 @@ def test_payloads_out_of_order_count_once_and_the_seen_set_stays_small() -> None
     assert c.records == 50 and c.duplicates == 5 + 10 and c.duplicate_payloads == 15
     seqs = c._seqs["w1"]
     assert seqs.upto == 50 and not seqs.above
-    assert len(c.merge_lags) == 50  # a lag per payload merged, none for the ones delivered twice
+    assert c.merge_lags.count == 50  # a lag per payload merged, none for the ones delivered twice
 
 
 def test_gaps_travel_packed_and_the_master_writes_them_as_numbers_one_write_a_payload(tmp_path, monkeypatch) -> None:

@@ -11,6 +11,18 @@ from tests.sharding import deal, group_of, serial_args
 def test_groups_are_files_and_the_real_tier_is_one() -> None:
     assert group_of("tests/e2e/test_a.py::test_x[raw]") == "tests/e2e/test_a.py"
     assert group_of("tests/real/test_llamacpp.py::test_y") == group_of("tests/real/test_litellm.py::t") == "tests/real"
+    # the network rig's namespaces are one set per machine: its files never in two shards at once
+    assert group_of("tests/e2e/test_multihost.py::t") == group_of("tests/e2e/test_degraded_network.py::u")
+
+
+def test_every_file_that_builds_the_network_rig_is_in_its_group() -> None:
+    from pathlib import Path
+
+    from tests.sharding import NETNS_FILES
+
+    needle = "from tests.e2e import " + "netns"  # split: this file is not a user
+    users = sorted(str(p) for p in Path("tests").rglob("test_*.py") if needle in p.read_text())
+    assert users == sorted(NETNS_FILES)
 
 
 def test_longest_first_to_the_least_loaded_shard() -> None:
@@ -29,3 +41,32 @@ def test_serial_args_keep_options_and_name_only_marked_files(tmp_path: Path) -> 
     (tmp_path / "sub" / "test_c.py").write_text("@pytest.mark.serial\ndef test_c():\n    pass\n")
     assert serial_args([str(tmp_path), "-k", "x"]) == [str(tmp_path / "sub" / "test_c.py"),
                                                        str(tmp_path / "test_a.py"), "-k", "x"]
+
+
+
+def test_shards_at_once_then_the_serial_lane_alone(tmp_path: Path) -> None:
+    """``python -m tests.sharding`` starts the shards at once and the serial lane after they all
+    ended; each run's output is printed and kept, and the summary line counts the runs."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "test_where.py").write_text(
+        "import os, time\n"
+        "def test_where():\n"
+        f"    with open({str(tmp_path / 'seen')!r}, 'a') as f:\n"
+        "        f.write(f\"{os.environ['LLM_TEST_SHARD']} {time.monotonic()} \")\n"
+        "        time.sleep(1)\n"
+        "        f.write(f\"{time.monotonic()}\\n\")\n")
+    logs = tmp_path / "logs"
+    proc = subprocess.run([sys.executable, "-m", "tests.sharding", "-j", "2", str(tmp_path / "test_where.py")],
+                          env={**os.environ, "LLM_TEST_LOGS": str(logs)}, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    seen = {spec: (float(t0), float(t1)) for spec, t0, t1 in
+            (ln.split() for ln in (tmp_path / "seen").read_text().splitlines())}
+    assert set(seen) == {"0/2", "1/2", "serial"}
+    assert abs(seen["0/2"][0] - seen["1/2"][0]) < seen["0/2"][1] - seen["0/2"][0]  # the shards overlap
+    assert seen["serial"][0] > max(seen["0/2"][1], seen["1/2"][1])  # the lane after both
+    assert proc.stdout.count("1 passed") == 3
+    assert "make test: 3 pytest runs in" in proc.stdout and "all passed" in proc.stdout
+    assert sorted(p.name for p in logs.glob("*.log")) == ["shard0.log", "shard1.log"]

@@ -7,6 +7,8 @@ status?) and the route's parser (an in-stream error payload goes through the pro
 rules, so its category is written once):
 
 - a JSON decode error anywhere in the cause chain: ``malformed_stream``;
+- a TLS error (``ssl.SSLError``) while connecting (a certificate not trusted, a handshake
+  refused): ``tls_error``, as raw mode;
 - httpx transport errors in the chain: ``connect_timeout``/``connect_error``; a read timeout
   before the response head is ``first_byte_timeout``, after it ``read_timeout``; a closed or
   reset connection is ``connection_reset``;
@@ -21,6 +23,7 @@ Duck-typed: no SDK is imported here.
 from __future__ import annotations
 
 import json
+import ssl
 from typing import Any
 
 from llm_users.client.request_state import RequestState
@@ -36,6 +39,7 @@ from llm_users.errors import (
     ReadTimeout,
     SDKError,
     ServerStreamError,
+    TLSError,
 )
 from llm_users.protocols.base import error_message
 
@@ -66,6 +70,9 @@ def from_sdk_exception(exc: BaseException, state: RequestState) -> LLMRequestErr
             if not e.doc.strip() and not state.parser.frames:  # an empty whole-body answer (embeddings): as raw mode
                 return EmptyResponse("HTTP 200 and headers, then the body ended without any event")
             return ProtocolError(f"payload is not JSON: {e.doc[:120]!r}")
+    tls = next((e for e in chain if isinstance(e, ssl.SSLError)), None)
+    if tls is not None and any(type(e).__name__ == "ConnectError" and _is_httpx(e) for e in chain):
+        return TLSError(f"TLS handshake failed: {_msg(tls)}")  # a TLS error later is a read's: below
     for e in chain:
         name = type(e).__name__
         if _is_httpx(e) or isinstance(e, OSError):

@@ -147,8 +147,10 @@ class Ended:
         self.ok = 0
         self.ok_e2e_s = 0.0
         self.longest_cut_s = 0.0
+        self.records = 0  # every record, whatever its status
 
     def add(self, rec: RequestRecord) -> None:
+        self.records += 1
         e2e = (rec.e2e_ns or 0) / 1e9
         if rec.status == "interrupted":
             self.longest_cut_s = max(self.longest_cut_s, e2e)
@@ -183,6 +185,10 @@ def nothing_measured(overall: dict[str, Any], ended: Ended, warmup: dict[str, An
                 f"user), {lower}, or --llm-warmup 0")
     longest = max(ended.longest_cut_s, 0.0)
     ran = f" of {run_s:g} s" if run_s else ""
+    if not ended.records:  # not one request ended or was cut: none was sent
+        return (f"nothing measured: no request was sent in the run{ran}: the users' start-up took all of it (with "
+                "--llm-input-tokens and no /tokenize on the server, two calibration prompts of ~190 and ~570 words "
+                "go first: see the log's 'synthetic prompts by' line), or no user started; run longer (-t)")
     return (f"nothing measured: no request ended within the run{ran} ({cut} cut by the stop after up to "
             f"{longest:.1f} s: each takes longer): run longer than one request (-t well above its E2E), {lower}")
 

@@ -23,12 +23,15 @@ the running batch grew),
 mean over the window: its histogram's buckets, 0.3 s wide at the bottom in vLLM, are too coarse
 for a p99). The residual "client and network" (our TTFT less the server's queue and prefill, per
 request) needs the per-request timings; it is said to be flat when it moved less than 1 ms and
-20%, and left out when the server reports no timings. GPU utilisation and memory are added when a sidecar was scraped. Where the server says
-nothing, the sentence says so rather than guessing.
+20%, and left out when the server reports no timings. GPU utilisation and memory are added when
+a sidecar was scraped; a saturated load generator (the run's self-check) is said, since its own
+delay is then in our latencies. Where the server says nothing, the sentence says so rather than
+guessing.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from llm_users.outputs.study_slo import kind_of, load_label, slo_limits, target_percentile, verdicts
@@ -37,13 +40,16 @@ Figures = dict[str, dict[str, float]]
 
 
 def window_figures(extra: dict[int, dict[str, float]], start: float, end: float) -> Figures:
-    """Mean and max of every scraped column over the seconds ``start <= t < end`` (a point's
-    measured window); empty when nothing was scraped then."""
+    """Mean and max of every scraped column over a point's measured window ``[start, end)``: the
+    seconds whose middle lies in it (a second's row holds its last scrape, so a second that began
+    before the window, in the settle time, would speak for the load before); the second holding
+    the window's middle when the window is under a second. Empty when nothing was scraped then."""
     sums: dict[str, float] = {}
     counts: dict[str, int] = {}
     maxima: dict[str, float] = {}
-    lo, hi = int(start), int(end)
-    for t in range(lo, max(hi, lo + 1)):
+    lo, hi = math.ceil(start - 0.5), math.ceil(end - 0.5)
+    seconds = range(lo, hi) if hi > lo else (int((start + end) / 2),)
+    for t in seconds:
         for k, v in (extra.get(t) or {}).items():
             if not isinstance(v, int | float) or isinstance(v, bool):
                 continue  # a second a column had no value (a rate not computed, a stage's empty cell)
@@ -156,9 +162,13 @@ def causes(b: dict[str, float | None], a: dict[str, float | None]) -> list[str]:
     return out
 
 
-def explain(before: dict[str, Any] | None, after: dict[str, Any], slo_phrase: str) -> str:
+def explain(before: dict[str, Any] | None, after: dict[str, Any], slo_phrase: str,
+            client_saturated: bool = False) -> str:
     """One sentence: ``slo_phrase`` (what broke, from which load), then what changed between the
-    knee (``before``; None when the first point already failed) and the first failing point."""
+    knee (``before``; None when the first point already failed) and the first failing point.
+    ``client_saturated`` (the run's self-check): the load generator's own delay is in our figures,
+    which the sentence says, so a latency that rose while the server's figures did not move is
+    not read as the server's."""
     b = figures(before) if before is not None else dict.fromkeys(figures(after))
     a = figures(after)
     server_known = any(a[k] is not None for k in ("waiting", "running", "queue_p99", "per_token", "kv"))
@@ -175,6 +185,8 @@ def explain(before: dict[str, Any] | None, after: dict[str, Any], slo_phrase: st
         rb, ra = b["residual"], a["residual"]
         flat = rb is not None and abs(ra - rb) < max(1.0, 0.2 * abs(rb))
         extras.append(f"client and network {'flat at' if flat else 'at'} {_change(rb, ra, ' ms')}")
+    if client_saturated:
+        extras.append("the load generator was saturated (self-check): its own delay is in our latencies")
     if a["gpu_util"] is not None:
         gpu = f"GPU utilisation {_pct(b['gpu_util']) + ' -> ' if b['gpu_util'] is not None else ''}{_pct(a['gpu_util'])}"
         if a["gpu_mem"] is not None:
@@ -219,7 +231,8 @@ def knee_block(summary: dict[str, Any], points: list[dict[str, Any]]) -> dict[st
     return {"point": None if knee_i is None else vs[knee_i].index,
             kind: None if knee_i is None else vs[knee_i].load,
             "first_failing_point": vs[fi].index, f"first_failing_{kind}": vs[fi].load,
-            "explanation": explain(before, after, slo_phrase(summary, after, before, kind))}
+            "explanation": explain(before, after, slo_phrase(summary, after, before, kind),
+                                   bool((summary.get("self_check") or {}).get("saturated")))}
 
 
 def annotate(summary: dict[str, Any], extra: dict[int, dict[str, float]]) -> None:

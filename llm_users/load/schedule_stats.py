@@ -28,6 +28,8 @@ CLIENT_LAG_LIMIT_MS = 25.0
 #: every other one is dropped and only every 2nd (4th, ...) later record is kept, so memory stays
 #: under 200 kB however long the run (24 bytes a request grew a master 82 MB an hour at 950
 #: records/s); thirds' medians of 4,096 or more sampled requests are plenty for a 2x verdict.
+#: The columns are made at their full size (192 kB) with the book: growing them by appends
+#: left a master's heap a little larger at each resize for the first hours (issue 33).
 TREND_KEPT = 8192
 GROWTH_FACTOR = 2.0  # "grows": last third's median at least this many times the first third's
 SCHEDULE_METRICS = ("schedule_lag", "client_lag", "inflight_wait", "ttft_from_schedule", "e2e_from_schedule")
@@ -56,9 +58,9 @@ class ScheduleBook:
         self.cap_waits = 0
         self.first_due: float | None = None  # wall clock of the earliest scheduled time
         self.last_send: float | None = None
-        self._t = array("d")
-        self._sched = array("d")
-        self._send = array("d")
+        # the trend's columns (send time, E2E from the schedule, from the send), at their full size
+        self._t, self._sched, self._send = (array("d", bytes(8 * TREND_KEPT)) for _ in range(3))
+        self._n = 0  # how many of them are filled
         self._stride = 1  # the trend keeps every stride-th eligible record (TREND_KEPT)
         self._eligible = 0
 
@@ -81,11 +83,13 @@ class ScheduleBook:
             self._eligible += 1
             if (self._eligible - 1) % self._stride:
                 return
-            self._t.append(st)
-            self._sched.append(v["e2e_from_schedule"] / 1e6)
-            self._send.append((rec.e2e_ns or 0) / 1e6)
-            if len(self._t) >= TREND_KEPT:  # every other one: the kept are the multiples of the new stride
-                self._t, self._sched, self._send = self._t[::2], self._sched[::2], self._send[::2]
+            n = self._n
+            self._t[n], self._sched[n], self._send[n] = st, v["e2e_from_schedule"] / 1e6, (rec.e2e_ns or 0) / 1e6
+            self._n = n = n + 1
+            if n >= TREND_KEPT:  # every other one: the kept are the multiples of the new stride
+                for col in (self._t, self._sched, self._send):
+                    col[: n // 2] = col[::2]
+                self._n = n // 2
                 self._stride *= 2
 
     @property
@@ -103,7 +107,7 @@ class ScheduleBook:
     def trend(self) -> dict[str, Any]:
         """Median E2E from the schedule and from the send, in the first and last third of the run
         (of every request, or past :data:`TREND_KEPT` of an even sample: ``sampled_every``)."""
-        n = len(self._t)
+        n = self._n
         if n < 6:
             return {}
         order = sorted(range(n), key=self._t.__getitem__)

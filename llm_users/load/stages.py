@@ -26,9 +26,11 @@ from __future__ import annotations
 import bisect
 import csv
 import io
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgpack
 from locust import LoadTestShape
 
 from llm_users.load.plans import (  # noqa: F401 - the plans' home is plans.py (light); these names stay here
@@ -40,7 +42,7 @@ from llm_users.load.plans import (  # noqa: F401 - the plans' home is plans.py (
     settle_for,
 )
 from llm_users.load.schedule_stats import SCHEDULE_METRICS, schedule_values
-from llm_users.metrics import Stats
+from llm_users.metrics import Distribution, Stats
 
 TAIL_MAX_S = 60.0  # the longest a stage's (or sweep point's) tail keeps the load on
 
@@ -54,7 +56,7 @@ class StageRecord:
     settle_s: float
     measure_end: float | None = None  # sweep points: records starting later are excluded (tail)
     end: float | None = None
-    stats: Stats = field(default_factory=Stats)
+    stats: Stats | None = field(default_factory=Stats)  # None while frozen: read figures()
     excluded_settle: int = 0
     excluded_tail: int = 0
     note: str | None = None
@@ -62,12 +64,39 @@ class StageRecord:
     e2e_max_ns: int = 0  # the slowest request of the stage (settle window too): how long a tail waits
     returned: int = 0  # records of the stage come back so far (a tail waits for the first one)
     timings: dict[str, Any] = field(default_factory=dict)  # the server's own per-request timings
+    frozen: bytes | None = None  # a finished stage's figures as one block (:meth:`freeze`)
 
-    def pack(self) -> None:
-        """Its distributions packed (a finished stage's, kept for the report: 16 bytes a bucket)."""
-        self.stats.pack()
-        for d in (*self.sched.values(), *self.timings.values()):
-            d.pack()
+    def freeze(self) -> None:
+        """Keep a finished stage's figures (its statistics, schedule and server-timing
+        distributions, for the report) as one compressed block of their exact wire forms, and
+        drop the objects: a few kB a stage where its packed distributions, token counts and
+        counters took 20-100 kB in hundreds of heap blocks for the whole run (issue 33's soak:
+        a master grew with every stage it finished). :meth:`figures` reads them back."""
+        if self.stats is None:
+            return
+        wire = {"slos": self.stats.slos, "stats": self.stats.to_wire(),
+                "sched": {m: d.to_wire() for m, d in self.sched.items()},
+                "timings": {m: d.to_wire() for m, d in self.timings.items()}}
+        self.frozen = zlib.compress(msgpack.packb(wire, use_bin_type=True), 6)
+        self.stats, self.sched, self.timings = None, {}, {}
+
+    def figures(self) -> tuple[Stats, dict[str, Any], dict[str, Any]]:
+        """Its statistics, schedule and server-timing distributions: the live ones, or for a
+        frozen stage a copy read back from its block (exactly the same counts), not kept."""
+        if self.stats is not None:
+            return self.stats, self.sched, self.timings
+        assert self.frozen is not None
+        wire = msgpack.unpackb(zlib.decompress(self.frozen), raw=False, strict_map_key=False)
+        stats = Stats(wire["slos"])
+        stats.merge_wire(wire["stats"])
+        return stats, _dists_from_wire(wire["sched"]), _dists_from_wire(wire["timings"])
+
+    def live(self) -> tuple[Stats, dict[str, Any], dict[str, Any]]:
+        """Its figures to add to: a frozen stage's read back and kept live again (a late record)."""
+        if self.stats is None:
+            self.stats, self.sched, self.timings = self.figures()
+            self.frozen = None
+        return self.stats, self.sched, self.timings
 
     @property
     def measured_start(self) -> float:
@@ -78,13 +107,19 @@ class StageRecord:
         return max((end or self.measured_start) - self.measured_start, 0.0)
 
 
+def _dists_from_wire(wires: dict[str, Any]) -> dict[str, Distribution]:
+    """Distributions read back from their wire forms (a frozen stage's)."""
+    out = {}
+    for m, w in wires.items():
+        out[m] = d = Distribution()
+        d.merge_wire(w)
+    return out
+
+
 class StageBook:
     """Per-stage statistics from merged records. ``begin`` opens a stage at a wall-clock time."""
 
     def __init__(self, slos: dict[str, float] | None = None) -> None:
-        from llm_users.metrics import Distribution
-
-        self._dist = Distribution
         self.slos = slos or {}
         self.stages: list[StageRecord] = []
         self._starts: list[float] = []
@@ -96,9 +131,9 @@ class StageBook:
             self.stages[-1].end = now
         st = StageRecord(len(self.stages), kind, load, now, settle_s,
                          measure_end=None if measure_s is None else now + settle_s + measure_s,
-                         stats=Stats(self.slos), sched={m: self._dist() for m in SCHEDULE_METRICS})
-        if len(self.stages) >= 2:  # the one before the previous: its late records are in (a late one unpacks it)
-            self.stages[-2].pack()
+                         stats=Stats(self.slos), sched={m: Distribution() for m in SCHEDULE_METRICS})
+        if len(self.stages) >= 2:  # the one before the previous: its late records are in (a late one thaws it)
+            self.stages[-2].freeze()
         self.stages.append(st)
         self._starts.append(now)
         for hook in self.on_begin:
@@ -125,14 +160,15 @@ class StageBook:
         if st.measure_end is not None and rec.start_time >= st.measure_end:
             st.excluded_tail += 1
             return
-        st.stats.add(rec)
+        stats, sched, timings = st.live()
+        stats.add(rec)
         if getattr(rec, "server_timings", None) and not (rec.warmup or rec.cooldown):
-            add_timings(st.timings, rec, self._dist)
+            add_timings(timings, rec, Distribution)
         if not (rec.warmup or rec.cooldown):
             v = schedule_values(rec)
             if v:
                 for k, ns in v.items():
-                    st.sched[k].add(ns)
+                    sched[k].add(ns)
 
     def summary(self, now: float | None = None) -> list[dict[str, Any]]:
         return [stage_summary(st, now) for st in self.stages]
@@ -142,14 +178,17 @@ def pooled_summary(group: list[StageRecord], now: float | None = None) -> dict[s
     """The summary of a point measured as several stages (``--llm-repeat``): their measured
     requests together (exact percentiles), rates over the sum of their measured seconds."""
     first = group[0]
+    stats, sched, timings = first.figures()
     pool = StageRecord(first.index, first.kind, first.load, first.start, first.settle_s, end=group[-1].end,
-                       stats=Stats(first.stats.slos), sched={m: d.__class__() for m, d in first.sched.items()})
+                       stats=Stats(stats.slos), sched={m: d.__class__() for m, d in sched.items()})
+    pooled, pooled_sched, pooled_timings = pool.live()
     for st in group:
-        pool.stats.merge(st.stats)
-        for m, d in st.sched.items():
-            pool.sched[m].merge(d)
-        for m, d in st.timings.items():
-            pool.timings.setdefault(m, d.__class__()).merge(d)
+        stats, sched, timings = st.figures()
+        pooled.merge(stats)
+        for m, d in sched.items():
+            pooled_sched[m].merge(d)
+        for m, d in timings.items():
+            pooled_timings.setdefault(m, d.__class__()).merge(d)
         pool.excluded_settle += st.excluded_settle
         pool.excluded_tail += st.excluded_tail
         pool.note = pool.note or st.note
@@ -169,7 +208,8 @@ def tail_s(st: StageRecord, ship_delay_s: float, floor_ns: int = 0) -> float:
 def stage_summary(st: StageRecord, now: float | None = None, measured: float | None = None) -> dict[str, Any]:
     """One stage's summary block; ``measured``: its measured seconds when not its own window (pooled)."""
     measured = st.measured_s(now) if measured is None else measured
-    s = st.stats.summary(duration_s=measured)
+    stats, sched, timings = st.figures()
+    s = stats.summary(duration_s=measured)
     out: dict[str, Any] = {"index": st.index, st.kind: st.load, "start": st.start, "end": st.end,
                            "settle_s": st.settle_s, "measured_s": measured}
     excluded = st.excluded_settle + st.excluded_tail + s["excluded_warmup"] + s["excluded_cooldown"]
@@ -181,11 +221,11 @@ def stage_summary(st: StageRecord, now: float | None = None, measured: float | N
               "inputs", "inputs_per_s", "input_tokens_per_s", "request_kinds"):
         if k in s:
             out[k] = s[k]
-    for m, d in st.sched.items():
+    for m, d in sched.items():
         if d.count:
             out[m] = d.summary_ms()
-    if st.timings:
-        out["server_timings"] = {m: d.summary_ms() for m, d in sorted(st.timings.items())}
+    if timings:
+        out["server_timings"] = {m: d.summary_ms() for m, d in sorted(timings.items())}
     if st.note:
         out["note"] = st.note
     return out

@@ -119,11 +119,11 @@ class Distribution:
     a fresh one costs 0.1-0.2 ms of page faults with the hub blocked, and the self-check made one
     every second for its lag window (a 0.44 ms first-token stamp at 60 streams, issue 14).
 
-    A distribution that is done changing (a finished stage's, kept for the report) is
+    A distribution that is done changing (a self-check piece's lag window) is
     :meth:`pack`-ed: its buckets into two sorted arrays, 16 bytes a bucket, where the dict took
     about 100 and a histogram 184 KB; added to again, the new counts wait in the dict beside
-    them, and reading counts both (exactly the same counts). A study's master kept each stage's
-    distributions as dicts and grew by 1-2 MB an hour of 5-minute stages (issue 33's soak).
+    them, and reading counts both (exactly the same counts). (A finished stage's figures are
+    kept smaller still, as one compressed block of their wire forms: ``StageRecord.freeze``.)
     On a master, a distribution folds its dict into the arrays at :data:`FOLD_BUCKETS` buckets:
     its run-long distributions never grow past 16 bytes a bucket in use plus that.
     """

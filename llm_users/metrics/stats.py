@@ -175,12 +175,6 @@ class Stats:
             }
         return out
 
-    def pack(self) -> None:
-        """Keep the distributions packed (:meth:`Distribution.pack`): these statistics are done
-        changing (a finished stage's); reading or adding unpacks them."""
-        for d in self.dists.values():
-            d.pack()
-
     def merge(self, other: Stats) -> None:
         self.merge_wire(other.to_wire())
 

@@ -207,7 +207,7 @@ def _sdk_stream(client: Any, spec: RequestSpec, body: dict[str, Any]) -> Iterato
         yield event.to_dict(), event.type.encode()
 
 
-SDK = SDKBinding("anthropic", "anthropic", _sdk_client, _sdk_stream)
+SDK = SDKBinding("anthropic", "anthropic", _sdk_client, _sdk_stream, http_package="httpx2")
 
 CLAUDE = Backend(
     name="claude",

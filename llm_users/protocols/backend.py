@@ -88,6 +88,9 @@ class SDKBinding:
     package: str  # pip name
     client: Callable[[Any, SDKSetup], Any]
     stream: Callable[[Any, RequestSpec, dict[str, Any]], Iterator[SDKChunk]]
+    #: the httpx package under the SDK's client: its ``create_ssl_context`` makes the TLS
+    #: context every user's client shares (``setup.httpx_kwargs["verify"]``)
+    http_package: str = "httpx"
 
 
 def sdk_arguments(call: Callable[..., Any], body: dict[str, Any]) -> dict[str, Any]:

@@ -277,7 +277,7 @@ def _genai_embed(client: Any, spec: RequestSpec, body: dict[str, Any]) -> Iterat
     yield resp.model_dump(mode="json", by_alias=True, exclude_none=True), None
 
 
-OPENAI_SDK = SDKBinding("openai", "openai", _openai_client, _openai_embed)
+OPENAI_SDK = SDKBinding("openai", "openai", _openai_client, _openai_embed, http_package="httpx2")
 OLLAMA_SDK = SDKBinding("ollama", "ollama", _ollama_client, _ollama_embed)
 GENAI_SDK = SDKBinding("google.genai", "google-genai", _genai_client, _genai_embed)
 

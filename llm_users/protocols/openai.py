@@ -119,16 +119,12 @@ class OpenAIStreamParser(SSEJSONParser):
 
     __slots__ = ("_model",)
     protocol = "OpenAI"
+    sentinel = b"[DONE]"
+    sentinel_ends = True
 
     def __init__(self) -> None:
         super().__init__()
         self._model = False
-
-    def _sentinel(self, payload: bytes) -> bool:
-        if payload == b"[DONE]":
-            self.complete = True
-            return True
-        return False
 
     def _chunk(self, obj: dict[str, Any], name: bytes | None, events: list[Event]) -> None:
         err = obj.get("error")
@@ -151,16 +147,17 @@ class OpenAIStreamParser(SSEJSONParser):
             for choice in choices:
                 delta = choice.get("delta")
                 if delta is not None:
-                    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-                    if reasoning:
-                        events.append(Content(reasoning, reasoning=True))
                     text = delta.get("content")
-                    calls = delta.get("tool_calls")
-                    if calls:
-                        for call in calls:
-                            args = (call.get("function") or {}).get("arguments")
-                            if args:
-                                events.append(Content(args, tool=True))
+                    if not text or len(delta) > 1:  # not the usual {"content": ...}: reasoning, tool calls?
+                        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                        if reasoning:
+                            events.append(Content(reasoning, reasoning=True))
+                        calls = delta.get("tool_calls")
+                        if calls:
+                            for call in calls:
+                                args = (call.get("function") or {}).get("arguments")
+                                if args:
+                                    events.append(Content(args, tool=True))
                 else:
                     text = choice.get("text")
                 if text:
@@ -209,7 +206,7 @@ def _sdk_stream(client: Any, spec: RequestSpec, body: dict[str, Any]) -> Iterato
         yield chunk.to_dict(), None
 
 
-SDK = SDKBinding("openai", "openai", _sdk_client, _sdk_stream)
+SDK = SDKBinding("openai", "openai", _sdk_client, _sdk_stream, http_package="httpx2")
 
 
 # the backends that speak this protocol natively ----------------------------------------------

@@ -131,13 +131,11 @@ class ResponsesStreamParser(SSEJSONParser):
 
     __slots__ = ("_model",)
     protocol = "OpenAI Responses"
+    sentinel = b"[DONE]"  # LiteLLM's bridge, after response.completed: not an end of its own
 
     def __init__(self) -> None:
         super().__init__()
         self._model = False
-
-    def _sentinel(self, payload: bytes) -> bool:
-        return payload == b"[DONE]"  # LiteLLM's bridge, after response.completed: not an end of its own
 
     def _chunk(self, obj: dict[str, Any], name: bytes | None, events: list[Event]) -> None:
         kind = obj.get("type") or (name.decode("utf-8", "replace") if name else None)
@@ -231,6 +229,6 @@ def route(dialect: Dialect, sdk_client: Callable[[Any, SDKSetup], Any]) -> Route
         return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling, dialect=dialect,
                              api_key=spec.api_key, tools=spec.tools, images=spec.images)
 
-    sdk = SDKBinding("openai", "openai", sdk_client, _sdk_stream)
+    sdk = SDKBinding("openai", "openai", sdk_client, _sdk_stream, http_package="httpx2")
     return Route(ENDPOINT, PATH, build, ResponsesStreamParser, protocol="openai-responses", sdk=sdk,
                  chunk_has_a_token=True, min_output_tokens=OPENAI_MIN_OUTPUT_TOKENS if dialect == "openai" else 1)

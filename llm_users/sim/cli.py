@@ -15,6 +15,7 @@ import gc
 import logging
 import signal
 import socket
+import ssl
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -81,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, default=0, help="seed of the text, timing and fault draws (default 0)")
     g.add_argument("--no-uvloop", dest="uvloop", action="store_false", help="use asyncio's loop even if uvloop "
                    "is installed")
+    g.add_argument("--tls-cert", default=None, metavar="PEM", help="serve HTTPS with this certificate chain "
+                   "(with --tls-key): to measure a client's TLS path")
+    g.add_argument("--tls-key", default=None, metavar="PEM", help="the private key of --tls-cert")
     g.add_argument("--exit-with-parent", action="store_true", help="exit when the parent process goes away "
                    "(the launcher sets it)")
     g.add_argument("--log-level", default="WARNING", help="stderr log level (default WARNING)")
@@ -194,18 +198,31 @@ def config_from_args(argv: Sequence[str] | None = None) -> tuple[SimConfig, argp
     fields = {k: v for k, v in vars(ns).items() if k != "log_level"}
     fields["routes"] = tuple(dict.fromkeys(ns.routes or ()))
     fields["only_backends"] = tuple(ns.only_backends or ())
+    if (ns.tls_cert is None) != (ns.tls_key is None):
+        parser.error("--tls-cert and --tls-key go together")
     try:
         cfg = SimConfig(**fields)
         route_modules(cfg)  # a module that is not there stops here, with its name
         if cfg.tokenizer:
             LocalTokenizer(cfg.tokenizer, "--tokenizer")  # a bad file or no package stops here too
+        _tls_context(cfg)  # a missing or unreadable certificate stops here
     except (ValueError, ImportError, ConfigError) as e:
         parser.error(str(e))
+    except (OSError, ssl.SSLError) as e:
+        parser.error(f"--tls-cert/--tls-key: {e}")
     return cfg, ns
 
 
-def _url(host: str, port: int) -> str:
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+def _url(host: str, port: int, scheme: str = "http") -> str:
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
+
+
+def _tls_context(cfg: SimConfig) -> ssl.SSLContext | None:
+    if cfg.tls_cert is None:
+        return None
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(cfg.tls_cert, cfg.tls_key)
+    return ctx
 
 
 async def serve(cfg: SimConfig, ready: Callable[[str], None] | None = None) -> None:
@@ -221,9 +238,10 @@ async def serve(cfg: SimConfig, ready: Callable[[str], None] | None = None) -> N
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((cfg.host, cfg.port))
-    site = web.SockSite(runner, sock, backlog=4096)
+    tls = _tls_context(cfg)
+    site = web.SockSite(runner, sock, backlog=4096, ssl_context=tls)
     await site.start()
-    url = _url(cfg.host, sock.getsockname()[1])
+    url = _url(cfg.host, sock.getsockname()[1], "https" if tls else "http")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

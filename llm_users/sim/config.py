@@ -85,6 +85,8 @@ class SimConfig:
 
     uvloop: bool = True
     exit_with_parent: bool = False
+    tls_cert: str | None = None  # serve HTTPS with this certificate (PEM) and --tls-key
+    tls_key: str | None = None
     #: route modules to serve besides the built-in backends' (each has ``add_routes(app)``)
     routes: tuple[str, ...] = ()
     only_backends: tuple[str, ...] = ()  # serve only these backends' routes (empty: all)

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import IO
 
-READY = re.compile(r"^llm-sim: serving on (http://\S+)\s*$")
+READY = re.compile(r"^llm-sim: serving on (https?://\S+)\s*$")
 
 
 class SimProcess:

@@ -6,11 +6,11 @@ reproducible. Length is made exact in one of two ways, chosen in :meth:`Syntheti
 
 - **tokenizer** (vLLM, TGI, llama.cpp expose one): each prompt's content is counted by the
   server's own ``/tokenize`` and adjusted word by word until it hits the target; the chat
-  template's overhead (the server's reported prompt tokens for a probe minus the tokenizer's
-  count of the probe's text) is subtracted from every target first;
+  template's overhead (the server's reported prompt tokens for a short probe request minus the
+  tokenizer's count of its text) is subtracted from every target first;
 - **local_tokenizer** (``--llm-tokenizer PATH``, a Hugging Face ``tokenizer.json``): the same
   fitting, counted on this machine (:mod:`.local_tokenizer`), so the run makes no ``/tokenize``
-  call per prompt. The chat template's overhead is measured once per process from one real
+  call per prompt. The chat template's overhead is measured once per process from one short real
   request (the server's reported prompt tokens minus the local count of its content); one
   ``/tokenize`` call, where the server has the endpoint, checks the local count against the
   server's on that text (``verified`` in the workload summary; a warning if they differ);
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -46,6 +47,8 @@ WORDS = tuple(
 SHORT_WORDS = tuple(w for w in WORDS if len(w) <= 4)  # one token in any common tokenizer
 
 CALIBRATION_WORDS = (len(WORDS), 3 * len(WORDS))  # whole passes: their token counts are exact
+OVERHEAD_PROBE_WORDS = 16  # the tokenizer method's one probe request: its content, in words
+SLOW_PREPARE_S = 2.0  # measuring the server longer than this is said as a warning: it took from the run
 
 
 def _pass(rng: random.Random) -> list[str]:
@@ -63,6 +66,17 @@ def _pass(rng: random.Random) -> list[str]:
         rng.shuffle(order)
         out.extend(strata[j][i] for j in order if i < len(strata[j]))
     return out
+
+
+def _template_overhead(probe: Probe, count: Callable[[str], int | None], text: str) -> int | None:
+    """The chat template's tokens: the server's reported prompt tokens for one probe request of
+    ``text``'s first words, less ``count`` of them; None when either is not known. The overhead
+    does not depend on the content's length, and a CPU server prefills a 200-word probe in
+    seconds, taken from the run."""
+    short = " ".join(text.split()[:OVERHEAD_PROBE_WORDS])
+    reported = probe.prompt_tokens([{"role": "user", "content": short}])
+    counted = count(short)
+    return None if reported is None or counted is None else reported - counted
 
 
 def words_text(rng: random.Random, n: int) -> str:
@@ -96,12 +110,12 @@ class Fitter:
             return
         counted = probe.tokenize(text)
         if counted is not None:
-            reported = probe.prompt_tokens([{"role": "user", "content": text}])
-            if reported is None:
+            overhead = _template_overhead(probe, probe.tokenize, text)
+            if overhead is None:
                 raise ConfigError("synthetic prompts: the server reported no prompt tokens for the probe request")
             self.method = "tokenizer"
             self.count = probe.tokenize
-            self.overhead = reported - counted
+            self.overhead = overhead
             self.tokens_per_word = counted / CALIBRATION_WORDS[0]
             return
         points = []
@@ -119,12 +133,12 @@ class Fitter:
 
     def _prepare_local(self, probe: Probe, text: str, local: LocalTokenizer) -> None:
         counted = local.count(text)
-        reported = probe.prompt_tokens([{"role": "user", "content": text}])
-        if reported is None:
+        overhead = _template_overhead(probe, local.count, text)
+        if overhead is None:
             raise ConfigError("--llm-tokenizer: the server reported no prompt tokens for the probe request, so the "
                               "chat template's tokens cannot be measured")
         self.method, self.count, self.tokenizer = "local_tokenizer", local.count, local.name
-        self.overhead = reported - counted
+        self.overhead = overhead
         self.tokens_per_word = counted / CALIBRATION_WORDS[0]
         server = probe.tokenize(text)
         self.verified = None if server is None else server == counted
@@ -231,6 +245,7 @@ class SyntheticSource(RequestSource):
 
     def prepare(self, probe: Probe) -> None:
         rng = random.Random(f"{self.seed}:calibration")
+        t0 = time.perf_counter_ns()
         try:
             local = None
             if self.tokenizer:
@@ -246,7 +261,10 @@ class SyntheticSource(RequestSource):
         # a prefix is N tokens of content on its own: fitted without the template's overhead
         self.prefixes = [self._prefix(prefix_rng) for _ in range(self.prefix_count)]
         self._prepared = True
-        log.info("locust-llm: synthetic prompts by %s (overhead %d tokens)", self.fitter.method, self.fitter.overhead)
+        took_s = (time.perf_counter_ns() - t0) / 1e9
+        log.log(logging.WARNING if took_s >= SLOW_PREPARE_S else logging.INFO,
+                "locust-llm: synthetic prompts by %s (overhead %d tokens), measured in %.1f s before this process's "
+                "first request", self.fitter.method, self.fitter.overhead, took_s)
 
     def _prefix(self, rng: random.Random) -> str:
         return self.fitter.content(self.prefix_tokens + self.fitter.overhead, rng) + " "

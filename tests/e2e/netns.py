@@ -2,12 +2,15 @@
 a bridge that lives in a namespace of its own, so nothing touches the host's network.
 
 Hosts get addresses in 198.18.13.0/24 (RFC 2544's benchmarking range), which exists only
-inside these namespaces. Every namespace is named ``PREFIX-*``; :func:`cleanup` removes them
-all (leftovers of a crashed earlier run too). Needs root and ``ip`` (iproute2).
+inside these namespaces. Every namespace is named ``PREFIX-*``, the prefix made from this
+checkout's path, so two checkouts' suites (a developer's and a CI clone's on one machine) each
+have their own network and never remove each other's; :func:`cleanup` removes them all
+(leftovers of a crashed earlier run of this checkout too). Needs root and ``ip`` (iproute2).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -16,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-PREFIX = "llmt13"
+PREFIX = "llmt" + hashlib.sha1(str(Path(__file__).resolve().parents[2]).encode()).hexdigest()[:6]
 SUBNET = "198.18.13"
 BRIDGE_NS = f"{PREFIX}-br"
 

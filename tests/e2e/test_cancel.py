@@ -80,7 +80,11 @@ def test_cancelled_requests_are_recorded_counted_and_freed(client: str, after: s
         assert r["error_category"] == "cancelled" and r["client"] == client
         assert 90e6 < r["ttft_ns"] < 400e6 and r["output_tokens"] is None
         if after.endswith("ms"):
-            assert 295e6 < r["e2e_ns"] < 400e6, r["e2e_ns"]  # 300 ms from t0
+            # 300 ms from t0, never early; late by as long as the loop is held when it is due: a
+            # collection pass before the heap's freeze once users hold (health/gctune.py) or the
+            # first SDK call building the SDK's models (r45, r46 on CI's machine: due at 300 ms,
+            # fired at 451 ms, the 3.4-s request of a 4-s run; 300.6-304 ms on a quiet one)
+            assert 295e6 < r["e2e_ns"] < 600e6, r["e2e_ns"]
             assert 3 <= r["chunks"] < 40 and len(r["itl_ns"]) == r["chunks"] - 1
         else:
             assert r["chunks"] == 5 and len(r["itl_ns"]) == 4 and r["e2e_ns"] < 600e6

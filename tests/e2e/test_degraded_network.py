@@ -17,6 +17,7 @@ its records, queued while cut off, arrive and merge once.
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -53,13 +54,14 @@ def spawned(log: Path) -> bool:
 
 def run_exact(net: netns.TestNet, run_dir: Path, target: str, seconds: int = 6, users: int = 8,
               during: Any = None) -> list[dict[str, Any]]:
-    """One distributed run; ``during(master_log)`` acts on the network mid-run. Returns the records,
-    checked: merged exactly, each request once, as many as the simulator started."""
+    """One distributed run; ``during(master_log, master)`` acts on the network mid-run (and may stop
+    the master itself). Returns the records, checked: merged exactly, each request once, as many as
+    the simulator started."""
     run_dir.mkdir()
     before = sim_counts(net)["started"]
     master, workers = start_run(net, run_dir, target, users=users, seconds=seconds)
     if during is not None:
-        during(run_dir / "master.log")
+        during(run_dir / "master.log", master)
     finish(master, workers, run_dir)
     records = exact_merge(run_dir / "report")
     started = sim_counts(net)["started"] - before
@@ -69,6 +71,7 @@ def run_exact(net: netns.TestNet, run_dir: Path, target: str, seconds: int = 6, 
     return records
 
 
+@pytest.mark.serial  # the gaps' spread to a few ms: a loaded machine bunches the clean run's tokens as much
 def test_latency_with_jitter_is_measured_and_merged_exactly(net, tmp_path) -> None:
     sim = start_sim(net, tmp_path)
     relay = net.add("relay")
@@ -105,7 +108,7 @@ def test_a_worker_cut_off_from_the_server_for_3s_loses_no_record(net, tmp_path) 
     sim = start_sim(net, tmp_path)
     cut: dict[str, float] = {}
 
-    def partition(log: Path) -> None:
+    def partition(log: Path, _master: Any) -> None:
         wait_for(lambda: spawned(log), 40, "run", log)
         time.sleep(2)
         rules = [net.drop("w1", "-s", sim, chain="INPUT"), net.drop("w1", "-d", sim, chain="OUTPUT")]
@@ -117,8 +120,12 @@ def test_a_worker_cut_off_from_the_server_for_3s_loses_no_record(net, tmp_path) 
 
     records = run_exact(net, tmp_path / "run", f"http://{sim}:{SIM_PORT}", seconds=12, during=partition)
     assert net.dropped("w1") == 0  # the rules are gone (their counters with them)
-    stalled = [r for r in records if r["status"] == "ok" and max(r["itl_ns"] or [0]) > 2e9]
-    assert stalled, "no stream stalled across the partition"  # streams waited and went on
+    # streams in flight waited and went on: the gap is the first token's (the request or its first
+    # chunk was lost; CI's loaded machine put all four of w1's streams there once) or a later one's
+    stalled = [r for r in records if r["status"] == "ok" and max([r["ttft_ns"] or 0, *r["itl_ns"]]) > 2e9]
+    assert stalled, "no stream stalled across the partition"
+    across = [r for r in records if r["start_time"] < cut["at"] and r["start_time"] + (r["e2e_ns"] or 0) / 1e9 > cut["healed"]]
+    assert all(r["status"] == "ok" for r in across), [(r["status"], r["error_category"]) for r in across]
     assert any(r["start_time"] > cut["healed"] + 0.5 and r["status"] == "ok" for r in records)
 
 
@@ -126,7 +133,7 @@ def test_a_worker_cut_off_from_the_master_comes_back_and_merges_once(net, tmp_pa
     sim = start_sim(net, tmp_path)
     cut: dict[str, float] = {}
 
-    def partition(log: Path) -> None:
+    def partition(log: Path, master_proc: Any) -> None:
         wait_for(lambda: spawned(log), 40, "run", log)
         time.sleep(2)
         master = net.hosts["master"]
@@ -136,8 +143,16 @@ def test_a_worker_cut_off_from_the_master_comes_back_and_merges_once(net, tmp_pa
         for rule in rules:
             net.undrop("w1", rule)
         cut["healed"] = time.time()
+        # TCP's retransmission timer backed off during the cut (0.2 s doubling: ~6 s apart by its
+        # end), so the worker's queued heartbeats reach the master 0-13 s after the heal (r43: the
+        # run's -t stop came first and the worker's final data with it was lost). Stop the run
+        # once the master has re-admitted it and both workers sent for a few seconds, as
+        # Kubernetes stops a master (SIGTERM: the run ends as -t ends it); -t is only a bound.
+        wait_for(lambda: "self-healed" in log.read_text(), 40, "the worker's re-admission", log)
+        time.sleep(4)
+        master_proc.send_signal(signal.SIGTERM)
 
-    records = run_exact(net, tmp_path / "run", f"http://{sim}:{SIM_PORT}", seconds=22, during=partition)
+    records = run_exact(net, tmp_path / "run", f"http://{sim}:{SIM_PORT}", seconds=80, during=partition)
     text = (tmp_path / "run" / "master.log").read_text()
     assert "failed to send heartbeat" in text and "self-healed" in text, text[-3000:]
     from tests.helpers import read_summary

@@ -168,7 +168,7 @@ def test_default_warmup_excludes_cold_starts(sim_factory, tmp_path) -> None:
     assert len(cold) == 5 and all(r["warmup"] for r in cold)
     s = read_summary(report)["overall"]
     assert s["excluded_warmup"] == 5
-    assert s["ttft"]["max"] < 100
+    assert s["ttft"]["max"] < 300  # no cold start (430 ms) measured (a slow CI machine, alone: 105 ms warm)
     assert "warm-up excluded: 5 requests" in proc.stdout
 
 

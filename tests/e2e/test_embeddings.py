@@ -25,6 +25,7 @@ def service_ms(base_ms: float, token_ms: float, tokens: int) -> float:
     return base_ms + token_ms * tokens
 
 
+@pytest.mark.serial  # throughput against the analytic service time: run alone (tests/sharding.py)
 def test_step_study_every_stage_within_5_percent_of_analytic(sim_factory, tmp_path) -> None:
     # S = 150 + 0.2 x (4 inputs x 64 tokens) = 201.2 ms: long beside the client's own ~1-3 ms per request
     # on a busy machine, short enough for ~40 requests per user per stage (a whole request is 2.5%)
@@ -52,7 +53,9 @@ def test_step_study_every_stage_within_5_percent_of_analytic(sim_factory, tmp_pa
 
 
 def _run(sim_url: str, locustfile: str, report, *args: str) -> tuple[list[dict], dict]:
-    proc = run_locust(locustfile, "--host", sim_url, "-u", "3", "-r", "3", "-t", "3s", "--stop-timeout", "5",
+    # an SDK's first request (its import, its client) took 1.4 s beside CI's other shards: longer runs
+    seconds = 6 if "sdk" in args else 3
+    proc = run_locust(locustfile, "--host", sim_url, "-u", "3", "-r", "3", "-t", f"{seconds}s", "--stop-timeout", "5",
                       "--llm-prometheus-port", "0", *args, report=report, env=KEYS)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "embeddings/rerank (" in proc.stdout, proc.stdout[-2000:]  # the console's line
@@ -98,8 +101,8 @@ def test_each_route_raw_and_sdk(case: str, sim_factory, tmp_path) -> None:
     service = service_ms(20, 0.1, tokens_seen)
     if "--llm-client" in args:  # an SDK builds its answer object too (openai's: one object per number, ~ms)
         assert service - 1 <= e2e[len(e2e) // 2] <= service + 30, e2e
-    else:
-        assert e2e[len(e2e) // 2] == pytest.approx(service, abs=8), e2e
+    else:  # never below the server's time; above it by our client's own time (up to 9 ms beside CI's shards)
+        assert service - 1 <= e2e[len(e2e) // 2] <= service + 20, e2e
     ov = summary["overall"]
     measured = [r for r in ok if not r["warmup"]]
     assert ov["request_kinds"] == {kind: len(measured)} and ov["inputs"] == 3 * len(measured)

@@ -83,7 +83,10 @@ def test_achieved_rate_within_2_percent_with_two_workers(sim_factory, tmp_path, 
     s = read_summary(report)
     a = s["arrivals"]
     assert a["sent"] > 500  # 2% of it is 10 requests: a missed beat per worker per second would show
-    assert a["achieved_rps"] == pytest.approx(rate, rel=0.02)
+    if client == "raw" or not a["client_behind"]:
+        assert a["achieved_rps"] == pytest.approx(rate, rel=0.02), a["verdict"]
+    else:  # an SDK's own CPU on a slow machine (seen: 58.8 req/s, lag p99 37 ms, alone): behind, and said so
+        assert 0.9 * rate <= a["achieved_rps"] < rate and a["verdict"].startswith("CLIENT BEHIND:"), a
     recs = read_records(report)
     by_worker: dict[str, int] = {}
     for r in recs:

@@ -24,7 +24,7 @@ def test_sdk_mode_matches_raw_mode(locustfile: str, sim_factory, tmp_path) -> No
     results = {}
     for client in ("raw", "sdk"):
         report = tmp_path / client
-        proc = run_locust(locustfile, "--host", sim.url, "-u", "3", "-r", "3", "-t", "4s", "--stop-timeout", "10",
+        proc = run_locust(locustfile, "--host", sim.url, "-u", "3", "-r", "3", "-t", "8s", "--stop-timeout", "10",
                           "--llm-client", client, report=report, env=KEYS)
         assert proc.returncode == 0, proc.stderr[-3000:]
         records = read_records(report)
@@ -52,7 +52,9 @@ def test_sdk_mode_runs_as_long_as_asked(sim_factory, tmp_path) -> None:
                       report=tmp_path, env=KEYS)
     assert proc.returncode == 0, proc.stderr[-2000:]
     window = read_summary(tmp_path)["window"]
-    assert 3.5 < window["test_stop"] - window["test_start"] < 6.0, window
+    # at most the SDK's import more (it runs as the test starts, before Locust arms -t: 2.1 s on a
+    # loaded CI machine, 6.1 s in all)
+    assert 3.5 < window["test_stop"] - window["test_start"] < 8.0, window
 
 
 def test_llm_users_never_touches_sys_path() -> None:

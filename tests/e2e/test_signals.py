@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from llm_users.metrics import Distribution
 from tests.helpers import (
     free_port,
     get_json,
@@ -138,3 +139,42 @@ def test_master_and_workers_stop_cleanly_on_a_signal(sim_factory, tmp_path, how,
             if p.poll() is None:
                 p.kill()
     _check(report, sim.url, [tmp_path / "master.log", tmp_path / "w0.log", tmp_path / "w1.log"], client)
+
+
+# A study stopped by a signal: its finished stages are kept frozen (one compressed block each,
+# stages.py) and read back for the report; every one must say exactly what its records say.
+# SIGTERM during a headless shape run killed the process before (Locust's handler comes after
+# the shape's run: plugin._route_signals_to_main).
+# no warm-up: SDK users' first requests (1-2 s on a loaded machine) took CI's whole first stage
+STUDY = ["--llm-stages", "3:4s,4:4s,3:4s,4:30s", "--llm-settle", "0.2s", "--llm-warmup", "0"]
+
+
+@pytest.mark.parametrize(("how", "client"), [("SIGTERM local", "raw"), ("SIGTERM processes", "sdk"),
+                                             ("SIGINT processes", "raw")])
+def test_a_study_stopped_by_a_signal_reports_every_finished_stage_exactly(sim_factory, tmp_path, how,
+                                                                          client) -> None:
+    sim = sim_factory(*SIM_ARGS)
+    report, log = tmp_path / "r", tmp_path / "locust.log"
+    extra = processes_args(2) if how.endswith("processes") else []
+    proc = _locust([*COMMON, *STUDY, *CLIENT_ARGS[client], *extra, "--host", sim.url, "--llm-report", str(report)],
+                   log, client)
+    _wait_for_traffic(sim.url)
+    time.sleep(12.5)  # into the fourth stage: the first two are frozen (the stage two back, at each begin)
+    proc.send_signal(signal.SIGTERM if how.startswith("SIGTERM") else signal.SIGINT)
+    assert proc.wait(60) in (0, 1), log.read_text()[-3000:]
+    _check(report, sim.url, [log], client)
+    stages, records = read_summary(report)["stages"], read_records(report)
+    assert [st["users"] for st in stages] == [3, 4, 3, 4]
+    for st in stages[:3]:  # finished before the signal: frozen, then read back
+        lo, hi = st["start"] + st["settle_s"], st["start"] + st["settle_s"] + st["measured_s"]
+        mine = [r for r in records if r["stage"] == st["index"] and lo <= r["start_time"] < hi and not r["warmup"]
+                and r["status"] != "interrupted"]
+        ttft, itl = Distribution(), Distribution()
+        for r in mine:
+            ttft.add(r["ttft_ns"])
+            itl.add_many(r["itl_ns"])
+        assert st["requests"] == len(mine), st["index"]
+        # the freeze is read back with records in it: the first stage may have none, when the
+        # users' start-up took it (CI: SDK workers' first request 4.3 s into a 4-s stage)
+        assert len(mine) > 0 or st["index"] == 0, st["index"]
+        assert st["ttft"] == {**st["ttft"], **ttft.summary_ms()} and st["itl"]["p99"] == itl.summary_ms()["p99"]

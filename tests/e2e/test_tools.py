@@ -35,7 +35,7 @@ def _files(tmp_path: Path) -> tuple[Path, Path, Path]:
 
 
 def _run(sim, locustfile: str, report: Path, *args: str) -> list[dict]:
-    proc = run_locust(locustfile, "--host", sim.url, "-u", "2", "-r", "2", "-t", "3s", "--stop-timeout", "10",
+    proc = run_locust(locustfile, "--host", sim.url, "-u", "2", "-r", "2", "-t", "6s", "--stop-timeout", "10",
                       *args, report=report, env=KEYS)
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = [r for r in read_records(report) if r["status"] != "interrupted"]

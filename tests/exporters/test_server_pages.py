@@ -137,11 +137,25 @@ def test_discovery_names_the_server_or_says_why_not() -> None:
     assert discover("http://h", refused).url is None
 
 
+def test_discovery_parses_only_what_the_scraper_reads_in_slices() -> None:
+    """Discovery runs beside the first requests: only the lines the scraper reads are parsed,
+    with the loop's ready sockets served between slices (the simulator's whole page held the
+    loop 13.5 ms in one piece on a slow VM, issue 34 item 1); a page of nothing else still says so."""
+    pauses: list[int] = []
+    noise = "".join(f'process_open_fds{{n="{i}"}} {i}\n' for i in range(450))
+    page = noise + LLAMA.format(prompt=1, gen=1, running=0, deferred=0)
+    found = discover("http://llama:8080/v1", lambda url, timeout: page, pause=lambda: pauses.append(1))
+    assert (found.url, found.dialect, found.text) == ("http://llama:8080/metrics", "llamacpp", page)
+    assert len(pauses) >= 3  # before the parse, and twice over the 450 lines nobody reads
+    other = discover("http://h", lambda url, timeout: noise, pause=lambda: pauses.append(1))
+    assert other.url is None and "no vLLM, SGLang, TGI or llama.cpp series" in other.note
+
+
 def test_discovery_finds_the_simulator(sim_factory) -> None:
-    from exporters.scrape import fetch_text
+    from exporters.scrape import PageClient
 
     sim = sim_factory("--seed", "1")
-    found = discover(sim.url, fetch_text)
+    found = discover(sim.url, PageClient())
     assert (found.url, found.dialect) == (sim.url + "/metrics", "vllm")
     with urllib.request.urlopen(found.url, timeout=5) as r:
         assert b"vllm:request_queue_time_seconds_bucket" in r.read()

@@ -104,9 +104,18 @@ def test_nothing_measured_hint_from_warm_up_requests() -> None:
     assert "--llm-max-tokens, now 512" in line and "--llm-warmup 0" in line
 
 
+def test_nothing_measured_hint_when_no_request_was_sent() -> None:
+    """Not one record (none ended, none cut): the start-up took the run (a prompt calibration
+    behind a gateway with no /tokenize took 10 s of an 8-s run), not a request longer than it."""
+    line = nothing_measured({"successes": 0, "failures": 0, "interrupted": 0}, Ended(), {}, 8, 8.0)
+    assert line is not None and line.startswith("nothing measured: no request was sent in the run of 8 s: ")
+    assert "calibration prompts" in line and "run longer (-t)" in line and "cut by the stop" not in line
+
+
 def test_nothing_measured_hint_when_no_request_ended() -> None:
     ended = Ended()
     ended.longest_cut_s = 2.94
+    ended.records = 2
     line = nothing_measured({"successes": 0, "failures": 0, "interrupted": 2}, ended, {}, 2000, 3.0)
     assert line == ("nothing measured: no request ended within the run of 3 s (2 cut by the stop after up to "
                     "2.9 s: each takes longer): run longer than one request (-t well above its E2E), or lower the "

@@ -49,6 +49,13 @@ def test_window_figures_mean_and_max_over_the_window_only() -> None:
     assert window_figures(extra, 100.2, 102.0) == {"server_num_requests_waiting": {"mean": 2.0, "max": 3.0,
                                                                                      "samples": 2}}
     assert window_figures(extra, 200, 210) == {}
+    # a window that begins late in second 100 (its row's last scrape is mostly the settle time's):
+    # second 100 is left out, 101 (middle 101.5) and 102 (middle 102.5 < 102.6) are in
+    assert window_figures(extra, 100.6, 102.6)["server_num_requests_waiting"] == {"mean": 51.0, "max": 99.0,
+                                                                                  "samples": 2}
+    # under a second: the second that holds its middle
+    assert window_figures(extra, 101.7, 102.1)["server_num_requests_waiting"]["samples"] == 1
+    assert window_figures(extra, 101.7, 102.1)["server_num_requests_waiting"]["mean"] == 3.0
 
 
 def test_queueing_knee_names_waiting_queue_and_kv() -> None:
@@ -111,6 +118,21 @@ def test_no_server_figures_says_so_and_a_quiet_server_says_it_did_not_move() -> 
     after["server_metrics"] = {"server_num_requests_waiting": {"mean": 0.0}, "server_itl_mean_ms": {"mean": 20.5},
                                "server_num_requests_running": {"mean": 8.0}}
     assert explain(before, after, "X") == "X: the server's queue, batch and per-token time did not move"
+    # a latency that rose while the server did not move, from a saturated load generator: said
+    assert explain(before, after, "X", client_saturated=True) == (
+        "X: the server's queue, batch and per-token time did not move; the load generator was saturated "
+        "(self-check): its own delay is in our latencies")
+
+
+def test_the_run_self_check_reaches_the_knee_sentence() -> None:
+    stages = [stage(0, 4, 1000, 40, 1.0), stage(1, 8, 1010, 80, 0.2)]
+    extra = extra_for([(1000, {"server_num_requests_running": 4, "server_itl_mean_ms": 20}),
+                       (1010, {"server_num_requests_running": 4.2, "server_itl_mean_ms": 20.5})])
+    quiet = run([dict(s) for s in stages], extra)["knee"]["explanation"]
+    assert quiet == "TPOT p95 passes 50 ms from 8 u (40 -> 80 ms): the server's queue, batch and per-token time did not move"
+    summary = {**SUMMARY_SLO, "stages": stages, "self_check": {"saturated": True, "level": "saturated"}}
+    annotate(summary, extra)
+    assert summary["knee"]["explanation"] == quiet + "; the load generator was saturated (self-check): its own delay is in our latencies"
 
 
 def test_first_stage_failing_and_no_failing_stage() -> None:

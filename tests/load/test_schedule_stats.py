@@ -63,13 +63,15 @@ def test_a_long_run_keeps_a_bounded_even_sample_for_the_trend(monkeypatch) -> No
     for i in range(n):
         rec = _rec(i, lag_ms=1 + i, e2e_ms=40.0)
         book.add(rec)
-    assert len(book._t) < 64 and book._stride == 16 and book.sent == n
+    assert book._n < 64 and book._stride == 16 and book.sent == n
+    assert len(book._t) == len(book._sched) == len(book._send) == 64  # made at their full size, never grown
     t = book.trend()
     assert t["sampled_every"] == 16 and t["from_schedule_grows"] and not t["from_send_grows"]
     first, last = t["e2e_from_schedule_p50_ms"]
     assert first == pytest.approx(41 + n / 6, rel=0.1) and last == pytest.approx(41 + 5 * n / 6, rel=0.05)
-    assert book._t[0] == 100.0 and book._t[-1] >= 100 + (n - 64) / 100  # the sample spans the run
+    assert book._t[0] == 100.0 and book._t[book._n - 1] >= 100 + (n - 64) / 100  # the sample spans the run
+    assert list(book._t[: book._n]) == [100 + i / 100 for i in range(0, book._n * 16, 16)]  # every 16th, in order
     small = ScheduleBook()
     for i in range(50):
         small.add(_rec(i, lag_ms=1))
-    assert "sampled_every" not in small.trend() and len(small._t) == 50  # short runs: every request
+    assert "sampled_every" not in small.trend() and small._n == 50  # short runs: every request

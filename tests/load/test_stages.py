@@ -12,6 +12,7 @@ from llm_users.load.stages import (
     StageShape,
     parse_stages,
     parse_steps,
+    pooled_summary,
     settle_for,
     stages_csv,
 )
@@ -147,12 +148,41 @@ def test_pooled_summary_of_repeats_adds_requests_and_measured_seconds() -> None:
     assert p["ttft"]["max"] == 20 and p["ttft"]["min"] == 10
 
 
-def test_a_stage_two_back_is_packed_when_a_new_one_begins() -> None:
-    book = StageBook()
-    for i in range(3):
-        book.begin("users", i + 1, 100.0 + 10 * i, 0.0)
-        for k in range(50):
-            book.add(_rec(100.0 + 10 * i + k * 0.1, k + 1))
-    first = book.stages[0].stats.dists["ttft"]
-    assert first.packed_buckets and not book.stages[1].stats.dists["ttft"].packed_buckets
-    assert book.summary(200.0)[0]["ttft"]["p50"] == pytest.approx(25.0, rel=0.01)
+def _rich(start: float, k: int) -> RequestRecord:
+    """A record with every figure a stage keeps: ITL gaps over hundreds of buckets (the encoded
+    histogram's path), tokens, reasoning, the server's timings, schedule lag; some fail."""
+    r = _rec(start, 40 + (k * 37) % 300)
+    r.itl_ns = [int(1e6 * (5 + (k * 13 + j * 7) % 400) + j) for j in range(60)]
+    r.ttfb_ns, r.ttfo_ns = r.ttft_ns - 1000, r.ttft_ns
+    r.input_tokens, r.output_tokens, r.reasoning_tokens = 100 + k % 57, 61, k % 5
+    r.server_timings = {"queue_ns": 1e6 * (k % 9), "prefill_ns": 2e6 + k, "decode_ns": 9e8, "server_total_ns": 1e9}
+    r.scheduled_ns = r.t0_ns - 1000 * (k % 300)
+    if k % 17 == 0:
+        r.status, r.error_category = "error", ("http_error", "connection_reset")[k % 2]
+    return r
+
+
+def test_a_finished_stage_is_one_frozen_block_and_reads_back_exactly() -> None:
+    book, live = StageBook({"ttft": 200e6, "itl": 300e6}), StageBook({"ttft": 200e6, "itl": 300e6})
+    for b in (book, live):
+        for i in range(3):
+            b.begin("rate", i + 1, 100.0 + 10 * i, 1.0)
+            for k in range(300):
+                b.add(_rich(100.0 + 10 * i + 1 + k * 0.03, k + 100 * i))
+    live.stages[0].live()  # a late record would have thawed it: the same figures, never frozen
+    for st in live.stages:
+        assert st.frozen is None
+    first = book.stages[0]
+    assert first.stats is None and first.frozen is not None and book.stages[1].frozen is None
+    assert len(first.frozen) < 12_000  # 300 records of 60 gaps over 400 ms of buckets
+    assert book.summary(200.0) == live.summary(200.0)  # every figure of every stage
+    assert pooled_summary(book.stages[:2], 200.0) == pooled_summary(live.stages[:2], 200.0)
+    assert first.frozen is not None  # reading did not thaw it
+    late = _rich(101.5, 7)
+    book.add(late), live.add(_rich(101.5, 7))
+    assert late.stage == 0 and first.frozen is None and first.stats is not None  # a late record: live again
+    after = book.summary(200.0)
+    assert after == live.summary(200.0) and after[0]["requests"] == book.summary(200.0)[0]["requests"]
+    assert after[0]["requests"] + after[0]["excluded"] == 301
+    book.begin("rate", 4, 140.0, 1.0), live.begin("rate", 4, 140.0, 1.0)  # frozen again as the next begins
+    assert book.stages[1].frozen is not None and book.summary(200.0) == live.summary(200.0)

@@ -3,6 +3,7 @@ and a summary of events that tests compare exactly."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,6 +91,10 @@ def check_transcript(factory: Callable[[], Any], data: bytes) -> Summary:
         got += p.feed(data[i : i + 1])
     got += p.close()
     assert got == events, "byte-at-a-time feeding changed the events"
+    assert p.complete == complete
+    p = factory()  # a piece per frame, as servers write (the parsers' per-chunk fast path)
+    got = [e for piece in re.split(rb"(?<=\n\n)|(?<=\r\n\r\n)", data) if piece for e in p.feed(piece)] + p.close()
+    assert got == events, "feeding a frame at a time changed the events"
     assert p.complete == complete
     return summarize(events, complete)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import read_records, read_summary, run_locust
-from tests.real.observe import Window
+from tests.real.observe import Window, exit_code_for, held
 from tests.real.servers import LITELLM_KEY
 
 pytestmark = pytest.mark.slow
@@ -24,14 +24,14 @@ KEYS = {"ANTHROPIC_API_KEY": LITELLM_KEY, "GEMINI_API_KEY": LITELLM_KEY}
 
 
 def run_through(litellm, llama, locustfile: str, client: str, tmp_path):
-    """One 12 s run through the gateway: (proc, report, every record, the ok ones, gateway window)."""
+    """One 8 s run through the gateway: (proc, report, every record, the ok ones, gateway window)."""
     report = tmp_path / "r"
     gateway, backend = Window.open(litellm), Window.open(llama)
-    # 12 s: two requests a user even where a loaded CI machine takes 6 s for one (the first is warm-up)
-    proc = run_locust(locustfile, "--host", litellm.url, "-u", "2", "-r", "2", "-t", "12s", "--stop-timeout", "60",
+    # warm-up 0: each user's first request measured (a loaded CI machine takes 2-6 s for one)
+    proc = run_locust(locustfile, "--host", litellm.url, "-u", "2", "-r", "2", "-t", "8s", "--stop-timeout", "60",
                       "--llm-model", "gemma-3-270m", "--llm-max-tokens", str(MAX_TOKENS), "--llm-client", client,
                       "--llm-preflight", "off",  # each generation the model runs is a record
-                      report=report, env=KEYS, timeout=180)
+                      "--llm-warmup", "0", report=report, env=KEYS, timeout=180)
     log = gateway.log_text()
     # a failure says what the gateway and the model server logged meanwhile (a 500 or a reset from
     # LiteLLM is otherwise only its status line)
@@ -40,10 +40,10 @@ def run_through(litellm, llama, locustfile: str, client: str, tmp_path):
             + f"\n--- llama.cpp log in the run:\n{backend.log_text()[-2000:]}")
     records = read_records(report)
     ok = gateway.ok_but_races(records, logs)  # seen in CI: one request in 10-30, at a run's start
-    assert proc.returncode == (1 if len(ok) < len(records) else 0), proc.stderr[-3000:] + logs
-    assert len(ok) >= 4, logs
-    assert backend.generations() == len(ok)  # each request reached the model once; the race's never did
-    assert sum(r["output_tokens"] for r in ok) == backend.delta("tokens_predicted_total")
+    assert proc.returncode == exit_code_for(records), proc.stderr[-3000:] + logs
+    assert len(ok) >= 2, logs
+    # each request reached the model once; the race's never did; one the gateway held to the stop may have
+    backend.assert_ran(ok, held(records), MAX_TOKENS)
     for text in (proc.stdout, proc.stderr, (report / "requests.jsonl").read_text()):
         assert LITELLM_KEY not in text
     return proc, report, records, ok, gateway
@@ -52,7 +52,7 @@ def run_through(litellm, llama, locustfile: str, client: str, tmp_path):
 @pytest.mark.parametrize("client", ["raw", "sdk"])
 def test_claude_through_litellm(litellm, llama, client: str, tmp_path) -> None:
     proc, report, records, ok, gateway = run_through(litellm, llama, "claude.py", client, tmp_path)
-    assert gateway.requests("/v1/messages") == len(records)
+    gateway.assert_answered("/v1/messages", records)
     assert all(r["tokens_source"] == "usage" and r["input_tokens_source"] == "usage" for r in ok)
     assert all(r["input_tokens"] > 0 and r["output_tokens"] == MAX_TOKENS or r["finish_reason"] == "end_turn"
                for r in ok)
@@ -62,7 +62,7 @@ def test_claude_through_litellm(litellm, llama, client: str, tmp_path) -> None:
 @pytest.mark.parametrize("client", ["raw", "sdk"])
 def test_gemini_through_litellm_zero_usage_is_not_believed(litellm, llama, client: str, tmp_path) -> None:
     proc, report, records, ok, gateway = run_through(litellm, llama, "gemini.py", client, tmp_path)
-    assert gateway.requests("/v1beta/models/gemma-3-270m") == len(records)
+    gateway.assert_answered("/v1beta/models/gemma-3-270m", records)
     for r in ok:
         assert r["tokens_source"] == "estimated" and r["tokens_reason"] == "usage_implausible", r
         assert r["output_tokens"] == r["chunks"] > 0

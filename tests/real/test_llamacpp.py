@@ -40,6 +40,9 @@ def run_against(server, locustfile: str, tmp_path, *args: str, users: int = 2, s
     proc = run_locust(locustfile, "--host", server.url, "-u", str(users), "-r", str(users), "-t", f"{seconds}s",
                       "--stop-timeout", "60", "--llm-model", "gemma-3-270m",
                       "--llm-preflight", "off",  # every generation the server counts is a record
+                      # each user's first request measured: a loaded CI machine's CPU model takes 2-6 s
+                      # a request, so a 6-s run may hold only one a user
+                      "--llm-warmup", "0",
                       *args, report=report, env=KEYS,
                       timeout=180)
     return proc, report, window
@@ -52,7 +55,7 @@ def test_locustfile_against_llamacpp(llama, locustfile: str, endpoint: str | Non
                                        "--llm-client", client, *extra)
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = read_records(report)
-    assert len(records) >= 4, proc.stderr[-2000:]
+    assert len(records) >= 2, proc.stderr[-2000:]  # each user's first request at least
     assert [r["error_message"] for r in records if r["status"] != "ok"] == []
     # records == generations the server ran; our token counts are its counts
     assert window.generations() == len(records)
@@ -118,7 +121,7 @@ def test_more_users_than_slots_queue_in_the_server_and_the_client_is_not_blamed(
     response head only when a slot takes the request, so the wait shows in TTFB and TTFT alike
     (TTFT - TTFB stays the prefill). The self-check must not call the client saturated."""
     users = 2 * SLOTS
-    proc, report, window = run_against(llama, "vllm.py", tmp_path, "--llm-max-tokens", "24", "--llm-warmup", "0",
+    proc, report, window = run_against(llama, "vllm.py", tmp_path, "--llm-max-tokens", "24",
                                        "--llm-spawn-spread", "off", users=users, seconds=8)
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = [r for r in read_records(report) if r["status"] == "ok"]
@@ -220,7 +223,7 @@ def test_the_preflight_passes_on_a_real_server_with_one_generation(llama, client
     window = Window.open(llama)
     proc = run_locust("vllm.py", "--host", llama.url, "-u", "1", "-r", "1", "-t", "3s", "--stop-timeout", "60",
                       "--llm-model", "gemma-3-270m", "--llm-max-tokens", "8", "--llm-client", client,
-                      report=report, env=KEYS, timeout=180)
+                      "--llm-warmup", "0", report=report, env=KEYS, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "locust-llm: the preflight" not in proc.stderr
     records = read_records(report)

@@ -22,6 +22,7 @@ def run(server, tmp_path, users: int, seconds: int):
     report = tmp_path / "r"
     proc = run_locust("vllm.py", "--llm-html", "on", "--host", server.url, "-u", str(users), "-r", str(users),
                       "-t", f"{seconds}s", "--stop-timeout", "60", "--llm-model", "gemma-3-270m", "--llm-max-tokens", "16",
+                      "--llm-warmup", "0",  # a loaded CI machine's CPU model: 2-6 s a request, one a user
                       "--llm-scrape-interval", "0.5", "--llm-prometheus-port", "0", report=report, timeout=180)
     return proc, report
 

@@ -17,10 +17,10 @@ def test_llamacpp_timings_for_every_request_and_the_breakdown(llama, client: str
     report = tmp_path / "r"
     proc = run_locust("vllm.py", "--llm-html", "on", "--host", llama.url, "-u", "2", "-r", "2", "-t", "8s", "--stop-timeout", "60",
                       "--llm-model", "gemma-3-270m", "--llm-max-tokens", "16", "--llm-client", client,
-                      "--llm-preflight", "off", report=report, timeout=180)
+                      "--llm-preflight", "off", "--llm-warmup", "0", report=report, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = [r for r in read_records(report) if r["status"] == "ok"]
-    assert len(records) >= 3  # a CPU model on a loaded machine: a few seconds a request
+    assert len(records) >= 2  # a CPU model on a loaded machine: 2-6 s a request, one a user at least
     for r in records:
         st, t = r["server_timings"], r["server"]["timings"]
         assert st["source"] == "llama.cpp" and st["queue_ns"] is None, st

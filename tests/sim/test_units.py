@@ -163,3 +163,14 @@ def test_simulator_exits_with_its_parent():
     if not gone():
         os.kill(pid, 9)
         pytest.fail("the simulator outlived its parent")
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--tls-cert", "c.pem"], "--tls-cert and --tls-key go together"),
+    (["--tls-key", "k.pem"], "--tls-cert and --tls-key go together"),
+    (["--tls-cert", "/nonexistent/c.pem", "--tls-key", "/nonexistent/k.pem"], "--tls-cert/--tls-key: "),
+])
+def test_tls_options_refused_with_one_line(args, says, capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        config_from_args(args)
+    assert e.value.code == 2 and says in capsys.readouterr().err

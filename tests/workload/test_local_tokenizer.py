@@ -54,6 +54,7 @@ class CountingProbe:
     def __init__(self, tok: LocalTokenizer, has_tokenize: bool, agree: bool = True) -> None:
         self.tok, self.has_tokenize, self.agree = tok, has_tokenize, agree
         self.tokenize_calls = self.requests = 0
+        self.sent: list[str] = []
 
     def tokenize(self, text: str) -> int | None:
         self.tokenize_calls += 1
@@ -61,6 +62,7 @@ class CountingProbe:
 
     def prompt_tokens(self, messages) -> int | None:
         self.requests += 1
+        self.sent.append(messages[0]["content"])
         return self.tok.count(messages[0]["content"]) + 7
 
 
@@ -75,6 +77,7 @@ def test_prompts_hit_the_target_with_one_request_and_at_most_one_tokenize(tok_pa
     for target in (64, 512, 2000):
         assert tok.count(f.content(target, rng)) + 7 == target
     assert probe.requests == 1 and probe.tokenize_calls == 1  # the overhead's request, the one check
+    assert len(probe.sent[0].split()) == 16  # short: a CPU server prefills a long probe in seconds
     d = f.describe()
     assert d["tokenize_calls"] == 0 and d["tokenizer"].endswith("/tokenizer.json") and d["method"] == "local_tokenizer"
 

@@ -25,9 +25,11 @@ class Probe:
         self.has_tokenizer = tokenizer
         self.overhead = overhead
         self.calls = 0
+        self.sent: list[str] = []  # the probe requests' contents
 
     def prompt_tokens(self, messages) -> int:
         self.calls += 1
+        self.sent.append(messages[-1]["content"])
         return bpe_like(messages[-1]["content"]) + self.overhead
 
     def tokenize(self, text: str) -> int | None:
@@ -48,6 +50,8 @@ def test_tokenizer_path_is_exact_with_multi_token_words() -> None:
     probe = Probe(tokenizer=True)
     src.prepare(probe)
     assert src.describe()["method"] == "tokenizer" and src.describe()["overhead_tokens"] == 9
+    # one probe request, of 16 words: a CPU server's prefill of a long probe came off the run
+    assert [len(t.split()) for t in probe.sent] == [16]
     pairs = _achieved(src, probe)
     exact = sum(a == t for a, t in pairs)
     assert exact >= 0.95 * len(pairs), pairs  # a 2-token word can straddle the target by one
