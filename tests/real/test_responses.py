@@ -14,26 +14,31 @@ output tokens are the server's and add up to llama.cpp's counter.
 
 from __future__ import annotations
 
+import json
+import signal
+import time
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.helpers import read_records, read_summary, run_locust
-from tests.real.observe import Window
+from tests.helpers import read_records, read_summary, run_locust, start_locust
+from tests.real.observe import Window, exit_code_for, held
 from tests.real.servers import LITELLM_KEY
 from tests.real.test_llamacpp import MAX_TOKENS, prompt_tokens, run_against
 
 pytestmark = pytest.mark.slow
 
 
-def _check(records: list[dict[str, Any]], window: Window, stderr: str) -> None:
-    assert len(records) >= 4, stderr[-2000:]
+def _check(records: list[dict[str, Any]], window: Window, stderr: str, cut: int = 0) -> None:
+    """``records`` (the ok ones) against what llama.cpp ran; ``cut``: requests cut by the stop,
+    which the model may have run or not."""
+    assert len(records) >= 2, stderr[-2000:]  # warm-up 0: each of the 2 users' first request at least
     assert [r["error_message"] for r in records if r["status"] != "ok"] == []
-    assert window.generations() == len(records)
+    window.assert_ran(records, cut, MAX_TOKENS)
     assert all(r["tokens_source"] == "usage" and r["input_tokens_source"] == "usage" for r in records)
-    assert sum(r["output_tokens"] for r in records) == window.delta("tokens_predicted_total")
     for r in records:
         assert 0 < r["output_tokens"] <= MAX_TOKENS and r["server"]["response_id"].startswith("resp_")
         assert r["ttfb_ns"] <= r["ttft_ns"] <= r["e2e_ns"], r
@@ -63,6 +68,20 @@ def _turns(records: list[dict[str, Any]]) -> list[dict[int, dict[str, Any]]]:
     for r in records:
         sessions[r["session_id"]][r["turn"]] = r
     return list(sessions.values())
+
+
+def _wait_for_turn(report: Path, turn: int, deadline_s: float) -> bool:
+    """Whether an ok record of ``turn`` reached ``report``'s records file within ``deadline_s``."""
+    path = report / "requests.jsonl"
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if path.exists():
+            for line in path.read_text().splitlines(keepends=True):
+                r = json.loads(line) if line.endswith("\n") else {}
+                if r.get("turn") == turn and r.get("status") == "ok":
+                    return True
+        time.sleep(0.5)
+    return False
 
 
 def test_llamacpp_sessions_whole_history_and_no_previous_response_id(llama, tmp_path) -> None:
@@ -103,26 +122,40 @@ def test_litellm_bridge(litellm, llama, tmp_path) -> None:
         proc = run_locust("vllm.py", "--host", litellm.url, "-u", "2", "-r", "2", "-t", "6s", "--stop-timeout", "60",
                           "--llm-model", "gemma-3-270m-bridge", "--llm-endpoint", "responses",
                           "--llm-max-tokens", str(MAX_TOKENS), "--llm-client", client, "--llm-api-key-env",
-                          "LITELLM_TEST_KEY", "--llm-preflight", "off", report=report,
+                          "LITELLM_TEST_KEY", "--llm-preflight", "off", "--llm-warmup", "0", report=report,
                           env={"LITELLM_TEST_KEY": LITELLM_KEY}, timeout=180)
         records = read_records(report)
         ok = gateway.ok_but_races(records)  # the gateway's keep-alive race with llama.cpp (seen in CI)
-        assert proc.returncode == (1 if len(ok) < len(records) else 0), proc.stderr[-3000:]
-        _check(ok, backend, proc.stderr)
-        assert gateway.requests("/v1/responses") == len(records)
+        assert proc.returncode == exit_code_for(records), proc.stderr[-3000:]
+        _check(ok, backend, proc.stderr, held(records))
+        gateway.assert_answered("/v1/responses", records)  # a cut one (begun 4 ms before the stop) may not
         assert all(r["finish_reason"] == "completed" and r["reasoning_tokens"] == 0 for r in ok)
         for text in (proc.stdout, proc.stderr, (report / "requests.jsonl").read_text()):
             assert LITELLM_KEY not in text
     report = tmp_path / "chain"
     gateway = Window.open(litellm)
-    proc = run_locust("vllm.py", "--host", litellm.url, "-u", "2", "-r", "2", "-t", "8s", "--stop-timeout", "60",
-                      "--llm-model", "gemma-3-270m-bridge", "--llm-endpoint", "responses", "--llm-max-tokens", "8",
-                      "--llm-input-tokens", "32", "--llm-turns", "3", "--llm-responses-chain", "previous_id",
-                      "--llm-api-key-env", "LITELLM_TEST_KEY", "--llm-preflight", "off", report=report,
-                      env={"LITELLM_TEST_KEY": LITELLM_KEY}, timeout=180)
+    # --llm-input-tokens with no /tokenize behind the gateway: two calibration requests of ~190
+    # and ~570 words first (10 s of prefill on an AVX2-only core at 13 ms a token; 17.6 s on CI's
+    # machine, where a 20-s run then held one request a user), then the turns. The run lasts until
+    # a second turn is recorded, then stops on SIGTERM (which keeps every record): no wall-clock
+    # guess of how slow the machine is.
+    log = tmp_path / "chain.log"
+    proc = start_locust(["--headless", "--only-summary", "--host", litellm.url, "-u", "2", "-r", "2", "-t", "170s",
+                         "--stop-timeout", "60", "--llm-model", "gemma-3-270m-bridge", "--llm-endpoint", "responses",
+                         "--llm-max-tokens", "8", "--llm-input-tokens", "32", "--llm-turns", "3",
+                         "--llm-responses-chain", "previous_id", "--llm-api-key-env", "LITELLM_TEST_KEY",
+                         "--llm-preflight", "off", "--llm-warmup", "0", "--llm-prometheus-port", "0",
+                         "--llm-report", str(report)], log, loglevel="WARNING", env={"LITELLM_TEST_KEY": LITELLM_KEY})
+    try:
+        second = _wait_for_turn(report, 2, deadline_s=150)
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(120)
+    finally:
+        proc.kill()
+    assert second, log.read_text()[-3000:]
     every = [r for r in read_records(report) if r["status"] != "interrupted"]
     records = gateway.ok_but_races(every)
-    assert proc.returncode == (1 if len(records) < len(every) else 0), proc.stderr[-3000:]
+    assert rc == exit_code_for(every), log.read_text()[-3000:]
     chained = [s for s in _turns(records) if 2 in s]
     assert chained
     # Each user message is ~32 tokens of words (turn 1: 32 with the chat template's tokens). With its
