@@ -66,10 +66,9 @@ class RequestState:
         rec.t0_ns = now = perf_counter_ns()
         return now
 
-    def first_byte(self) -> int:
-        """Raw mode: the first response byte arrived (TTFB is stamped here, before the head is
-        parsed). Returns the stamp."""
-        now = perf_counter_ns()
+    def first_byte(self, now: int) -> int:
+        """Raw mode: the first response byte arrived at ``now`` (its read's stamp: TTFB is
+        stamped here, before the head is parsed). Returns the stamp."""
         self.record.ttfb_ns = now - self.record.t0_ns
         return now
 
