@@ -108,6 +108,7 @@ def analyse(records: list[tuple[str, int, list[int]]], trace: list[dict[str, Any
         "ttft_err_p99_ms": pct(ttft_err, 99),
         "ttft_err_p999_ms": pct(ttft_err, 99.9),
         "ttft_err_max_ms": max(ttft_err) / 1e6 if ttft_err else None,
+        "ttft_err_min_ms": min(ttft_err) / 1e6 if ttft_err else None,  # < 0: a stamp before the write
         "itl_err_n": len(itl_err),
         "itl_err_p50_ms": pct(itl_err, 50),
         "itl_err_p99_ms": pct(itl_err, 99),
@@ -115,6 +116,7 @@ def analyse(records: list[tuple[str, int, list[int]]], trace: list[dict[str, Any
         "chunk_delay_p50_ms": pct(lag, 50),
         "chunk_delay_p99_ms": pct(lag, 99),
         "chunk_delay_max_ms": max(lag) / 1e6 if lag else None,
+        "chunk_delay_min_ms": min(lag) / 1e6 if lag else None,  # < 0: a chunk stamped before the write
     }
 
 
