@@ -4,10 +4,11 @@ greenlets' work in the same turn of the loop.
 A read used to be stamped with ``time.perf_counter_ns()`` when its greenlet ran again. Every
 socket the loop finds ready in one poll wakes its greenlet in turn, one after the other, so the
 tenth stream's bytes were stamped after the nine before it had parsed their chunks and, at a
-request's end, written its record: up to a millisecond later than they arrived, the largest
-cause of late first-token stamps at the ceiling bench's top steps (docs/benchmarks.md, "A read's
-time is its poll's"). The bytes were in the socket when the poll returned, so that moment is
-the truer stamp: no earlier than they arrived, and the same for every socket of that poll.
+request's end, kept its record): "queued behind ready work" was the cause named for 7 and 10
+of the 11 first-token stamps over 1 ms late at 120 streams in ceiling run 8 (docs/benchmarks.md,
+"A read's time is its poll's"). The bytes were in the socket when the poll returned, so that
+moment is the truer stamp: no earlier than they arrived, and the same for every socket of that
+poll.
 
 :class:`PollClock` is a libev *check* watcher of the highest priority. libev queues check
 watchers after the poll and the clock update and runs them before the watchers the poll made
