@@ -16,7 +16,6 @@ import gevent
 import gevent.select
 from gevent import Timeout
 
-from llm_users.client import poll_clock
 from llm_users.health.idle import first_of
 
 perf_counter_ns = time.perf_counter_ns
@@ -25,7 +24,7 @@ perf_counter_ns = time.perf_counter_ns
 class Connection:
     """One TCP (or TLS) connection with a reusable read watcher and read timers."""
 
-    __slots__ = ("sock", "tls", "_hub", "_watcher", "_clock", "requests", "idle_since", "after_chunked", "stamp")
+    __slots__ = ("sock", "tls", "_hub", "_watcher", "requests", "idle_since", "after_chunked")
 
     def __init__(self, sock: Any, tls: bool) -> None:
         self.sock = sock
@@ -33,10 +32,8 @@ class Connection:
         self.requests = 0
         self.idle_since = 0  # perf_counter_ns the last response on it ended
         self.after_chunked = False  # whether that response was chunked (a stream)
-        self.stamp = 0  # the last read's time (:meth:`recv_into`)
         self._hub = gevent.get_hub()
         self._watcher = None if tls else self._hub.loop.io(sock.fileno(), 1)
-        self._clock = poll_clock.for_this_thread()
 
     def send_all(self, data: bytes) -> None:
         if self.tls:
@@ -52,25 +49,18 @@ class Connection:
             view = view[sent:]
 
     def recv_into(self, buf: bytearray, timeout: Timeout | None) -> int:
-        """Wait until readable (or ``timeout`` fires), then read once. 0 means EOF. ``stamp``
-        is then the read's time: when the loop's poll found the bytes there, before any other
-        greenlet that poll woke had run (:mod:`.poll_clock`).
+        """Wait until readable (or ``timeout`` fires), then read once. 0 means EOF.
 
         ``timeout`` must be a fresh (never started) Timeout or None (a :class:`ReadDeadline`
         watches the connection instead): gevent's Timeout, started again after ``cancel()``,
         resumes its remaining time rather than starting over."""
-        clock = self._clock
         if self.tls:
             self.sock.settimeout(timeout.seconds if timeout is not None else None)
-            before = clock.ns
             try:
-                n = self.sock.recv_into(buf)
+                return self.sock.recv_into(buf)
             except TimeoutError:
                 raise timeout from None
-            self.stamp = clock.stamp(before)
-            return n
         while True:
-            before = clock.ns
             if timeout is not None:
                 timeout.start()
             try:
@@ -79,12 +69,9 @@ class Connection:
                 if timeout is not None:
                     timeout.cancel()
             try:
-                n = self.sock.recv_into(buf)
+                return self.sock.recv_into(buf)
             except BlockingIOError:
                 continue  # spurious wake-up
-            ns = clock.ns  # clock.stamp(before), inline: once per network event
-            self.stamp = ns if ns != before else perf_counter_ns()
-            return n
 
     def is_dropped(self) -> bool:
         """An idle connection that cannot carry a request: the server closed it (EOF or reset)

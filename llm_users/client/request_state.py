@@ -66,9 +66,10 @@ class RequestState:
         rec.t0_ns = now = perf_counter_ns()
         return now
 
-    def first_byte(self, now: int) -> int:
-        """Raw mode: the first response byte arrived at ``now`` (its read's stamp: TTFB is
-        stamped here, before the head is parsed). Returns the stamp."""
+    def first_byte(self) -> int:
+        """Raw mode: the first response byte arrived (TTFB is stamped here, before the head is
+        parsed). Returns the stamp."""
+        now = perf_counter_ns()
         self.record.ttfb_ns = now - self.record.t0_ns
         return now
 

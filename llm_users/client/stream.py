@@ -2,9 +2,8 @@
 
 Why not Locust's HttpSession/FastHttpSession: their ``iter_lines``/``iter_content(1024)`` wait
 for a kilobyte before yielding, which smears TTFT and ITL. Here every ``recv`` is stamped with
-the time the loop's poll found its bytes (:mod:`.poll_clock`: ``time.perf_counter_ns()`` right
-after that poll, not after the other streams it woke have run) and its bytes go straight
-through the C HTTP parser into the protocol parser, so a chunk's time is when its bytes reached us.
+``time.perf_counter_ns()`` the moment it returns and its bytes go straight through the C HTTP
+parser into the protocol parser, so a chunk's time is when its bytes reached us.
 
 Costs on the hot path are kept to one wait and one ``recv_into`` per network event: we wait for
 readability first (gevent's own ``socket.recv`` tries a non-blocking recv before waiting, two
@@ -312,7 +311,7 @@ class StreamClient:
                 self._learn(key, closes=True)
             raise ConnectionResetError_("server closed the connection after the request was sent, before responding"
                                         + (" (a reused keep-alive connection)" if reused else ""))
-        ex.now = state.first_byte(conn.stamp)
+        ex.now = state.first_byte()
         if conn.requests:
             self._learn((*self._server, conn.after_chunked), closes=False)
         conn.requests += 1
@@ -368,7 +367,7 @@ class StreamClient:
                 raise ReadTimeout(f"no bytes for {self.timeouts.read:g}s mid-response") from None
             except OSError as e:
                 raise ConnectionResetError_(f"connection lost mid-response: {e}") from e
-            ex.now = conn.stamp
+            ex.now = perf_counter_ns()
             if n == 0:
                 if self._body_until_close(ex):
                     eof = True
