@@ -6,7 +6,9 @@ import json
 import os
 import subprocess
 import sys
+import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +81,19 @@ def processes_args(n: int = 2) -> list[str]:
     """``--processes n`` on a free master port (Locust's default 5557 may be taken by another test)."""
     port = str(free_port())
     return ["--processes", str(n), "--master-bind-port", port, "--master-port", port]
+
+
+def wait_until(cond: Callable[[], Any], timeout: float, step: float = 0.25) -> Any:
+    """Poll ``cond`` every ``step`` seconds until it returns something true (returned) or
+    ``timeout`` seconds pass (None)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = cond()
+        if got:
+            return got
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(step)
 
 
 def read_records(report: Path) -> list[dict[str, Any]]:

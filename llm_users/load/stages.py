@@ -178,17 +178,16 @@ def pooled_summary(group: list[StageRecord], now: float | None = None) -> dict[s
     """The summary of a point measured as several stages (``--llm-repeat``): their measured
     requests together (exact percentiles), rates over the sum of their measured seconds."""
     first = group[0]
-    stats, sched, timings = first.figures()
+    figures = [st.figures() for st in group]  # a frozen stage's block read back once
     pool = StageRecord(first.index, first.kind, first.load, first.start, first.settle_s, end=group[-1].end,
-                       stats=Stats(stats.slos), sched={m: d.__class__() for m, d in sched.items()})
-    pooled, pooled_sched, pooled_timings = pool.live()
-    for st in group:
-        stats, sched, timings = st.figures()
-        pooled.merge(stats)
+                       stats=Stats(figures[0][0].slos), sched={m: Distribution() for m in figures[0][1]})
+    assert pool.stats is not None
+    for st, (stats, sched, timings) in zip(group, figures, strict=True):
+        pool.stats.merge(stats)
         for m, d in sched.items():
-            pooled_sched[m].merge(d)
+            pool.sched[m].merge(d)
         for m, d in timings.items():
-            pooled_timings.setdefault(m, d.__class__()).merge(d)
+            pool.timings.setdefault(m, Distribution()).merge(d)
         pool.excluded_settle += st.excluded_settle
         pool.excluded_tail += st.excluded_tail
         pool.note = pool.note or st.note

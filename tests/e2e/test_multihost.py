@@ -26,7 +26,7 @@ import pytest
 
 from llm_users.metrics import Distribution
 from tests.e2e import netns
-from tests.helpers import LOCUST, ROOT, locust_request_count, median, read_records, read_summary
+from tests.helpers import LOCUST, ROOT, locust_request_count, median, read_records, read_summary, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -61,12 +61,8 @@ def sim_served(net: netns.TestNet) -> int:
 
 
 def wait_for(cond: Any, timeout: float, what: str, log: Path) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not ready in {timeout} s: {log.read_text()[-2000:]}")
+    if not wait_until(cond, timeout, step=0.1):
+        raise AssertionError(f"{what} not ready in {timeout} s: {log.read_text()[-2000:]}")
 
 
 def start_run(net: netns.TestNet, tmp: Path, target: str, users: int, seconds: int) -> tuple[Any, list[Any]]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers import read_records, read_summary, run_locust, start_locust
+from tests.helpers import read_records, read_summary, run_locust, start_locust, wait_until
 from tests.real.observe import Window, exit_code_for, held
 from tests.real.servers import LITELLM_KEY
 from tests.real.test_llamacpp import MAX_TOKENS, prompt_tokens, run_against
@@ -70,18 +69,12 @@ def _turns(records: list[dict[str, Any]]) -> list[dict[int, dict[str, Any]]]:
     return list(sessions.values())
 
 
-def _wait_for_turn(report: Path, turn: int, deadline_s: float) -> bool:
-    """Whether an ok record of ``turn`` reached ``report``'s records file within ``deadline_s``."""
+def _has_turn(report: Path, turn: int) -> bool:
+    """Whether an ok record of ``turn`` is in ``report``'s records file (whole lines only: the
+    run is still writing it)."""
     path = report / "requests.jsonl"
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        if path.exists():
-            for line in path.read_text().splitlines(keepends=True):
-                r = json.loads(line) if line.endswith("\n") else {}
-                if r.get("turn") == turn and r.get("status") == "ok":
-                    return True
-        time.sleep(0.5)
-    return False
+    lines = path.read_text().splitlines(keepends=True) if path.exists() else []
+    return any((r := json.loads(ln)).get("turn") == turn and r.get("status") == "ok" for ln in lines if ln.endswith("\n"))
 
 
 def test_llamacpp_sessions_whole_history_and_no_previous_response_id(llama, tmp_path) -> None:
@@ -147,7 +140,7 @@ def test_litellm_bridge(litellm, llama, tmp_path) -> None:
                          "--llm-preflight", "off", "--llm-warmup", "0", "--llm-prometheus-port", "0",
                          "--llm-report", str(report)], log, loglevel="WARNING", env={"LITELLM_TEST_KEY": LITELLM_KEY})
     try:
-        second = _wait_for_turn(report, 2, deadline_s=150)
+        second = wait_until(lambda: _has_turn(report, 2), timeout=150, step=0.5)
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(120)
     finally:
