@@ -45,6 +45,11 @@ def run_locust(
     return subprocess.run(cmd, cwd=ROOT, env=locust_env(env), capture_output=True, text=True, timeout=timeout)
 
 
+#: The locustfile of each client mode in runs that test both: raw mode the vLLM locustfile (our
+#: stream client), SDK mode (``--llm-client sdk``) the OpenAI locustfile through the openai SDK
+#: (named like the SDK, decision 4c; it wants OPENAI_API_KEY set, any value for the simulator).
+LOCUSTFILES = {"raw": "vllm.py", "sdk": "openai.py"}
+
 #: Runs started by these helpers write no report.html unless the test asks (``"--llm-html",
 #: "on"``): its charts cost 2-5 s of CPU at every run's end, the suite's largest single cost.
 NO_HTML = {"LOCUST_LLM_HTML": "off"}
@@ -94,6 +99,12 @@ def wait_until(cond: Callable[[], Any], timeout: float, step: float = 0.25) -> A
         if time.monotonic() >= deadline:
             return None
         time.sleep(step)
+
+
+def wait_served(sim_url: str, n: int, timeout: float = 60) -> None:
+    """Until the simulator has served ``n`` requests (its ``/_sim/stats``): a run under way."""
+    if not wait_until(lambda: get_json(sim_url + "/_sim/stats")["served"] >= n, timeout, step=0.2):
+        raise AssertionError(f"the simulator did not serve {n} requests within {timeout} s: the run did not start")
 
 
 def read_records(report: Path) -> list[dict[str, Any]]:

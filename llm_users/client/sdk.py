@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 import gevent
 import orjson
-from gevent import Timeout, getcurrent
+from gevent import GreenletExit, Timeout, getcurrent
 
 from llm_users.client import keepalive
 from llm_users.client.cancel import CancelPlan
@@ -159,6 +159,7 @@ class SDKSession:
         self._reuse_candidate: Any = None
         self._response_stream: dict[Any, Any] = {}  # by greenlet, as ``streaming``
         self._responses: dict[Any, Any] = {}  # the httpx response each greenlet streams (closed on a cancel)
+        self._unsent: set[Any] = set()  # greenlets whose request httpx has not begun to write (_trace)
         self._last_end_ns = 0
 
     def _before_send(self) -> None:
@@ -186,13 +187,28 @@ class SDKSession:
         request.headers.update(self.user.extra_headers)
         state = self.streaming.get(getcurrent())
         if state is not None:
+            request.extensions["trace"] = self._trace  # httpcore's: when the request's first byte goes
+            self._unsent.add(getcurrent())
             request.headers["X-Request-Id"] = state.record.request_id
             if keepalive.closes_after_response(self._server):  # it closes anyway: so the pool knows
                 request.headers["Connection"] = "close"
                 self._response_stream[getcurrent()] = None  # the pool will not reuse it
 
+    def _trace(self, name: str, _info: Any) -> None:
+        """httpcore's trace of the request's connection and exchange. t0 as in raw mode (decision
+        2): just before the request's first byte is written, after any connect or wait for a
+        pooled connection; until then the request is unsent, and a stop that cuts it there cuts
+        nothing the server saw (no record, as raw mode's stop during a connect)."""
+        if name.endswith("send_request_headers.started"):
+            me = getcurrent()
+            self._unsent.discard(me)
+            state = self.streaming.get(me)
+            if state is not None:
+                state.start()
+
     def _on_response(self, response: Any) -> None:
         now = perf_counter_ns()
+        self._unsent.discard(getcurrent())  # a transport that gave no trace: the answer says it was sent
         state = self.streaming.get(getcurrent())
         if state is not None:
             side = state.side
@@ -230,7 +246,7 @@ class SDKSession:
         total = Timeout(self.timeouts.total)
         total.start()
         try:
-            state.start()
+            state.start()  # t0 for now; again when httpx begins to write the request (_trace)
             if cancel_timer is not None:
                 cancel_timer.start()
             chunks = self.binding.stream(self.client, spec, body)
@@ -248,6 +264,10 @@ class SDKSession:
             raise
         except LLMRequestError:
             raise
+        except GreenletExit:
+            if me in self._unsent:  # stopped before a byte was written: no request, no record
+                rec.t0_ns = 0
+            raise
         except Exception as e:  # whatever the SDK raises: the category raw mode gives that fault
             cancelled = _cancel_in(e)
             if cancelled is not None:  # the cancel timer fired inside the SDK, which wrapped it
@@ -261,6 +281,7 @@ class SDKSession:
             if chunks is not None and getattr(chunks, "close", None) is not None:
                 chunks.close()  # a stream left early (cancelled, failed): the SDK closes its response
             del self.streaming[me]
+            self._unsent.discard(me)
             self._response_stream.pop(me, None)
             self._responses.pop(me, None)
         return rec

@@ -53,13 +53,13 @@ def spawned(log: Path) -> bool:
 
 
 def run_exact(net: netns.TestNet, run_dir: Path, target: str, seconds: int = 6, users: int = 8,
-              during: Any = None) -> list[dict[str, Any]]:
+              during: Any = None, client: str = "raw") -> list[dict[str, Any]]:
     """One distributed run; ``during(master_log, master)`` acts on the network mid-run (and may stop
     the master itself). Returns the records, checked: merged exactly, each request once, as many as
     the simulator started."""
     run_dir.mkdir()
     before = sim_counts(net)["started"]
-    master, workers = start_run(net, run_dir, target, users=users, seconds=seconds)
+    master, workers = start_run(net, run_dir, target, users=users, seconds=seconds, client=client)
     if during is not None:
         during(run_dir / "master.log", master)
     finish(master, workers, run_dir)
@@ -104,7 +104,8 @@ def test_packet_loss_to_the_server_loses_no_record(net, tmp_path, loss: float) -
     assert len(ok) >= 0.9 * len(records), {r["error_category"] for r in records}
 
 
-def test_a_worker_cut_off_from_the_server_for_3s_loses_no_record(net, tmp_path) -> None:
+@pytest.mark.parametrize("client", ["raw", "sdk"])
+def test_a_worker_cut_off_from_the_server_for_3s_loses_no_record(net, tmp_path, client: str) -> None:
     sim = start_sim(net, tmp_path)
     cut: dict[str, float] = {}
 
@@ -118,7 +119,7 @@ def test_a_worker_cut_off_from_the_server_for_3s_loses_no_record(net, tmp_path) 
             net.undrop("w1", rule)
         cut["healed"] = time.time()
 
-    records = run_exact(net, tmp_path / "run", f"http://{sim}:{SIM_PORT}", seconds=12, during=partition)
+    records = run_exact(net, tmp_path / "run", f"http://{sim}:{SIM_PORT}", seconds=12, during=partition, client=client)
     assert net.dropped("w1") == 0  # the rules are gone (their counters with them)
     # streams in flight waited and went on: the gap is the first token's (the request or its first
     # chunk was lost; CI's loaded machine put all four of w1's streams there once) or a later one's

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import LOCUST, ROOT, get_json
+from tests.helpers import LOCUST, LOCUSTFILES, ROOT, get_json
 
 
-def _locust(sim_url: str, report: Path, seconds: int) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")}
-    cmd = [LOCUST, "-f", str(ROOT / "locustfiles" / "vllm.py"), "--headless", "--only-summary",
+def _locust(sim_url: str, report: Path, seconds: int, client: str = "raw") -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")} | {"OPENAI_API_KEY": "sk-test"}
+    cmd = [LOCUST, "-f", str(ROOT / "locustfiles" / LOCUSTFILES[client]), "--headless", "--only-summary",
            "--loglevel", "WARNING", "-u", "4", "-r", "4", "-t", f"{seconds}s", "--host", sim_url,
-           "--llm-report", str(report), "--llm-preflight", "off"]
+           "--llm-report", str(report), "--llm-preflight", "off", "--llm-client", client]
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -62,10 +62,11 @@ def tiny_tmpfs(tmp_path: Path):
         subprocess.run(["umount", str(mnt)], check=False)
 
 
-def test_disk_full_mid_run(sim_factory, tiny_tmpfs: Path) -> None:
+@pytest.mark.parametrize("client", ["raw", "sdk"])
+def test_disk_full_mid_run(sim_factory, tiny_tmpfs: Path, client: str) -> None:
     sim = sim_factory("--ttft-ms", "5", "--itl-ms", "1", "--output-tokens", "20")
     report = tiny_tmpfs / "r"
-    p = _locust(sim.url, report, 4)
+    p = _locust(sim.url, report, 4, client)
     out, _ = p.communicate(timeout=90)
     path = f"{report}/requests.jsonl"
     _assert_clean_failure(out, p.returncode, f"cannot write {path} (No space left on device)")
@@ -83,10 +84,11 @@ def test_disk_full_mid_run(sim_factory, tiny_tmpfs: Path) -> None:
     assert not leftover(str(report))
 
 
-def test_report_dir_removed_mid_run(sim_factory, tmp_path: Path) -> None:
+@pytest.mark.parametrize("client", ["raw", "sdk"])
+def test_report_dir_removed_mid_run(sim_factory, tmp_path: Path, client: str) -> None:
     sim = sim_factory("--ttft-ms", "5", "--itl-ms", "1", "--output-tokens", "20")
     report = tmp_path / "r"
-    p = _locust(sim.url, report, 5)
+    p = _locust(sim.url, report, 5, client)
     deadline = time.monotonic() + 30
     while not (report / "requests.jsonl").exists() or (report / "requests.jsonl").stat().st_size == 0:
         assert time.monotonic() < deadline and p.poll() is None

@@ -15,33 +15,39 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.test_disk_faults import leftover
-from tests.helpers import free_port, get_json, master_args, processes_args, start_locust, worker_args
+from tests.helpers import (
+    LOCUSTFILES,
+    free_port,
+    get_json,
+    master_args,
+    processes_args,
+    start_locust,
+    wait_served,
+    worker_args,
+)
 
 EXIT_WITHIN_S = 15.0  # 5 s of silence, the probe, the users' stop, the file
 
-
-
-def wait_served(url: str, n: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while get_json(url + "/_sim/stats")["served"] < n:
-        assert time.monotonic() < deadline, "the run did not start"
-        time.sleep(0.2)
 
 
 def ids(path: Path) -> list[str]:
     return [json.loads(ln)["request_id"] for ln in path.read_text().splitlines() if ln.strip()]
 
 
-def test_master_sigkill_workers_keep_their_records_and_exit_1(sim_factory, tmp_path: Path) -> None:
+@pytest.mark.parametrize("client", ["raw", "sdk"])
+def test_master_sigkill_workers_keep_their_records_and_exit_1(sim_factory, tmp_path: Path, client: str) -> None:
     sim = sim_factory("--ttft-ms", "30", "--itl-ms", "3", "--output-tokens", "20", "--seed", "3")
     port = free_port()
     report = tmp_path / "r"
+    locustfile, env = LOCUSTFILES[client], {"OPENAI_API_KEY": "sk-test"}
     master = start_locust([*master_args(port), "--headless", "--only-summary", "-u", "6", "-r", "6", "-t", "60s",
-                    "--stop-timeout", "10", "--host", sim.url, "--llm-report", str(report),
-                    "--llm-preflight", "off"], tmp_path / "master.log", cwd=tmp_path)
+                    "--stop-timeout", "10", "--host", sim.url, "--llm-report", str(report), "--llm-client", client,
+                    "--llm-preflight", "off"], tmp_path / "master.log", locustfile=locustfile, cwd=tmp_path, env=env)
     logs = [tmp_path / f"w{i}.log" for i in range(2)]
-    workers = [start_locust(worker_args(port), log, cwd=tmp_path)
+    workers = [start_locust(worker_args(port), log, locustfile=locustfile, cwd=tmp_path, env=env)
                for log in logs]
     try:
         wait_served(sim.url, 60)

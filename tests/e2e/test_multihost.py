@@ -26,7 +26,16 @@ import pytest
 
 from llm_users.metrics import Distribution
 from tests.e2e import netns
-from tests.helpers import LOCUST, ROOT, locust_request_count, median, read_records, read_summary, wait_until
+from tests.helpers import (
+    LOCUST,
+    LOCUSTFILES,
+    ROOT,
+    locust_request_count,
+    median,
+    read_records,
+    read_summary,
+    wait_until,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -65,24 +74,27 @@ def wait_for(cond: Any, timeout: float, what: str, log: Path) -> None:
         raise AssertionError(f"{what} not ready in {timeout} s: {log.read_text()[-2000:]}")
 
 
-def start_run(net: netns.TestNet, tmp: Path, target: str, users: int, seconds: int) -> tuple[Any, list[Any]]:
+def start_run(net: netns.TestNet, tmp: Path, target: str, users: int, seconds: int,
+              client: str = "raw") -> tuple[Any, list[Any]]:
     """Master in its namespace, two workers in theirs; returns (master, workers)."""
     for host in ("master", "w1", "w2"):
         if host not in net.hosts:
             net.add(host)
-    locustfile = str(ROOT / "locustfiles" / "vllm.py")
+    locustfile = str(ROOT / "locustfiles" / LOCUSTFILES[client])
     report = tmp / "report"
+    env = clean_env() | {"OPENAI_API_KEY": "sk-test"}
     master = net.popen("master", [
         LOCUST, "-f", locustfile, "--master", "--master-bind-host", net.hosts["master"],
         "--master-bind-port", str(MASTER_PORT), "--expect-workers", "2", "--headless", "--only-summary",
         "-u", str(users), "-r", str(users), "-t", f"{seconds}s", "--stop-timeout", "10", "--host", target,
         "--llm-report", str(report), "--json-file", str(tmp / "locust"), "--llm-prometheus-port", "0",
         "--loglevel", "INFO", "--llm-preflight", "off",  # every request the simulator counts is a record
-    ], tmp / "master.log", env=clean_env(), cwd=ROOT)
+        "--llm-client", client,
+    ], tmp / "master.log", env=env, cwd=ROOT)
     workers = [
         net.popen(w, [LOCUST, "-f", locustfile, "--worker", "--master-host", net.hosts["master"],
                       "--master-port", str(MASTER_PORT), "--loglevel", "INFO"], tmp / f"{w}.log",
-                  env=clean_env(), cwd=ROOT)
+                  env=env, cwd=ROOT)
         for w in ("w1", "w2")
     ]
     return master, workers

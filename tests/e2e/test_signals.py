@@ -23,6 +23,7 @@ import pytest
 
 from llm_users.metrics import Distribution
 from tests.helpers import (
+    LOCUSTFILES,
     free_port,
     get_json,
     master_args,
@@ -30,6 +31,7 @@ from tests.helpers import (
     read_records,
     read_summary,
     start_locust,
+    wait_served,
     worker_args,
 )
 
@@ -41,24 +43,13 @@ COMMON = ["--headless", "--only-summary", "-u", "6", "-r", "6", "-t", "60s", "--
           "--llm-prometheus-port", "0", "--llm-preflight", "off"]
 
 
-# raw mode: the vLLM locustfile, our stream client; SDK mode: the OpenAI locustfile (named like
-# the SDK, decision 4c) through the openai SDK. Workers get --llm-client from the master.
-LOCUSTFILES = {"raw": "vllm.py", "sdk": "openai.py"}
+# Workers get --llm-client from the master (tests.helpers.LOCUSTFILES: each mode's locustfile).
 CLIENT_ARGS = {"raw": [], "sdk": ["--llm-client", "sdk"]}
 
 
 
 def _locust(args: list[str], log: Path, client: str = "raw", **kw: object) -> subprocess.Popen:
     return start_locust(args, log, locustfile=LOCUSTFILES[client], env={"OPENAI_API_KEY": "sk-test"}, **kw)
-
-
-def _wait_for_traffic(sim_url: str, at_least: int = 20, timeout: float = 30) -> None:
-    limit = time.monotonic() + timeout
-    while time.monotonic() < limit:
-        if get_json(sim_url + "/_sim/stats")["served"] >= at_least:
-            return
-        time.sleep(0.2)
-    raise AssertionError("no traffic reached the simulator")
 
 
 def _check(report: Path, sim_url: str, logs: list[Path], client: str = "raw") -> None:
@@ -89,7 +80,7 @@ def test_local_run_stops_cleanly_on_a_signal(sim_factory, tmp_path, sig, client)
     report = tmp_path / "r"
     log = tmp_path / "local.log"
     proc = _locust([*COMMON, *CLIENT_ARGS[client], "--host", sim.url, "--llm-report", str(report)], log, client)
-    _wait_for_traffic(sim.url)
+    wait_served(sim.url, 20, 30)
     proc.send_signal(sig)
     assert proc.wait(60) in (0, 1), log.read_text()[-3000:]
     _check(report, sim.url, [log], client)
@@ -107,7 +98,7 @@ def test_processes_2_stops_cleanly_on_a_signal(sim_factory, tmp_path, how, clien
     report = tmp_path / "r"
     log = tmp_path / "master.log"
     proc = _locust([*COMMON, *CLIENT_ARGS[client], *processes_args(2), "--host", sim.url, "--llm-report", str(report)], log, client, start_new_session=True)
-    _wait_for_traffic(sim.url)
+    wait_served(sim.url, 20, 30)
     if how == "SIGINT group":
         os.killpg(proc.pid, signal.SIGINT)
     else:
@@ -126,7 +117,7 @@ def test_master_and_workers_stop_cleanly_on_a_signal(sim_factory, tmp_path, how,
     workers = [_locust(worker_args(port),
                        tmp_path / f"w{i}.log", client, process_group=master.pid) for i in range(2)]
     try:
-        _wait_for_traffic(sim.url)
+        wait_served(sim.url, 20, 30)
         if how == "SIGINT group":
             os.killpg(master.pid, signal.SIGINT)
         else:
@@ -158,7 +149,7 @@ def test_a_study_stopped_by_a_signal_reports_every_finished_stage_exactly(sim_fa
     extra = processes_args(2) if how.endswith("processes") else []
     proc = _locust([*COMMON, *STUDY, *CLIENT_ARGS[client], *extra, "--host", sim.url, "--llm-report", str(report)],
                    log, client)
-    _wait_for_traffic(sim.url)
+    wait_served(sim.url, 20, 30)
     time.sleep(12.5)  # into the fourth stage: the first two are frozen (the stage two back, at each begin)
     proc.send_signal(signal.SIGTERM if how.startswith("SIGTERM") else signal.SIGINT)
     assert proc.wait(60) in (0, 1), log.read_text()[-3000:]
