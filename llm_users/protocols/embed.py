@@ -27,14 +27,13 @@ the wire's JSON shape, to the same parser. Pure: no I/O.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
 
 from llm_users.errors import ProtocolError
-from llm_users.protocols.backend import RequestSpec, Route, SDKBinding, SDKChunk, SDKSetup, sdk_arguments
+from llm_users.protocols.backend import RequestSpec, Route, SDKBinding, SDKChunk, sdk_arguments
 from llm_users.protocols.base import (
     Event,
     HTTPRequest,
@@ -46,6 +45,7 @@ from llm_users.protocols.base import (
     error_message,
     json_post,
 )
+from llm_users.protocols.sdk_clients import genai_client, ollama_client, openai_client
 
 #: What a rerank request asks when the User class does not say (its ``rerank_query``).
 DEFAULT_QUERY = "Which passage answers the question best?"
@@ -243,32 +243,13 @@ def parser_for(shape: Shape) -> Callable[[], JSONAnswerParser]:
 
 
 # SDK mode -----------------------------------------------------------------------------------------
-def _openai_client(openai: Any, setup: SDKSetup) -> Any:
-    http = openai.DefaultHttpxClient(**setup.httpx_kwargs)
-    return openai.OpenAI(base_url=setup.base_url + "/v1", api_key=setup.api_key or "EMPTY", max_retries=0,
-                         timeout=http.timeout, http_client=http)
-
-
 def _openai_embed(client: Any, spec: RequestSpec, body: dict[str, Any]) -> Iterator[SDKChunk]:
     create = client.embeddings.create
     yield create(**sdk_arguments(create, body)).to_dict(), None
 
 
-def _ollama_client(ollama: Any, setup: SDKSetup) -> Any:
-    headers = {"Authorization": f"Bearer {setup.api_key}"} if setup.api_key else None
-    return ollama.Client(host=setup.base_url, headers=headers, **setup.httpx_kwargs)
-
-
 def _ollama_embed(client: Any, spec: RequestSpec, body: dict[str, Any]) -> Iterator[SDKChunk]:
     yield client.embed(**body).model_dump(exclude_none=True), None
-
-
-def _genai_client(genai: Any, setup: SDKSetup) -> Any:
-    types = importlib.import_module(genai.__name__ + ".types")
-    httpx = importlib.import_module("httpx")
-    opts = types.HttpOptions(base_url=setup.base_url, httpx_client=httpx.Client(**setup.httpx_kwargs),
-                             api_version=setup.options.get("api_version", "v1beta"))
-    return genai.Client(api_key=setup.api_key or "EMPTY", http_options=opts)
 
 
 def _genai_embed(client: Any, spec: RequestSpec, body: dict[str, Any]) -> Iterator[SDKChunk]:
@@ -277,9 +258,9 @@ def _genai_embed(client: Any, spec: RequestSpec, body: dict[str, Any]) -> Iterat
     yield resp.model_dump(mode="json", by_alias=True, exclude_none=True), None
 
 
-OPENAI_SDK = SDKBinding("openai", "openai", _openai_client, _openai_embed, http_package="httpx2")
-OLLAMA_SDK = SDKBinding("ollama", "ollama", _ollama_client, _ollama_embed)
-GENAI_SDK = SDKBinding("google.genai", "google-genai", _genai_client, _genai_embed)
+OPENAI_SDK = SDKBinding("openai", "openai", openai_client, _openai_embed, http_package="httpx2")
+OLLAMA_SDK = SDKBinding("ollama", "ollama", ollama_client, _ollama_embed)
+GENAI_SDK = SDKBinding("google.genai", "google-genai", genai_client, _genai_embed)
 
 
 # the routes the descriptors list ------------------------------------------------------------------

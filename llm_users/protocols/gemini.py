@@ -19,7 +19,6 @@ no sentinel), as does a prompt blocked with ``promptFeedback.blockReason``. Erro
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -32,7 +31,6 @@ from llm_users.protocols.backend import (
     Route,
     SDKBinding,
     SDKChunk,
-    SDKSetup,
 )
 from llm_users.protocols.base import (
     Content,
@@ -48,10 +46,11 @@ from llm_users.protocols.base import (
 from llm_users.protocols.embed import gemini_embed_routes
 from llm_users.protocols.images import Image, gemini_parts, with_images
 from llm_users.protocols.sampling import Sampling
+from llm_users.protocols.sdk_clients import GEMINI_API_VERSION, genai_client
 from llm_users.protocols.sse import SSEJSONParser
 from llm_users.protocols.tools import ToolSpec, gemini_fields
 
-DEFAULT_API_VERSION = "v1beta"
+DEFAULT_API_VERSION = GEMINI_API_VERSION
 
 
 def build_request(
@@ -172,14 +171,6 @@ def _build(spec: RequestSpec) -> HTTPRequest:
                          images=spec.images)
 
 
-def _sdk_client(genai: Any, setup: SDKSetup) -> Any:
-    types = importlib.import_module(genai.__name__ + ".types")
-    httpx = importlib.import_module("httpx")
-    opts = types.HttpOptions(base_url=setup.base_url, httpx_client=httpx.Client(**setup.httpx_kwargs),
-                             api_version=setup.options.get("api_version", DEFAULT_API_VERSION))
-    return genai.Client(api_key=setup.api_key or "EMPTY", http_options=opts)
-
-
 def _sdk_stream(client: Any, spec: RequestSpec, body: dict[str, Any]) -> Iterator[SDKChunk]:
     config = dict(body["generationConfig"])
     for key in ("systemInstruction", "tools"):
@@ -190,7 +181,7 @@ def _sdk_stream(client: Any, spec: RequestSpec, body: dict[str, Any]) -> Iterato
         yield chunk.model_dump(mode="json", by_alias=True, exclude_none=True), None
 
 
-SDK = SDKBinding("google.genai", "google-genai", _sdk_client, _sdk_stream)
+SDK = SDKBinding("google.genai", "google-genai", genai_client, _sdk_stream)
 
 GEMINI = Backend(
     name="gemini",

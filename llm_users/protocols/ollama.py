@@ -25,7 +25,6 @@ from llm_users.protocols.backend import (
     Route,
     SDKBinding,
     SDKChunk,
-    SDKSetup,
 )
 from llm_users.protocols.base import (
     Content,
@@ -43,6 +42,7 @@ from llm_users.protocols.embed import ollama_embed_route
 from llm_users.protocols.images import Image, ollama_images, with_images
 from llm_users.protocols.openai import compat_route, messages_to_prompt
 from llm_users.protocols.sampling import Sampling
+from llm_users.protocols.sdk_clients import ollama_client
 from llm_users.protocols.server_side import OLLAMA as OLLAMA_SIDE
 from llm_users.protocols.sse import json_object
 from llm_users.protocols.tools import ToolSpec, ollama_fields
@@ -211,18 +211,13 @@ class OllamaStreamParser:
             self.complete = True
 
 
-def _sdk_client(ollama: Any, setup: SDKSetup) -> Any:
-    headers = {"Authorization": f"Bearer {setup.api_key}"} if setup.api_key else None
-    return ollama.Client(host=setup.base_url, headers=headers, **setup.httpx_kwargs)
-
-
 def _sdk_stream(client: Any, spec: RequestSpec, body: dict[str, Any]) -> Iterator[SDKChunk]:
     call = client.chat if "messages" in body else client.generate
     for part in call(**body):
         yield part.model_dump(exclude_none=True), None
 
 
-SDK = SDKBinding("ollama", "ollama", _sdk_client, _sdk_stream)
+SDK = SDKBinding("ollama", "ollama", ollama_client, _sdk_stream)
 
 
 def _route(endpoint: Endpoint) -> Route:

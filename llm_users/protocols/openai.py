@@ -29,7 +29,6 @@ from llm_users.protocols.backend import (
     Route,
     SDKBinding,
     SDKChunk,
-    SDKSetup,
     Tokenizer,
     sdk_arguments,
 )
@@ -48,6 +47,7 @@ from llm_users.protocols.base import (
 from llm_users.protocols.embed import RERANK_OPTIONS, openai_embeddings_route, vllm_rerank_routes
 from llm_users.protocols.images import Image, openai_content, with_images
 from llm_users.protocols.sampling import Sampling
+from llm_users.protocols.sdk_clients import openai_client
 from llm_users.protocols.server_side import OPENAI as OPENAI_SIDE
 from llm_users.protocols.sse import SSEJSONParser
 from llm_users.protocols.tools import ToolSpec, openai_fields
@@ -194,19 +194,13 @@ def _err_type(err: Any) -> str | None:
 
 
 # SDK mode: the openai package -----------------------------------------------------------------
-def _sdk_client(openai: Any, setup: SDKSetup) -> Any:
-    http = openai.DefaultHttpxClient(**setup.httpx_kwargs)
-    return openai.OpenAI(base_url=setup.base_url + "/v1", api_key=setup.api_key or "EMPTY", max_retries=0,
-                         timeout=http.timeout, http_client=http)
-
-
 def _sdk_stream(client: Any, spec: RequestSpec, body: dict[str, Any]) -> Iterator[SDKChunk]:
     create = client.completions.create if "prompt" in body else client.chat.completions.create
     for chunk in create(**sdk_arguments(create, body)):  # vLLM's ignore_eos/min_tokens: extra_body
         yield chunk.to_dict(), None
 
 
-SDK = SDKBinding("openai", "openai", _sdk_client, _sdk_stream, http_package="httpx2")
+SDK = SDKBinding("openai", "openai", openai_client, _sdk_stream, http_package="httpx2")
 
 
 # the backends that speak this protocol natively ----------------------------------------------
@@ -238,7 +232,7 @@ SIM_ROUTES = "llm_users.sim.routes_openai"
 
 VLLM = Backend(
     name="vllm",
-    routes=(_route("chat", "vllm"), _route("completions", "vllm"), responses.route("vllm", _sdk_client),
+    routes=(_route("chat", "vllm"), _route("completions", "vllm"), responses.route("vllm", openai_client),
             openai_embeddings_route(), *vllm_rerank_routes()),
     auth_header="Authorization",
     api_key_env=None,
@@ -260,7 +254,7 @@ VLLM = Backend(
 
 OPENAI = Backend(
     name="openai",
-    routes=(_route("chat", "openai"), _route("completions", "openai"), responses.route("openai", _sdk_client),
+    routes=(_route("chat", "openai"), _route("completions", "openai"), responses.route("openai", openai_client),
             openai_embeddings_route()),
     auth_header="Authorization",
     api_key_env="OPENAI_API_KEY",
