@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
-from .series import SERVER_SAMPLES, dialect, parse
+from .series import SERVER_SAMPLES, Samples, dialect, parse
 
 Fetch = Callable[[str, float], str]
 NAMES = {"vllm": "vLLM", "sglang": "SGLang", "tgi": "TGI", "llamacpp": "llama.cpp"}
@@ -31,7 +31,8 @@ class Found:
     url: str | None  # the page to scrape, None when none was found
     dialect: str | None
     note: str  # one line for the log and summary.json
-    text: str | None = field(default=None, repr=False)  # the page as read: the run's first sample of it
+    #: the page's samples as read and parsed (those the scraper reads): the run's first sample
+    samples: Samples | None = field(default=None, repr=False)
 
 
 def candidate(host: str | None) -> str | None:
@@ -67,9 +68,10 @@ def discover(host: str | None, fetch: Fetch, timeout: float = 3.0, pause: Callab
     except Exception as e:  # refused, timeout: the run goes on without
         return Found(None, None, f"no server metrics at {url} ({type(e).__name__}: {e})")
     try:
-        d = dialect(parse(text, SERVER_SAMPLES, pause))
+        samples = parse(text, SERVER_SAMPLES, pause)
+        d = dialect(samples)
     except ValueError as e:
         return Found(None, None, f"{url} is not Prometheus text ({e})")
     if d is None:
         return Found(None, None, f"{url} has no vLLM, SGLang, TGI or llama.cpp series")
-    return Found(url, d, f"found {NAMES[d]}'s /metrics at {url}: scraped through the run", text)
+    return Found(url, d, f"found {NAMES[d]}'s /metrics at {url}: scraped through the run", samples)

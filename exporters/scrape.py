@@ -27,7 +27,16 @@ import gevent
 from geventhttpclient import HTTPClient
 from geventhttpclient.url import URL
 
-from .series import GPU_SAMPLES, SERVER_SAMPLES, SeriesStats, ServerSeries, energy_between, gpu_series, parse
+from .series import (
+    GPU_SAMPLES,
+    SERVER_SAMPLES,
+    Samples,
+    SeriesStats,
+    ServerSeries,
+    energy_between,
+    gpu_series,
+    parse,
+)
 
 log = logging.getLogger("exporters.scrape")
 Fetch = Callable[[str, float], str]
@@ -115,9 +124,10 @@ class Scraper:
         self._greenlet: Any = None
         self.reset()
 
-    def set_server(self, url: str | None, page: str | None = None, now: float | None = None) -> None:
+    def set_server(self, url: str | None, page: Samples | None = None, now: float | None = None) -> None:
         """Scrape this server page from now on (a discovered one); None: no server page.
-        ``page``, the text discovery just read from it, is taken as its first sample at ``now``:
+        ``page``, the samples discovery just read from it (parsed once, there), is taken as its
+        first sample at ``now``:
         the seconds between the test start and the next round (up to an interval) have the
         server's figures too, as the first stage's window needs (issue 33's knee test saw a
         3 s stage with one second of them)."""
@@ -133,7 +143,7 @@ class Scraper:
         if page is not None:
             t = time.time() if now is None else now
             try:
-                values = self._ingest(target, parse(page, SERVER_SAMPLES, self.pause), t)  # in slices, as the rounds
+                values = self._ingest(target, page, t)
             except Exception:  # noqa: BLE001 - the rounds read it again, and count what fails
                 return
             target.scrapes += 1

@@ -145,8 +145,17 @@ def test_discovery_parses_only_what_the_scraper_reads_in_slices() -> None:
     noise = "".join(f'process_open_fds{{n="{i}"}} {i}\n' for i in range(450))
     page = noise + LLAMA.format(prompt=1, gen=1, running=0, deferred=0)
     found = discover("http://llama:8080/v1", lambda url, timeout: page, pause=lambda: pauses.append(1))
-    assert (found.url, found.dialect, found.text) == ("http://llama:8080/metrics", "llamacpp", page)
+    assert (found.url, found.dialect) == ("http://llama:8080/metrics", "llamacpp")
+    assert found.samples is not None and set(found.samples) <= SERVER_SAMPLES
+    assert "process_open_fds" not in found.samples and found.samples["llamacpp:requests_deferred"] == [({}, 0.0)]
     assert len(pauses) >= 3  # before the parse, and twice over the 450 lines nobody reads
+    from exporters.scrape import Scraper
+
+    scraper = Scraper([], None, 1.0, lambda t, v: None, fetch=lambda url, timeout: page,
+                      pause=lambda: pauses.append(1))
+    before = len(pauses)
+    scraper.set_server(found.url, page=found.samples, now=100.0)  # the page as discovery parsed it: not again
+    assert len(pauses) == before and next(t for t in scraper.targets if t.kind == "server").scrapes == 1
     other = discover("http://h", lambda url, timeout: noise, pause=lambda: pauses.append(1))
     assert other.url is None and "no vLLM, SGLang, TGI or llama.cpp series" in other.note
 
@@ -189,12 +198,12 @@ def test_the_page_discovery_read_is_the_first_sample_at_once() -> None:
     seconds: dict[int, dict[str, float]] = {}
     page = LLAMA.format(prompt=1, gen=1, running=3, deferred=2)
     found = discover("http://llama:8080/v1", lambda url, timeout: page)
-    assert found.url == "http://llama:8080/metrics" and found.text == page
+    assert found.url == "http://llama:8080/metrics" and found.samples["llamacpp:requests_processing"] == [({}, 3.0)]
 
     scraper = Scraper(["sidecar:9835"], None, 1.0, lambda t, v: seconds.setdefault(int(t), {}).update(v),
                       fetch=lambda url, timeout: "gpu_utilization_ratio{gpu=\"0\"} 0.5\n" if "sidecar" in url else page)
     scraper.scrape_once(100.1)
-    scraper.set_server(found.url, page=found.text, now=100.4)
+    scraper.set_server(found.url, page=found.samples, now=100.4)
     assert seconds[100]["server_num_requests_running"] == 3 and seconds[100]["server_num_requests_waiting"] == 2
     assert seconds[100]["gpu_0_utilization_ratio"] == 0.5  # the round's columns of that second are kept
     server = next(t for t in scraper.targets if t.kind == "server")
