@@ -15,7 +15,7 @@ import pytest
 from llm_users.protocols.backend import all_backends
 from llm_users.sim.launcher import start_simulator
 from llm_users.sim.text import expected_text
-from tests.helpers import get_json, processes_args, read_records, read_summary, run_locust
+from tests.helpers import get_json, processes_args, read_records, read_summary, run_locust, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -106,7 +106,16 @@ def test_distributed_sessions_synthetic_turns_and_cost(sim, tmp_path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = read_records(report)
     assert len({r["worker"] for r in records}) == 2 and all(r["status"] == "ok" for r in records)
-    trace = {t["request_id"]: t for t in get_json(sim.url + "/_sim/trace")}
+    ids = {r["request_id"] for r in records}
+
+    # the simulator files a request in its trace when its handler ends, which can come just after
+    # the client read the last byte (CI saw one request of a finished run missing)
+    def finished() -> dict[str, Any] | None:
+        got = {t["request_id"]: t for t in get_json(sim.url + "/_sim/trace")}
+        return got if ids <= got.keys() else None
+
+    trace = wait_until(finished, timeout=10)
+    assert trace, f"requests missing from the simulator's trace: {ids - set(t['request_id'] for t in get_json(sim.url + '/_sim/trace'))}"
     sessions: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
     for r in records:
         sessions[r["session_id"]][r["turn"]] = r
