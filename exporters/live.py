@@ -74,7 +74,7 @@ class Live:
         self._probed_host = host
         found = discover(host, self.scraper.fetch, pause=self.scraper.pause)
         self.found = {"mode": "auto", "url": found.url, "dialect": found.dialect, "note": found.note}
-        self.scraper.set_server(found.url, page=found.samples)  # what it read is the first sample
+        self.scraper.set_server(found.url, samples=found.samples)  # what it read is the first sample
         (log.warning if found.dialect and not found.url else log.info)("locust-llm: %s", found.note)
 
     def on_test_stop(self, **_: Any) -> None:

@@ -124,9 +124,9 @@ class Scraper:
         self._greenlet: Any = None
         self.reset()
 
-    def set_server(self, url: str | None, page: Samples | None = None, now: float | None = None) -> None:
+    def set_server(self, url: str | None, samples: Samples | None = None, now: float | None = None) -> None:
         """Scrape this server page from now on (a discovered one); None: no server page.
-        ``page``, the samples discovery just read from it (parsed once, there), is taken as its
+        ``samples``, what discovery just read from it (parsed once, there), are taken as its
         first sample at ``now``:
         the seconds between the test start and the next round (up to an interval) have the
         server's figures too, as the first stage's window needs (issue 33's knee test saw a
@@ -140,10 +140,10 @@ class Scraper:
             return
         target = Target(metrics_url(url), "server")
         self.targets.append(target)
-        if page is not None:
+        if samples is not None:
             t = time.time() if now is None else now
             try:
-                values = self._ingest(target, page, t)
+                values = self._ingest(target, samples, t)
             except Exception:  # noqa: BLE001 - the rounds read it again, and count what fails
                 return
             target.scrapes += 1

@@ -50,8 +50,6 @@ from llm_users.protocols.sdk_clients import GEMINI_API_VERSION, genai_client
 from llm_users.protocols.sse import SSEJSONParser
 from llm_users.protocols.tools import ToolSpec, gemini_fields
 
-DEFAULT_API_VERSION = GEMINI_API_VERSION
-
 
 def build_request(
     *,
@@ -59,7 +57,7 @@ def build_request(
     messages: list[dict[str, Any]],
     sampling: Sampling,
     api_key: str | None = None,
-    api_version: str = DEFAULT_API_VERSION,
+    api_version: str = GEMINI_API_VERSION,
     extra_headers: dict[str, str] | None = None,
     images: tuple[Image, ...] = (),
     tools: ToolSpec | None = None,
@@ -167,7 +165,7 @@ class GeminiStreamParser(SSEJSONParser):
 
 def _build(spec: RequestSpec) -> HTTPRequest:
     return build_request(model=spec.model, messages=spec.messages, sampling=spec.sampling, api_key=spec.api_key,
-                         api_version=spec.options.get("api_version", DEFAULT_API_VERSION), tools=spec.tools,
+                         api_version=spec.options.get("api_version", GEMINI_API_VERSION), tools=spec.tools,
                          images=spec.images)
 
 
@@ -192,7 +190,7 @@ GEMINI = Backend(
     requires_api_key=True,
     default_model="gemini-2.5-flash",
     overload_statuses=frozenset({429, 503}),
-    request_options=(("api_version", DEFAULT_API_VERSION),),
+    request_options=(("api_version", GEMINI_API_VERSION),),
     sim_routes="llm_users.sim.routes_gemini",
     docs=BackendDocs(
         locustfile="gemini.py", user="GeminiUser", auth_env="`GEMINI_API_KEY` or `GOOGLE_API_KEY`",

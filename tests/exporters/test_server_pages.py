@@ -154,7 +154,7 @@ def test_discovery_parses_only_what_the_scraper_reads_in_slices() -> None:
     scraper = Scraper([], None, 1.0, lambda t, v: None, fetch=lambda url, timeout: page,
                       pause=lambda: pauses.append(1))
     before = len(pauses)
-    scraper.set_server(found.url, page=found.samples, now=100.0)  # the page as discovery parsed it: not again
+    scraper.set_server(found.url, samples=found.samples, now=100.0)  # the page as discovery parsed it: not again
     assert len(pauses) == before and next(t for t in scraper.targets if t.kind == "server").scrapes == 1
     other = discover("http://h", lambda url, timeout: noise, pause=lambda: pauses.append(1))
     assert other.url is None and "no vLLM, SGLang, TGI or llama.cpp series" in other.note
@@ -203,7 +203,7 @@ def test_the_page_discovery_read_is_the_first_sample_at_once() -> None:
     scraper = Scraper(["sidecar:9835"], None, 1.0, lambda t, v: seconds.setdefault(int(t), {}).update(v),
                       fetch=lambda url, timeout: "gpu_utilization_ratio{gpu=\"0\"} 0.5\n" if "sidecar" in url else page)
     scraper.scrape_once(100.1)
-    scraper.set_server(found.url, page=found.samples, now=100.4)
+    scraper.set_server(found.url, samples=found.samples, now=100.4)
     assert seconds[100]["server_num_requests_running"] == 3 and seconds[100]["server_num_requests_waiting"] == 2
     assert seconds[100]["gpu_0_utilization_ratio"] == 0.5  # the round's columns of that second are kept
     server = next(t for t in scraper.targets if t.kind == "server")
