@@ -28,6 +28,14 @@ core for the client: run N = 1 (the default there); with more cores give each pr
     .venv/bin/python bench/worker_scaling.py                                  # 2 cores: N = 1
     .venv/bin/python bench/worker_scaling.py --processes 1,2,4 --sim-cpus 0-1 --client-cpus 2-5
 
+``--shared-cpus 0-1`` instead puts the simulator and the clients on the same CPUs, all at
+normal priority: what ``--processes 2`` on a 2-core machine gives when the server under test
+is on it too. The limit is then the cores themselves, so every step also reports the
+simulator's CPU, the cores' busy time (/proc/stat, everything on them) and the chunks/s that
+the cores could carry at that step's measured cost per chunk (client + simulator)::
+
+    .venv/bin/python bench/worker_scaling.py --shared-cpus 0-1 --processes 1,2 --streams 80,120,160,200,240,280
+
 Prints a table and writes bench/results/worker_scaling.json. Not a test: nothing asserts.
 """
 
@@ -54,7 +62,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.lib.llm_imports import start_simulator  # noqa: E402
 from bench.lib.priority import priority_prefix  # noqa: E402
-from bench.lib.procfs import tree_by_children, tree_cpu_s  # noqa: E402
+from bench.lib.procfs import core_busy_ms, tree_by_children, tree_cpu_s  # noqa: E402
 
 
 def free_port() -> int:
@@ -89,6 +97,19 @@ def prio(args: argparse.Namespace, n_proc: int) -> list[str]:
     return priority_prefix(args.priority) if n_proc == 1 else []
 
 
+def busy_ms(cpu_list: list[int]) -> float:
+    """Busy milliseconds since boot of the CPUs, summed (steal not counted as busy)."""
+    return sum(core_busy_ms(c)[0] for c in cpu_list)
+
+
+def cpu_bound(cores: int, client_ms_per_1k: float | None, sim_ms_per_1k: float | None) -> float | None:
+    """Chunks/s that ``cores`` cores could carry at a step's measured cost per chunk (client and
+    simulator together): the most any process count can reach on them."""
+    if not client_ms_per_1k or sim_ms_per_1k is None:
+        return None
+    return cores * 1000.0 / ((client_ms_per_1k + sim_ms_per_1k) / 1000.0)
+
+
 def kill_tree(root: int) -> None:
     """SIGKILL a process and its descendants (ours: the locust run this harness started)."""
     for pid in tree_by_children(root):
@@ -96,7 +117,8 @@ def kill_tree(root: int) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-def run_step(n_proc: int, streams: int, sim_url: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+def run_step(n_proc: int, streams: int, sim_url: str, sim_pid: int, args: argparse.Namespace,
+             tmp: Path) -> dict[str, Any]:
     users = streams * n_proc
     report = tmp / f"n{n_proc}-s{streams}"
     run_s = args.ramp + args.warmup + args.duration + 1
@@ -115,9 +137,9 @@ def run_step(n_proc: int, streams: int, sim_url: str, args: argparse.Namespace, 
     t_start = time.time()
     try:
         time.sleep(args.ramp + args.warmup + 0.5)
-        w0, c0 = time.time(), tree_cpu_s(proc.pid)
+        w0, c0, s0, b0 = time.time(), tree_cpu_s(proc.pid), tree_cpu_s(sim_pid), busy_ms(args.all_cpus)
         time.sleep(args.duration)
-        w1, c1 = time.time(), tree_cpu_s(proc.pid)
+        w1, c1, s1, b1 = time.time(), tree_cpu_s(proc.pid), tree_cpu_s(sim_pid), busy_ms(args.all_cpus)
         proc.wait(timeout=run_s + 60)
     finally:
         if proc.poll() is None:
@@ -147,10 +169,15 @@ def run_step(n_proc: int, streams: int, sim_url: str, args: argparse.Namespace, 
         "per_worker_chunks_per_s": {w: c / window for w, c in per_worker.items()},
         "client_cpu_pct": 100 * (c1 - c0) / window,
         "cpu_ms_per_1k_chunks": 1000 * (c1 - c0) / (chunks / 1000) if chunks else None,
+        "sim_cpu_pct": 100 * (s1 - s0) / window,
+        "sim_cpu_ms_per_1k_chunks": 1000 * (s1 - s0) / (chunks / 1000) if chunks else None,
+        "cpus": args.all_cpus, "cpus_busy_pct": (b1 - b0) / 10 / window,  # % of one core, summed over them
         "ttft_p99_ms": ttfts[min(len(ttfts) - 1, int(0.99 * len(ttfts)))] if ttfts else None,
         "lag_p99_ms": lag99, "self_check_saturated": bool(check.get("saturated")),
         "exit_code": proc.returncode, "started": t_start,
     }
+    res["cpu_bound_chunks_per_s"] = cpu_bound(len(args.all_cpus), res["cpu_ms_per_1k_chunks"],
+                                              res["sim_cpu_ms_per_1k_chunks"])
     res["sustained"] = (res["chunks_per_s"] >= 0.97 * offered and res["ttft_p99_ms"] is not None
                         and res["ttft_p99_ms"] <= args.ttft_ms + 5.0)
     if proc.returncode not in (0, 1):
@@ -164,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--streams", default="80,160,240,320,400", help="streams per process, the steps")
     ap.add_argument("--sim-cpus", default="0", help="CPUs of the simulator (taskset list, default 0)")
     ap.add_argument("--client-cpus", default="1", help="CPUs of the client processes (default 1)")
+    ap.add_argument("--shared-cpus", metavar="CPUS",
+                    help="the simulator and the clients on these same CPUs, at normal priority (replaces "
+                         "--sim-cpus and --client-cpus): --processes N on a machine that runs its server too")
     ap.add_argument("--itl-ms", type=float, default=20.0)
     ap.add_argument("--ttft-ms", type=float, default=20.0)
     ap.add_argument("--output-tokens", type=int, default=128)
@@ -174,16 +204,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "worker_scaling.json"))
     args = ap.parse_args(argv)
     procs = [int(x) for x in args.processes.split(",")]
+    if args.shared_cpus:  # FIFO on shared cores would let the simulator starve the clients, or the reverse
+        args.sim_cpus = args.client_cpus = args.shared_cpus
+        if args.priority == "rt":
+            print("worker_scaling: --shared-cpus runs at normal priority (--priority rt not taken)", file=sys.stderr)
+        args.priority = "normal"
     if args.priority is None:
         args.priority = "rt" if os.geteuid() == 0 and shutil.which("chrt") else "normal"
+    args.all_cpus = sorted(set(cpus(args.sim_cpus)) | set(cpus(args.client_cpus)))
     steps = [int(x) for x in args.streams.split(",")]
     if not shutil.which("taskset"):
         print("worker_scaling: taskset (util-linux) is needed", file=sys.stderr)
         return 2
-    if set(cpus(args.sim_cpus)) & set(cpus(args.client_cpus)):
-        print("worker_scaling: --sim-cpus and --client-cpus must not overlap", file=sys.stderr)
+    if not args.shared_cpus and set(cpus(args.sim_cpus)) & set(cpus(args.client_cpus)):
+        print("worker_scaling: --sim-cpus and --client-cpus must not overlap (or share them all: --shared-cpus)",
+              file=sys.stderr)
         return 2
-    if max(procs) > len(cpus(args.client_cpus)):
+    if not args.shared_cpus and max(procs) > len(cpus(args.client_cpus)):
         print(f"worker_scaling: note: {max(procs)} processes on {len(cpus(args.client_cpus))} client CPU(s) share "
               "cores; give each its own for a scaling figure", file=sys.stderr)
     sim = start_simulator(["--ttft-ms", f"{args.ttft_ms:g}", "--itl-ms", f"{args.itl_ms:g}", "--output-tokens",
@@ -200,20 +237,24 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="worker_scaling-") as td:
             for n in procs:
                 for s in steps:
-                    r = run_step(n, s, sim.url, args, Path(td))
+                    r = run_step(n, s, sim.url, sim.pid, args, Path(td))
                     results.append(r)
                     print(f"  N={n} streams/process={s:4d}: {r['chunks_per_s']:7.0f} chunks/s of "
                           f"{r['offered_chunks_per_s']:.0f} offered, CPU {r['client_cpu_pct']:.0f}%, "
-                          f"{r['cpu_ms_per_1k_chunks'] or 0:.1f} ms/1k, TTFT p99 {r['ttft_p99_ms'] or 0:.1f} ms, "
+                          f"{r['cpu_ms_per_1k_chunks'] or 0:.1f} ms/1k, simulator {r['sim_cpu_pct']:.0f}%, CPUs "
+                          f"{args.sim_cpus if args.shared_cpus else ','.join(map(str, args.all_cpus))} busy "
+                          f"{r['cpus_busy_pct']:.0f}%, TTFT p99 {r['ttft_p99_ms'] or 0:.1f} ms, "
                           f"lag p99 {r['lag_p99_ms'] or 0:.2f} ms"
                           f"{'' if r['sustained'] else '  (not sustained)'}", flush=True)
     finally:
         sim.stop()
-    head = ("N", "streams/proc", "offered/s", "chunks/s", "per proc/s", "cpu%", "ms/1k", "ttft99 ms", "lag99 ms",
-            "sustained")
+    head = ("N", "streams/proc", "offered/s", "chunks/s", "per proc/s", "cpu%", "ms/1k", "sim%", "sim ms/1k",
+            "busy%", "cpu bound/s", "ttft99 ms", "lag99 ms", "sustained")
     lines = [head] + [(str(r["processes"]), str(r["streams_per_process"]), f"{r['offered_chunks_per_s']:.0f}",
                        f"{r['chunks_per_s']:.0f}", f"{r['chunks_per_s_per_process']:.0f}",
                        f"{r['client_cpu_pct']:.0f}", f"{r['cpu_ms_per_1k_chunks'] or 0:.1f}",
+                       f"{r['sim_cpu_pct']:.0f}", f"{r['sim_cpu_ms_per_1k_chunks'] or 0:.1f}",
+                       f"{r['cpus_busy_pct']:.0f}", f"{r['cpu_bound_chunks_per_s'] or 0:.0f}",
                        f"{r['ttft_p99_ms'] or 0:.1f}", f"{r['lag_p99_ms'] or 0:.2f}", "yes" if r["sustained"] else "no") for r in results]
     widths = [max(len(row[i]) for row in lines) for i in range(len(head))]
     print()
@@ -230,12 +271,27 @@ def main(argv: list[str] | None = None) -> int:
             if n > 1 and c:
                 scaling[n] = c / (n * capacity[1])
                 print(f"  N={n}: {scaling[n]:.2f} x N x one process's ({'MET' if scaling[n] >= 0.9 else 'MISS'} >= 0.9)")
+    knees = {}
+    for n in procs:  # what stopped each process count: its first step not sustained
+        rows = [r for r in results if r["processes"] == n]
+        knee = next((r for r in rows if not r["sustained"]), None)
+        if knee is not None:
+            knees[n] = {k: knee[k] for k in ("streams_per_process", "chunks_per_s", "offered_chunks_per_s",
+                                             "client_cpu_pct", "sim_cpu_pct", "cpus_busy_pct",
+                                             "cpu_bound_chunks_per_s", "ttft_p99_ms", "lag_p99_ms")}
+            print(f"  N={n} missed at {knee['streams_per_process']} streams/process "
+                  f"({knee['offered_chunks_per_s']:.0f} chunks/s offered, {knee['chunks_per_s']:.0f} received, "
+                  f"TTFT p99 {knee['ttft_p99_ms'] or 0:.1f} ms): clients {knee['client_cpu_pct']:.0f}% + simulator "
+                  f"{knee['sim_cpu_pct']:.0f}% of a core, CPUs {','.join(map(str, args.all_cpus))} busy "
+                  f"{knee['cpus_busy_pct']:.0f}% of {100 * len(args.all_cpus)}%, "
+                  f"cost-per-chunk bound {knee['cpu_bound_chunks_per_s'] or 0:.0f} chunks/s")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"schema": "locust-llm/bench/worker_scaling/1", "settings": vars(args),
                                "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                                            "loadavg": os.getloadavg()},
-                               "results": results, "capacity": capacity, "scaling": scaling}, indent=2))
+                               "results": results, "capacity": capacity, "scaling": scaling, "knees": knees},
+                              indent=2))
     print(f"written {out}")
     return 0
 
