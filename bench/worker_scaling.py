@@ -8,7 +8,9 @@ the streams per process up (``--streams``), and measures per step:
 - chunks/s received in the measured window (from the run's requests.jsonl: every chunk's
   time is t0 + TTFT + the ITL gaps), in total and per process;
 - the client's CPU (utime+stime of every process of the locust tree, from /proc, over the
-  window) in % of one core, and milliseconds of CPU per 1,000 chunks;
+  window) in % of one core, and milliseconds of CPU per 1,000 chunks; the simulator's the same
+  way; how long each waited for a core while runnable (run delay of the main threads, from
+  /proc/PID/schedstat, ms per second); the CPUs' busy time (/proc/stat, everything on them);
 - the TTFT error of the first-token stamps in the window: each client stamp minus the
   simulator's write stamp of that chunk (``GET /_sim/trace``, the same CLOCK_MONOTONIC), p99 and
   p99.9, as bench/client_overhead.py reads it; and how late the simulator itself wrote first
@@ -67,7 +69,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.lib.llm_imports import start_simulator  # noqa: E402
 from bench.lib.priority import priority_prefix  # noqa: E402
-from bench.lib.procfs import core_busy_ms, tree_by_children, tree_cpu_s  # noqa: E402
+from bench.lib.procfs import core_busy_ms, run_delay_ms, tree_by_children, tree_cpu_s  # noqa: E402
 from bench.overhead.analysis import analyse, load_client_records, pct  # noqa: E402
 
 
@@ -165,9 +167,11 @@ def run_step(n_proc: int, streams: int, sim_url: str, sim_pid: int, args: argpar
         time.sleep(args.ramp + args.warmup + 0.5)
         w0, ws = time.time(), time.perf_counter_ns()
         c0, s0, b0 = tree_cpu_s(proc.pid), tree_cpu_s(sim_pid), busy_ms(args.all_cpus)
+        d0, e0 = run_delay_ms(proc.pid), run_delay_ms(sim_pid)  # runnable, waiting for a core
         time.sleep(args.duration)
         w1, we = time.time(), time.perf_counter_ns()
         c1, s1, b1 = tree_cpu_s(proc.pid), tree_cpu_s(sim_pid), busy_ms(args.all_cpus)
+        d1, e1 = run_delay_ms(proc.pid), run_delay_ms(sim_pid)
         proc.wait(timeout=run_s + 60)
     finally:
         if proc.poll() is None:
@@ -201,6 +205,8 @@ def run_step(n_proc: int, streams: int, sim_url: str, sim_pid: int, args: argpar
         "cpu_ms_per_1k_chunks": 1000 * (c1 - c0) / (chunks / 1000) if chunks else None,
         "sim_cpu_pct": 100 * (s1 - s0) / window,
         "sim_cpu_ms_per_1k_chunks": 1000 * (s1 - s0) / (chunks / 1000) if chunks else None,
+        # ms per second that the client's processes (summed) and the simulator waited for a core while runnable
+        "client_wait_ms_per_s": (d1 - d0) / window, "sim_wait_ms_per_s": (e1 - e0) / window,
         "cpus": args.all_cpus, "cpus_busy_pct": (b1 - b0) / 10 / window,  # % of one core, summed over them
         "ttft_p99_ms": ttfts[min(len(ttfts) - 1, int(0.99 * len(ttfts)))] if ttfts else None,
         "ttft_err_p99_ms": stamps["ttft_err_p99_ms"],
@@ -281,18 +287,22 @@ def main(argv: list[str] | None = None) -> int:
                           f"{r['cpu_ms_per_1k_chunks'] or 0:.1f} ms/1k, simulator {r['sim_cpu_pct']:.0f}%, CPUs "
                           f"{args.sim_cpus if args.shared_cpus else ','.join(map(str, args.all_cpus))} busy "
                           f"{r['cpus_busy_pct']:.0f}%, TTFT error p99 {r['ttft_err_p99_ms'] or 0:.2f} ms, "
-                          f"simulator late p99 {r['sim_first_late_p99_ms'] or 0:.2f} ms, TTFT p99 {r['ttft_p99_ms'] or 0:.1f} ms, "
+                          f"simulator late p99 {r['sim_first_late_p99_ms'] or 0:.2f} ms, waits for a core (ms/s) client "
+                          f"{r['client_wait_ms_per_s']:.1f} simulator {r['sim_wait_ms_per_s']:.1f}, "
+                          f"TTFT p99 {r['ttft_p99_ms'] or 0:.1f} ms, "
                           f"lag p99 {r['lag_p99_ms'] or 0:.2f} ms"
                           f"{'' if r['sustained'] else '  (not sustained)'}", flush=True)
     finally:
         sim.stop()
     head = ("N", "streams/proc", "offered/s", "chunks/s", "per proc/s", "cpu%", "ms/1k", "sim%", "sim ms/1k",
-            "busy%", "cpu bound/s", "err99 ms", "err999 ms", "sim late99", "ttft99 ms", "lag99 ms", "sustained")
+            "busy%", "cpu bound/s", "wait ms/s", "sim wait", "err99 ms", "err999 ms", "sim late99", "ttft99 ms",
+            "lag99 ms", "sustained")
     lines = [head] + [(str(r["processes"]), str(r["streams_per_process"]), f"{r['offered_chunks_per_s']:.0f}",
                        f"{r['chunks_per_s']:.0f}", f"{r['chunks_per_s_per_process']:.0f}",
                        f"{r['client_cpu_pct']:.0f}", f"{r['cpu_ms_per_1k_chunks'] or 0:.1f}",
                        f"{r['sim_cpu_pct']:.0f}", f"{r['sim_cpu_ms_per_1k_chunks'] or 0:.1f}",
                        f"{r['cpus_busy_pct']:.0f}", f"{r['cpu_bound_chunks_per_s'] or 0:.0f}",
+                       f"{r['client_wait_ms_per_s']:.1f}", f"{r['sim_wait_ms_per_s']:.1f}",
                        f"{r['ttft_err_p99_ms'] or 0:.2f}", f"{r['ttft_err_p999_ms'] or 0:.2f}",
                        f"{r['sim_first_late_p99_ms'] or 0:.2f}",
                        f"{r['ttft_p99_ms'] or 0:.1f}", f"{r['lag_p99_ms'] or 0:.2f}",
@@ -322,14 +332,16 @@ def main(argv: list[str] | None = None) -> int:
         if knee is not None:
             knees[n] = {k: knee[k] for k in ("streams_per_process", "chunks_per_s", "offered_chunks_per_s",
                                              "client_cpu_pct", "sim_cpu_pct", "cpus_busy_pct",
-                                             "cpu_bound_chunks_per_s", "ttft_err_p99_ms", "sim_first_late_p99_ms",
+                                             "cpu_bound_chunks_per_s", "client_wait_ms_per_s", "sim_wait_ms_per_s",
+                                             "ttft_err_p99_ms", "sim_first_late_p99_ms",
                                              "ttft_p99_ms", "lag_p99_ms")}
             print(f"  N={n} missed the 5 ms bound at {knee['streams_per_process']} streams/process "
                   f"({knee['offered_chunks_per_s']:.0f} chunks/s offered, {knee['chunks_per_s']:.0f} received, "
                   f"TTFT error p99 {knee['ttft_err_p99_ms'] or 0:.2f} ms): clients {knee['client_cpu_pct']:.0f}% + simulator "
                   f"{knee['sim_cpu_pct']:.0f}% of a core, CPUs {','.join(map(str, args.all_cpus))} busy "
                   f"{knee['cpus_busy_pct']:.0f}% of {100 * len(args.all_cpus)}%, "
-                  f"cost-per-chunk bound {knee['cpu_bound_chunks_per_s'] or 0:.0f} chunks/s")
+                  f"cost-per-chunk bound {knee['cpu_bound_chunks_per_s'] or 0:.0f} chunks/s; waits for a core: "
+                  f"clients {knee['client_wait_ms_per_s']:.1f} ms/s, simulator {knee['sim_wait_ms_per_s']:.1f} ms/s")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"schema": "locust-llm/bench/worker_scaling/1", "settings": vars(args),
