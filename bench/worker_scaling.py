@@ -14,7 +14,9 @@ the streams per process up (``--streams``), and measures per step:
 - the TTFT error of the first-token stamps in the window: each client stamp minus the
   simulator's write stamp of that chunk (``GET /_sim/trace``, the same CLOCK_MONOTONIC), p99 and
   p99.9, as bench/client_overhead.py reads it; and how late the simulator itself wrote first
-  tokens (its write minus its admission and its TTFT target, p99), which the error leaves out;
+  tokens (its write minus its target: arrival + TTFT, p99), which the error leaves out;
+- under ``--processes``, the master's own CPU (the process the harness started; the workers
+  are its children) in % of a core and in microseconds per record that ended in the window;
 - TTFT p99 of the requests that started in the window (the simulator's TTFT is fixed: what it
   adds is both processes' delay and the loopback's);
 - the client self-check's loop lag p99 (worst process, whole run), from summary.json.
@@ -69,7 +71,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.lib.llm_imports import start_simulator  # noqa: E402
 from bench.lib.priority import priority_prefix  # noqa: E402
-from bench.lib.procfs import core_busy_ms, run_delay_ms, tree_by_children, tree_cpu_s  # noqa: E402
+from bench.lib.procfs import core_busy_ms, cpu_s, run_delay_ms, tree_by_children, tree_cpu_s  # noqa: E402
 from bench.overhead.analysis import analyse, load_client_records, pct  # noqa: E402
 
 
@@ -167,10 +169,12 @@ def run_step(n_proc: int, streams: int, sim_url: str, sim_pid: int, args: argpar
         time.sleep(args.ramp + args.warmup + 0.5)
         w0, ws = time.time(), time.perf_counter_ns()
         c0, s0, b0 = tree_cpu_s(proc.pid), tree_cpu_s(sim_pid), busy_ms(args.all_cpus)
+        m0 = cpu_s(proc.pid)  # under --processes the process we started is the master; the workers are its children
         d0, e0 = run_delay_ms(proc.pid), run_delay_ms(sim_pid)  # runnable, waiting for a core
         time.sleep(args.duration)
         w1, we = time.time(), time.perf_counter_ns()
         c1, s1, b1 = tree_cpu_s(proc.pid), tree_cpu_s(sim_pid), busy_ms(args.all_cpus)
+        m1 = cpu_s(proc.pid)
         d1, e1 = run_delay_ms(proc.pid), run_delay_ms(sim_pid)
         proc.wait(timeout=run_s + 60)
     finally:
@@ -193,6 +197,7 @@ def run_step(n_proc: int, streams: int, sim_url: str, sim_pid: int, args: argpar
         chunks += k
         per_worker[r.get("worker") or "local"] = per_worker.get(r.get("worker") or "local", 0) + k
     window = w1 - w0
+    ended = sum(1 for r in records if r.get("e2e_ns") is not None and w0 <= r["start_time"] + r["e2e_ns"] / 1e9 < w1)
     summary = json.loads((report / "summary.json").read_text())
     check = summary.get("self_check", {})
     lag99 = max((n["loop_lag_ms"]["p99"] or 0 for n in check.get("nodes", [])), default=None)
@@ -205,6 +210,10 @@ def run_step(n_proc: int, streams: int, sim_url: str, sim_pid: int, args: argpar
         "cpu_ms_per_1k_chunks": 1000 * (c1 - c0) / (chunks / 1000) if chunks else None,
         "sim_cpu_pct": 100 * (s1 - s0) / window,
         "sim_cpu_ms_per_1k_chunks": 1000 * (s1 - s0) / (chunks / 1000) if chunks else None,
+        "records_per_s": ended / window,
+        # the master's own CPU (N > 1): what merging the workers' records costs it
+        "master_cpu_pct": 100 * (m1 - m0) / window if n_proc > 1 else None,
+        "master_us_per_record": 1e6 * (m1 - m0) / ended if n_proc > 1 and ended else None,
         # ms per second that the client's processes (summed) and the simulator waited for a core while runnable
         "client_wait_ms_per_s": (d1 - d0) / window, "sim_wait_ms_per_s": (e1 - e0) / window,
         "cpus": args.all_cpus, "cpus_busy_pct": (b1 - b0) / 10 / window,  # % of one core, summed over them
@@ -291,7 +300,9 @@ def main(argv: list[str] | None = None) -> int:
                           f"{r['client_wait_ms_per_s']:.1f} simulator {r['sim_wait_ms_per_s']:.1f}, "
                           f"TTFT p99 {r['ttft_p99_ms'] or 0:.1f} ms, "
                           f"lag p99 {r['lag_p99_ms'] or 0:.2f} ms"
-                          f"{'' if r['sustained'] else '  (not sustained)'}", flush=True)
+                          + (f", master {r['master_cpu_pct']:.1f}% = {r['master_us_per_record'] or 0:.0f} us per record "
+                             f"({r['records_per_s']:.0f} records/s)" if n > 1 else "")
+                          + ("" if r["sustained"] else "  (not sustained)"), flush=True)
     finally:
         sim.stop()
     head = ("N", "streams/proc", "offered/s", "chunks/s", "per proc/s", "cpu%", "ms/1k", "sim%", "sim ms/1k",
@@ -333,7 +344,8 @@ def main(argv: list[str] | None = None) -> int:
             knees[n] = {k: knee[k] for k in ("streams_per_process", "chunks_per_s", "offered_chunks_per_s",
                                              "client_cpu_pct", "sim_cpu_pct", "cpus_busy_pct",
                                              "cpu_bound_chunks_per_s", "client_wait_ms_per_s", "sim_wait_ms_per_s",
-                                             "ttft_err_p99_ms", "sim_first_late_p99_ms",
+                                             "ttft_err_p99_ms", "sim_first_late_p99_ms", "master_cpu_pct",
+                                             "master_us_per_record",
                                              "ttft_p99_ms", "lag_p99_ms")}
             print(f"  N={n} missed the 5 ms bound at {knee['streams_per_process']} streams/process "
                   f"({knee['offered_chunks_per_s']:.0f} chunks/s offered, {knee['chunks_per_s']:.0f} received, "
