@@ -120,6 +120,12 @@ def cpu_bound(cores: int, client_ms_per_1k: float | None, sim_ms_per_1k: float |
     return cores * 1000.0 / ((client_ms_per_1k + sim_ms_per_1k) / 1000.0)
 
 
+def sustained(chunks_per_s: float, offered: float, ttft_err_p99_ms: float | None, bound_ms: float) -> bool:
+    """A step holds when >= 97 % of the offered chunks arrived and the TTFT error p99 stayed
+    under the bound (the ceiling's rule, bench/client_overhead.py)."""
+    return chunks_per_s >= 0.97 * offered and ttft_err_p99_ms is not None and ttft_err_p99_ms < bound_ms
+
+
 def sim_call(url: str, method: str, path: str) -> Any:
     req = urllib.request.Request(url + path, method=method)
     with urllib.request.urlopen(req, timeout=60) as r:
@@ -228,9 +234,8 @@ def run_step(n_proc: int, streams: int, sim_url: str, sim_pid: int, args: argpar
     }
     res["cpu_bound_chunks_per_s"] = cpu_bound(len(args.all_cpus), res["cpu_ms_per_1k_chunks"],
                                               res["sim_cpu_ms_per_1k_chunks"])
-    full = res["chunks_per_s"] >= 0.97 * offered and res["ttft_err_p99_ms"] is not None
-    res["sustained"] = full and res["ttft_err_p99_ms"] < 5.0
-    res["sustained_1ms"] = full and res["ttft_err_p99_ms"] < 1.0
+    res["sustained"] = sustained(res["chunks_per_s"], offered, res["ttft_err_p99_ms"], 5.0)
+    res["sustained_1ms"] = sustained(res["chunks_per_s"], offered, res["ttft_err_p99_ms"], 1.0)
     if proc.returncode not in (0, 1):
         res["error"] = err[-500:]
     return res
