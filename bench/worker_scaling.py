@@ -6,7 +6,7 @@ a fixed per-stream pace (ITL 20 ms, TTFT 20 ms, 128 tokens: 50 chunks/s per stre
 the streams per process up (``--streams``), and measures per step:
 
 - chunks/s received in the measured window (from the run's requests.jsonl: every chunk's
-  time is t0 + TTFT + the ITL gaps), in total and per process;
+  perf_counter_ns stamp is t0 + TTFT + the ITL gaps), in total and per process;
 - the client's CPU (utime+stime of every process of the locust tree, from /proc, over the
   window) in % of one core, and milliseconds of CPU per 1,000 chunks; the simulator's the same
   way; how long each waited for a core while runnable (run delay of the main threads, from
@@ -24,8 +24,8 @@ the streams per process up (``--streams``), and measures per step:
 A step is *sustained* when the client received at least 97 % of the offered chunks and its TTFT
 error p99 stayed under 5 ms (``sustained_1ms``: under 1 ms), the bounds of
 bench/client_overhead.py's ceiling. A process count's capacity is its highest sustained step;
-scaling = capacity(N) / (N x capacity(1)), target >= 0.9. As root the simulator and a single client process run SCHED_FIFO 1
-(``--priority rt``), so other jobs on a shared machine get only the cores' idle time. N > 1
+scaling = capacity(N) / (N x capacity(1)), target >= 0.9. As root the simulator and a single
+client process run SCHED_FIFO 1 (``--priority rt``), so other jobs on a shared machine get only the cores' idle time. N > 1
 runs at normal priority: Locust's master and workers at one FIFO priority deadlock (a busy
 worker never yields the core its master needs).
 
@@ -61,7 +61,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +71,8 @@ sys.path.insert(0, str(ROOT))
 from bench.lib.llm_imports import start_simulator  # noqa: E402
 from bench.lib.priority import priority_prefix  # noqa: E402
 from bench.lib.procfs import core_busy_ms, cpu_s, run_delay_ms, tree_by_children, tree_cpu_s  # noqa: E402
-from bench.overhead.analysis import analyse, load_client_records, pct  # noqa: E402
+from bench.overhead.analysis import analyse, ours_stamps, pct  # noqa: E402
+from bench.overhead.simulator import sim_call  # noqa: E402
 
 
 def free_port() -> int:
@@ -86,17 +86,6 @@ def cpus(spec: str) -> list[int]:
     for part in spec.split(","):
         lo, _, hi = part.partition("-")
         out += list(range(int(lo), int(hi or lo) + 1))
-    return out
-
-
-def chunk_times(record: dict[str, Any]) -> list[float]:
-    if record.get("ttft_ns") is None:
-        return []
-    t = record["start_time"] + record["ttft_ns"] / 1e9
-    out = [t]
-    for gap in record.get("itl_ns") or []:
-        t += gap / 1e9
-        out.append(t)
     return out
 
 
@@ -124,13 +113,6 @@ def sustained(chunks_per_s: float, offered: float, ttft_err_p99_ms: float | None
     """A step holds when >= 97 % of the offered chunks arrived and the TTFT error p99 stayed
     under the bound (the ceiling's rule, bench/client_overhead.py)."""
     return chunks_per_s >= 0.97 * offered and ttft_err_p99_ms is not None and ttft_err_p99_ms < bound_ms
-
-
-def sim_call(url: str, method: str, path: str) -> Any:
-    req = urllib.request.Request(url + path, method=method)
-    with urllib.request.urlopen(req, timeout=60) as r:
-        body = r.read()
-    return json.loads(body) if body else None
 
 
 def sim_first_late_ms(trace: list[dict[str, Any]], ws: int, we: int) -> float | None:
@@ -193,13 +175,14 @@ def run_step(n_proc: int, streams: int, sim_url: str, sim_pid: int, args: argpar
     with open(report / "requests.jsonl") as f:
         records = [json.loads(line) for line in f if line.strip()]
     trace = sim_call(sim_url, "GET", "/_sim/trace?compact=1") or []
-    stamps = analyse(load_client_records("ours", report / "requests.jsonl"), trace, ws, we, args.itl_ms)
+    stamped = [(r, ours_stamps(r)) for r in records]
+    stamps = analyse([st for _, st in stamped if st is not None], trace, ws, we, args.itl_ms)
     per_worker: dict[str, int] = {}
     chunks = 0
     ttfts = sorted(r["ttft_ns"] / 1e6 for r in records
                    if r.get("ttft_ns") is not None and w0 <= r["start_time"] < w1 and not r.get("warmup"))
-    for r in records:
-        k = sum(1 for t in chunk_times(r) if w0 <= t < w1)
+    for r, st in stamped:  # chunks stamped in the window, on the clock of the TTFT error's window
+        k = sum(1 for t in st[2] if ws <= t < we) if st is not None else 0
         chunks += k
         per_worker[r.get("worker") or "local"] = per_worker.get(r.get("worker") or "local", 0) + k
     window = w1 - w0

@@ -11,6 +11,19 @@ from typing import Any
 import orjson
 
 
+def ours_stamps(d: dict[str, Any]) -> tuple[str, int, list[int]] | None:
+    """One of our requests.jsonl records as (request id, t0_ns, absolute perf_counter_ns stamps
+    of its token-bearing chunks: t0 + TTFT, then the ITL gaps); None when it had no token."""
+    if d.get("ttft_ns") is None:
+        return None
+    t = d["t0_ns"] + d["ttft_ns"]
+    stamps = [t]
+    for gap in d["itl_ns"]:
+        t += gap
+        stamps.append(t)
+    return d["request_id"], d["t0_ns"], stamps
+
+
 def load_client_records(kind: str, path: Path) -> list[tuple[str, int, list[int]]]:
     """(request id, t0_ns, absolute stamps of the token-bearing chunks) per request."""
     out: list[tuple[str, int, list[int]]] = []
@@ -23,15 +36,8 @@ def load_client_records(kind: str, path: Path) -> list[tuple[str, int, list[int]
             d = orjson.loads(line)
             if kind != "ours":
                 out.append((d["id"], d["t0"], d["chunks"]))
-                continue
-            if d.get("ttft_ns") is None:
-                continue
-            t = d["t0_ns"] + d["ttft_ns"]
-            stamps = [t]
-            for gap in d["itl_ns"]:
-                t += gap
-                stamps.append(t)
-            out.append((d["request_id"], d["t0_ns"], stamps))
+            elif (stamped := ours_stamps(d)) is not None:
+                out.append(stamped)
     return out
 
 

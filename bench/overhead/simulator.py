@@ -16,6 +16,15 @@ from bench.lib.priority import priority_prefix
 from bench.overhead.config import VENV_BIN
 
 
+def sim_call(url: str, method: str, path: str) -> Any:
+    """One call to a simulator's control endpoints (``/_sim/trace``, ``/_sim/stats``): its JSON
+    answer, or None for an empty one."""
+    req = urllib.request.Request(url + path, method=method)
+    with urllib.request.urlopen(req, timeout=60) as r:
+        body = r.read()
+    return orjson.loads(body) if body else None
+
+
 class Simulator:
     """llm-sim pinned to one core, started through its command line."""
 
@@ -55,10 +64,7 @@ class Simulator:
         return self.proc.pid
 
     def _call(self, method: str, path: str) -> Any:
-        req = urllib.request.Request(self.url + path, method=method)
-        with urllib.request.urlopen(req, timeout=60) as r:
-            body = r.read()
-        return orjson.loads(body) if body else None
+        return sim_call(self.url, method, path)
 
     def trace(self) -> list[dict[str, Any]]:
         return self._call("GET", "/_sim/trace?compact=1") or []
