@@ -61,6 +61,12 @@ def test_https_streams_with_insecure_and_every_request_counts(locustfile, client
     assert len(records) >= 6 and all(r["status"] == "ok" and r["output_tokens"] == 12 for r in records), records[:2]
     assert all(15e6 < r["ttft_ns"] < 2e9 and r["chunks"] >= 3 for r in records), records[:1]
     assert len(records) == _served(sim.url)
+    # each user's first request opened its connection (TCP and the TLS handshake): connect_ns, in
+    # every client; the openai SDK closes its connection at [DONE], so each of its requests opens one
+    opened = [r for r in records if r["connect_ns"] is not None]
+    assert len(opened) >= 3 and all(0 < r["connect_ns"] < 10e9 for r in opened), [r["connect_ns"] for r in records]
+    if (locustfile, client) == ("openai.py", "sdk"):
+        assert len(opened) == len(records)
 
 
 @pytest.mark.parametrize("client", ["raw", "sdk"])
