@@ -167,6 +167,24 @@ def test_interrupted_reconnects_and_sampling_issues_count_and_merge() -> None:
     assert out["failures_by_category"] == {"empty_response": 1}
 
 
+def test_connections_opened_count_measured_requests_and_merge_exactly() -> None:
+    """A measured request that opened its own connection (connect_ns) counts, failed or not;
+    warm-up and interrupted ones do not; the connect times merge exactly across workers."""
+    a, b = Stats(), Stats()
+    a.add(rec(1, connect_ns=400_000))
+    a.add(rec(2, connect_ns=9_000_000, warmup=True))  # excluded with its request
+    a.add(rec(3, connect_ns=9_000_000, status="interrupted", error_category="interrupted"))
+    b.add(rec(4, connect_ns=2_400_000, status="error", error_category="connection_reset"))
+    b.add(rec(5))  # a reused connection
+    merged = Stats()
+    for s in (a, b):
+        merged.merge_wire(msgpack.unpackb(msgpack.packb(s.to_wire())))
+    out = merged.summary()
+    assert out["requests"] == 3 and out["connections_opened"] == 2
+    assert out["connect"]["count"] == 2 and out["connect"]["min"] == 0.4 and out["connect"]["max"] == 2.4
+    assert Stats().summary()["connections_opened"] == 0
+
+
 def test_pending_counts_stay_bounded_and_exact() -> None:
     """Issue 10: the pending counts were keyed per microsecond, so a long run that never read
     the histogram kept one dict entry per distinct value seen (a worker's or local run's memory

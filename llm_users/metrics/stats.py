@@ -38,6 +38,9 @@ class Stats:
         self.interrupted = 0
         self.cancelled = 0  # --llm-cancel-after: abandoned on purpose, counted, out of the statistics
         self.stale_reconnects = 0
+        # measured requests that opened their own connection, and how long it took (connect_ns:
+        # before t0, in no latency figure; the openai SDK opens one for every streamed request)
+        self.connect = Distribution()
         self.sampling: Counter[str] = Counter()
         self.first_start: float | None = None
         self.last_end: float | None = None
@@ -64,6 +67,8 @@ class Stats:
             return
         self.requests += 1
         self._window(rec.start_time, rec.end_time)
+        if rec.connect_ns is not None:
+            self.connect.add(rec.connect_ns)
         if rec.kind != "chat":
             self.kinds[rec.kind] += 1
         if self.slos:
@@ -140,6 +145,8 @@ class Stats:
             "interrupted": self.interrupted,
             "cancelled": self.cancelled,
             "stale_reconnects": self.stale_reconnects,
+            "connections_opened": self.connect.count,
+            "connect": self.connect.summary_ms(),
             "sampling_issues": {k: {"requests": n, "hint": SAMPLING_HINTS.get(k, "")}
                                 for k, n in sorted(self.sampling.items())},
         }
@@ -194,6 +201,7 @@ class Stats:
             "interrupted": self.interrupted,
             "cancelled": self.cancelled,
             "stale_reconnects": self.stale_reconnects,
+            "connect": self.connect.to_wire(),
             "sampling": dict(self.sampling),
             "good": self.good,
             "slo_met": dict(self.slo_met),
@@ -222,6 +230,8 @@ class Stats:
         self.interrupted += w.get("interrupted", 0)
         self.cancelled += w.get("cancelled", 0)
         self.stale_reconnects += w.get("stale_reconnects", 0)
+        if w.get("connect") is not None:
+            self.connect.merge_wire(w["connect"])
         self.sampling.update(w.get("sampling", {}))
         self.good += w["good"]
         self.slo_met.update(w["slo_met"])

@@ -100,6 +100,18 @@ def tools_line(overall: dict[str, Any]) -> str | None:
     return "answers: " + "; ".join(parts) if parts else None
 
 
+def connect_line(overall: dict[str, Any]) -> str | None:
+    """A note when more than half the measured requests opened their own connection (the openai
+    SDK does for every stream; a server closing after each response): its cost is in no latency
+    figure (t0 is after the connect), only in the request rate."""
+    opened, requests = overall.get("connections_opened") or 0, overall.get("requests") or 0
+    if not requests or opened * 2 <= requests:
+        return None
+    c = overall.get("connect") or {}
+    return (f"note: {opened} of {requests} requests opened their own connection (connect p50 {c.get('p50') or 0:.2f} ms, "
+            f"p99 {c.get('p99') or 0:.2f} ms): before t0, so in no latency figure here, only in the request rate")
+
+
 #: Columns shown after TTFT's when present (outputs/reasoning_view.py: TTFO only when the run reasoned).
 _FIRST_TOKEN_COLUMNS = {"ttfo": [("TTFO p50", 9, ("ttfo", "p50")), ("p99", 8, ("ttfo", "p99"))],
                         "ttst": [("TTST p50", 9, ("ttst", "p50"))]}
@@ -173,6 +185,9 @@ def summary_table(summary: dict[str, Any]) -> str:
     if ov.get("stale_reconnects"):
         lines.append(f"note: {ov['stale_reconnects']} idle keep-alive connections were found closed by the server "
                      "and replaced before sending (nothing was resent)")
+    churn = connect_line(ov)
+    if churn:
+        lines.append(churn)
     for reason, r in (ov.get("estimated_token_reasons") or {}).items():
         level = "WARNING" if reason == "usage_implausible" else "note"
         lines.append(f"{level}: token counts of {r['requests']} requests are estimates ({reason}): {r['hint']}")

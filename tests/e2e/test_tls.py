@@ -18,7 +18,7 @@ import pytest
 
 from llm_users.client.sdk import import_sdk, shared_tls_context
 from llm_users.protocols.backend import all_backends
-from tests.helpers import read_records, run_locust
+from tests.helpers import read_records, read_summary, run_locust
 
 pytestmark = pytest.mark.slow
 
@@ -65,8 +65,11 @@ def test_https_streams_with_insecure_and_every_request_counts(locustfile, client
     # every client; the openai SDK closes its connection at [DONE], so each of its requests opens one
     opened = [r for r in records if r["connect_ns"] is not None]
     assert len(opened) >= 3 and all(0 < r["connect_ns"] < 10e9 for r in opened), [r["connect_ns"] for r in records]
+    measured = [r for r in opened if not r["warmup"] and not r["cooldown"]]
+    assert read_summary(tmp_path)["overall"]["connections_opened"] == len(measured)
     if (locustfile, client) == ("openai.py", "sdk"):
         assert len(opened) == len(records)
+        assert "requests opened their own connection (connect p50" in proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize("client", ["raw", "sdk"])

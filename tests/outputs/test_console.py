@@ -130,3 +130,21 @@ def test_hold_until_quit_prints_on_locusts_quit_event(capsys) -> None:
     finally:
         console.CONSOLE.hold = False
         console.CONSOLE.pending.clear()
+
+
+def test_a_connection_per_request_is_said_with_its_cost() -> None:
+    """More than half the measured requests opened their own connection (the openai SDK's habit):
+    the console says how many and what the connect cost, which no latency figure holds."""
+    s = StatsByName()
+    for i in range(4):
+        s.add(RequestRecord(f"r{i}", "/v1/chat/completions", "vllm", "m", start_time=i, ttft_ns=40_000_000,
+                            e2e_ns=1_000_000_000, itl_ns=[5_000_000], connect_ns=500_000 if i else 2_000_000))
+    line = console.connect_line(s.total.summary())
+    assert line is not None and "4 of 4 requests opened their own connection" in line, line
+    assert "p50 0.50 ms" in line and "p99 2.00 ms" in line, line
+    s.add(RequestRecord("r9", "/v1/chat/completions", "vllm", "m", start_time=9, ttft_ns=40_000_000,
+                        e2e_ns=1_000_000_000, itl_ns=[5_000_000]))
+    for j in range(4):  # reused connections: 4 of 9, not more than half
+        s.add(RequestRecord(f"k{j}", "/v1/chat/completions", "vllm", "m", start_time=10 + j, ttft_ns=40_000_000,
+                            e2e_ns=1_000_000_000, itl_ns=[5_000_000]))
+    assert console.connect_line(s.total.summary()) is None
