@@ -108,7 +108,7 @@ def connect_line(overall: dict[str, Any]) -> str | None:
     if not requests or opened * 2 <= requests:
         return None
     c = overall.get("connect") or {}
-    return (f"note: {opened} of {requests} requests opened their own connection (connect p50 {c.get('p50') or 0:.2f} ms, "
+    return (f"{opened} of {requests} requests opened their own connection (connect p50 {c.get('p50') or 0:.2f} ms, "
             f"p99 {c.get('p99') or 0:.2f} ms): before t0, so in no latency figure here, only in the request rate")
 
 
@@ -187,7 +187,7 @@ def summary_table(summary: dict[str, Any]) -> str:
                      "and replaced before sending (nothing was resent)")
     churn = connect_line(ov)
     if churn:
-        lines.append(churn)
+        lines.append(f"note: {churn}")
     for reason, r in (ov.get("estimated_token_reasons") or {}).items():
         level = "WARNING" if reason == "usage_implausible" else "note"
         lines.append(f"{level}: token counts of {r['requests']} requests are estimates ({reason}): {r['hint']}")

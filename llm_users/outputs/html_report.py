@@ -12,7 +12,7 @@ from typing import Any
 
 from llm_users.load.registry import report_sections
 from llm_users.metrics import LATENCY_METRICS, PERCENTILES, Distribution
-from llm_users.outputs.console import tools_line
+from llm_users.outputs.console import connect_line, tools_line
 from llm_users.outputs.html_base import CSS, plt, svg
 from llm_users.outputs.html_base import fmt as _fmt
 from llm_users.outputs.html_header import header
@@ -118,6 +118,9 @@ def render(summary: dict[str, Any], rows: list[dict[str, Any]], stats: Any = Non
     answers = tools_line(ov)  # tool calls and structured answers, as the console says them
     if answers:
         parts.append(f"<p class='note'>{html.escape(answers[0].upper() + answers[1:])}.</p>")
+    churn = connect_line(ov)  # a connection per request (the openai SDK's habit), as the console says it
+    if churn:
+        parts.append(f"<p class='note'>{html.escape(churn)}.</p>")
     for lost in (summary.get("workers") or {}).get("lost", []):
         parts.append(f"<p class='bad'>Worker {html.escape(lost['worker'])} was lost; up to "
                      f"{lost['window_at_risk_s']:.1f} s of its data may be missing.</p>")

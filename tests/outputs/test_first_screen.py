@@ -168,3 +168,11 @@ def test_node_warnings_do_not_contradict_the_verdict_colour() -> None:
     assert "<p class='bad'>" not in page
     s["self_check"].pop("level")  # an older self-check: its warnings stay red, as before
     assert "<p class='bad'>local: other processes held the core</p>" in render(s, _rows())
+
+
+def test_a_connection_per_request_is_a_note_as_on_the_console() -> None:
+    dist = {"p50": 0.61, "p99": 2.3, "count": 100}
+    page = render(_summary(connections_opened=100, connect=dist), _rows())
+    assert ("<p class='note'>100 of 100 requests opened their own connection (connect p50 0.61 ms, p99 2.30 ms): "
+            "before t0, so in no latency figure here, only in the request rate.</p>") in page
+    assert "opened their own connection" not in render(_summary(connections_opened=4, connect=dist), _rows())
