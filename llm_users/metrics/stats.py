@@ -24,7 +24,9 @@ class Stats:
         self.good = 0
         self.slo_met: Counter[str] = Counter()
         self.excluded_cooldown = 0
-        self.dists = {m: Distribution() for m in (*LATENCY_METRICS, *FIRST_TOKEN_METRICS)}
+        # and "connect": measured requests that opened their own connection, its connect_ns (before
+        # t0, in no latency figure; the openai SDK opens one for every streamed request)
+        self.dists = {m: Distribution() for m in (*LATENCY_METRICS, *FIRST_TOKEN_METRICS, "connect")}
         self.reasoning = ReasoningStats()
         self.requests = 0
         self.failures = 0
@@ -38,9 +40,6 @@ class Stats:
         self.interrupted = 0
         self.cancelled = 0  # --llm-cancel-after: abandoned on purpose, counted, out of the statistics
         self.stale_reconnects = 0
-        # measured requests that opened their own connection, and how long it took (connect_ns:
-        # before t0, in no latency figure; the openai SDK opens one for every streamed request)
-        self.connect = Distribution()
         self.sampling: Counter[str] = Counter()
         self.first_start: float | None = None
         self.last_end: float | None = None
@@ -68,7 +67,7 @@ class Stats:
         self.requests += 1
         self._window(rec.start_time, rec.end_time)
         if rec.connect_ns is not None:
-            self.connect.add(rec.connect_ns)
+            self.dists["connect"].add(rec.connect_ns)
         if rec.kind != "chat":
             self.kinds[rec.kind] += 1
         if self.slos:
@@ -145,8 +144,7 @@ class Stats:
             "interrupted": self.interrupted,
             "cancelled": self.cancelled,
             "stale_reconnects": self.stale_reconnects,
-            "connections_opened": self.connect.count,
-            "connect": self.connect.summary_ms(),
+            "connections_opened": self.dists["connect"].count,
             "sampling_issues": {k: {"requests": n, "hint": SAMPLING_HINTS.get(k, "")}
                                 for k, n in sorted(self.sampling.items())},
         }
@@ -201,7 +199,6 @@ class Stats:
             "interrupted": self.interrupted,
             "cancelled": self.cancelled,
             "stale_reconnects": self.stale_reconnects,
-            "connect": self.connect.to_wire(),
             "sampling": dict(self.sampling),
             "good": self.good,
             "slo_met": dict(self.slo_met),
@@ -230,8 +227,6 @@ class Stats:
         self.interrupted += w.get("interrupted", 0)
         self.cancelled += w.get("cancelled", 0)
         self.stale_reconnects += w.get("stale_reconnects", 0)
-        if w.get("connect") is not None:
-            self.connect.merge_wire(w["connect"])
         self.sampling.update(w.get("sampling", {}))
         self.good += w["good"]
         self.slo_met.update(w["slo_met"])
