@@ -71,6 +71,16 @@ def _check(report: Path, sim_url: str, logs: list[Path], client: str = "raw") ->
     assert summary["workers"]["lost"] == []
     assert len(records) >= 20
     assert {r["client"] for r in records} == {client}
+    # the connections the measured requests opened, merged as exactly as their latencies: one per
+    # user in raw mode (kept), one per request through the openai SDK (it closes at [DONE])
+    measured = [r for r in records if r["status"] not in ("interrupted", "cancelled") and not r["warmup"]
+                and not r["cooldown"]]
+    opened = [r["connect_ns"] for r in measured if r["connect_ns"] is not None]
+    assert ov["connections_opened"] == ov["connect"]["count"] == len(opened), (ov["connections_opened"], len(opened))
+    if client == "sdk":
+        assert len(opened) == len(measured) == ov["requests"]
+    else:
+        assert len(opened) <= 6  # -u 6: each user's connection opened once (the first requests are warm-up)
 
 
 @pytest.mark.parametrize("client", ["raw", "sdk"])
