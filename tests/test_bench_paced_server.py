@@ -54,8 +54,10 @@ def stream(url: str) -> tuple[list[float], list[str], object]:
     return [t0, *times], texts, usage
 
 
+@pytest.mark.serial  # a TTFT of 30 ms and gaps of 20 ms read within bounds: timing-bound
 @pytest.mark.parametrize("server", ["spread"], indirect=True)
 def test_spread_stream_is_read_by_the_sdk_at_its_pace(server) -> None:
+    stream(server.url)  # the SDK's first call builds its lazy parts (CI r71: a 230 ms TTFT on a loaded machine)
     (t0, *times), texts, usage = stream(server.url)
     times = [t - t0 for t in times]
     assert len(texts) == 12 and texts[0] == "tok" and set(texts[1:]) == {" tok"}
@@ -64,7 +66,7 @@ def test_spread_stream_is_read_by_the_sdk_at_its_pace(server) -> None:
     gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
     assert 0.015 <= sorted(gaps)[len(gaps) // 2] <= 0.03, gaps  # ITL 20 ms
     stats = json.load(urllib.request.urlopen(server.url + "/_stats", timeout=10))
-    assert stats["requests"] == 1 and stats["chunks"] == 12, stats
+    assert stats["requests"] == 2 and stats["chunks"] == 24, stats  # the warm-up's and this one's
     models = json.load(urllib.request.urlopen(server.url + "/v1/models", timeout=10))
     assert models["data"][0]["id"] == "sim-model"
 
