@@ -14,8 +14,8 @@ from __future__ import annotations
 import inspect
 import itertools
 import os
+import queue
 import re
-import select
 import shutil
 import subprocess
 import sys
@@ -375,19 +375,34 @@ def test_command_without_gpu_exits_2(kind: str) -> None:
 
 
 def start(args: list[str]) -> tuple[subprocess.Popen[str], str]:
-    """Start the sidecar on 127.0.0.1:0 and return it with its /metrics URL (from its stderr)."""
+    """Start the sidecar on 127.0.0.1:0 and return it with its /metrics URL (from its stderr).
+
+    A thread reads stderr line by line: select() on the pipe cannot see a line that an earlier
+    readline() already pulled into the file object's buffer (both lines of --allow-no-gpu can
+    arrive in one read, and the 'serving' line then waited 30 s unseen: CI on 13f4fd8).
+    """
     proc = subprocess.Popen([*args, "--host", "127.0.0.1", "--port", "0"], cwd=REPO, text=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    found: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        for line in proc.stderr:  # type: ignore[union-attr]
+            found.put(line)
+        found.put("")
+
+    threading.Thread(target=read, daemon=True).start()
     deadline = time.monotonic() + 30
     lines: list[str] = []
-    while time.monotonic() < deadline:
-        if select.select([proc.stderr], [], [], 0.5)[0]:
-            line = proc.stderr.readline()  # type: ignore[union-attr]
-            lines.append(line)
-            if m := re.search(r"serving (http://\S+/metrics)", line):
-                return proc, m.group(1)
-            if not line:
-                break
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = found.get(timeout=left)
+        except queue.Empty:
+            break
+        lines.append(line)
+        if m := re.search(r"serving (http://\S+/metrics)", line):
+            return proc, m.group(1)
+        if not line:
+            break
     proc.kill()
     raise AssertionError(f"sidecar did not start: {''.join(lines)!r}")
 
