@@ -157,12 +157,31 @@
     });
   }
 
+  function showNotes(el, notes) {  // the console's notes since the reset (a connection per request), above the charts
+    var box = el.querySelector("#llm-notes");
+    if (!box) {
+      box = document.createElement("div");
+      box.id = "llm-notes";
+      box.style.cssText = "font-size:0.85rem;opacity:0.85;";
+      el.insertBefore(box, el.firstChild);
+    }
+    box.textContent = "";
+    (notes || []).forEach(function (n) {
+      var p = document.createElement("p");
+      p.className = "llm-note";
+      p.style.margin = "0";
+      p.textContent = "note: " + n;
+      box.appendChild(p);
+    });
+  }
+
   function tick() {
     var el = box();
     if (!onTab()) { el.style.display = "none"; return; }
     Promise.all([loadECharts(), fetch("./llm/live.json", { cache: "no-store" }).then(function (r) { return r.json(); })])
       .then(function (got) {
         el.style.display = "flex";
+        showNotes(el, got[1].notes);
         draw(got[0], el, got[1]);
       })
       .catch(function () {});

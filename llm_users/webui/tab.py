@@ -11,7 +11,8 @@ SLOs, in-flight requests and arrivals/s in open loop, stage markers, GPU utiliza
 sidecar) are drawn by ``tab.js`` with ECharts, the charting library Locust's own charts use
 (Locust bundles it unexported, so the same major version is vendored under ``vendor/``,
 Apache-2.0, and served from ``GET /llm/echarts.min.js``: nothing is loaded from the internet).
-``tab.js`` is loaded by the index page, polls ``GET /llm/live.json``, and adds the start form's
+``tab.js`` is loaded by the index page, polls ``GET /llm/live.json`` (its ``notes``, the console's
+notes since the reset, go above the charts), and adds the start form's
 LLM group from ``GET /llm/form.json`` (:mod:`llm_users.webui.form`). A ``/swarm`` form whose
 ``--llm-*`` fields do not make valid settings is answered with the one-line reason, as Locust
 answers a bad user count; a test keeps the LLM settings it started with (the Edit form's
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_users.errors import ConfigError
+from llm_users.outputs.console import connect_line
 from llm_users.webui.form import fixed_reason, form_groups
 from llm_users.webui.live import LiveView
 
@@ -77,6 +79,13 @@ def rows(live: LiveView, now: float) -> list[dict[str, Any]]:
             row["inputsS"], row["inTokS"] = s["inputs_per_s"], s["input_tokens_per_s"]
         out.append({k: _r(k, v) for k, v in row.items()})
     return out
+
+
+def notes(live: LiveView) -> list[str]:
+    """The console's and report.html's notes on the requests since the last reset, for the tab's
+    charts box: a connection opened per request (the openai SDK's habit, ``connect_line``)."""
+    line = connect_line(live.stats.summary()["overall"])
+    return [line] if line else []
 
 
 def _has_kinds(run: Any) -> bool:
@@ -209,7 +218,7 @@ def install(web_ui: Any, run: Any) -> LiveView:
         body = {"since": live.since, "slos": bool(live.slos), "gpu": gpu, "server": server, "rates": live.rates(now),
                 "sloMs": {k: v / 1e6 for k, v in live.slos.items()},
                 "openLoop": bool(study and study.open_loop), "stages": stage_marks(run, live.since),
-                "series": live.series(now, extra)}
+                "series": live.series(now, extra), "notes": notes(live)}
         return Response(json.dumps(body), mimetype="application/json")
 
     @app.route("/llm/summary.json")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 import urllib.request
@@ -52,6 +53,7 @@ def test_llm_tab_serves_merged_rows(sim_factory, tmp_path) -> None:
         assert '"extendedTabs"' in page or "extendedTabs" in page
         summary = json.loads(fetch(base + "/llm/summary.json"))
         assert summary["overall"]["requests"] >= agg["requests"]
+        assert json.loads(fetch(base + "/llm/live.json"))["notes"] == []  # raw mode reuses its connections
     finally:
         proc.terminate()
         proc.wait(30)
@@ -134,3 +136,32 @@ def test_open_loop_stages_in_the_live_data(sim_factory, tmp_path) -> None:
         assert all(abs(a - rate) <= 1 for a in arrivals) and abs(sum(arrivals) - 3 * rate) <= 1, arrivals
         inflight = sum(p["inflight"] for p in steady) / len(steady)
         assert inflight == pytest.approx(rate * e2e_s, rel=0.15), (rate, e2e_s, steady)
+
+
+def test_the_tab_notes_a_connection_per_request_in_sdk_mode(sim_factory, tmp_path) -> None:
+    """The openai SDK opens a connection per streamed request: the tab's live data carries the
+    console's note with the count since the reset, as summary.json counts them."""
+    sim = sim_factory("--ttft-ms", "30", "--itl-ms", "3", "--output-tokens", "10", "--seed", "1")
+    port = free_port()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")}, "OPENAI_API_KEY": "sk-test"}
+    proc = subprocess.Popen([LOCUST, "-f", str(ROOT / "locustfiles" / "openai.py"), "--host", sim.url,
+                             "--llm-client", "sdk", "--web-host", "127.0.0.1", "--web-port", str(port), "--autostart",
+                             "-u", "2", "-r", "2", "-t", "30s", "--llm-prometheus-port", "0"], cwd=ROOT, env=env,
+                            stdout=(tmp_path / "log").open("w"), stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 30
+        notes: list[str] = []
+        while time.time() < deadline and not notes:
+            time.sleep(1)
+            try:
+                notes = json.loads(fetch(base + "/llm/live.json"))["notes"]
+            except OSError:
+                continue
+        assert len(notes) == 1, (tmp_path / "log").read_text()[-2000:]
+        m = re.match(r"(\d+) of (\d+) requests opened their own connection \(connect p50 (\S+) ms", notes[0])
+        assert m and m.group(1) == m.group(2) and int(m.group(1)) >= 1, notes
+        assert 0 < float(m.group(3)) < 50, notes  # a loopback connect
+    finally:
+        proc.terminate()
+        proc.wait(30)

@@ -304,6 +304,8 @@ def test_the_web_ui_in_a_browser(browser, cluster, tmp_path) -> None:
     assert max(tokens) <= MAX_TOKENS_FROM_FORM * 4 * 20, tokens  # 4 users, each < 20 req/s
     gpu = [p["gpuUtil"] for p in fetch_json(ui + "/llm/live.json")["series"] if "gpuUtil" in p]
     assert gpu and set(gpu) == {sum(GPU_UTIL) / len(GPU_UTIL)}, gpu
+    # raw mode keeps its connections: the notes' place is there, empty
+    assert d.execute_script("return document.querySelectorAll('#llm-charts #llm-notes .llm-note').length") == 0
     screenshot(d, tmp_path / "2-llm-tab-4-users.png", docs_name="live-tab.png")
 
     # Locust's Edit form: 12 users mid-run; the current rates follow (the simulator is not the limit)
@@ -370,3 +372,32 @@ def test_the_web_ui_in_a_browser(browser, cluster, tmp_path) -> None:
     wait_for(lambda: d.execute_script("return document.readyState") == "complete", 10, "the report")
     assert len(d.find_element(By.TAG_NAME, "body").text) > 200, "an empty report page"
     screenshot(d, tmp_path / "7-report.png", docs_name="report-first-screen.png")
+
+
+def test_the_tab_shows_the_connection_per_request_note(browser, sim_factory, tmp_path) -> None:
+    """The openai SDK opens a connection per streamed request: the LLM tab says so above its
+    charts, in the console's words, with the count since the reset."""
+    from selenium.webdriver.common.by import By
+
+    sim = sim_factory("--ttft-ms", "30", "--itl-ms", "3", "--output-tokens", "10", "--seed", "1")
+    web = free_port()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")}, "OPENAI_API_KEY": "sk-test"}
+    proc = subprocess.Popen([LOCUST, "-f", str(ROOT / "locustfiles" / "openai.py"), "--host", sim.url,
+                             "--llm-client", "sdk", "--web-host", "127.0.0.1", "--web-port", str(web), "--autostart",
+                             "-u", "2", "-r", "2", "-t", "60s", "--llm-prometheus-port", "0"], cwd=ROOT, env=env,
+                            stdout=(tmp_path / "log").open("w"), stderr=subprocess.STDOUT)
+    try:
+        ui = f"http://127.0.0.1:{web}"
+        wait_running(ui)
+        browser.get(ui + "/?tab=llm")
+        try:
+            note = wait_for(lambda: [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#llm-charts .llm-note")],
+                            30, "the note")
+        except AssertionError as e:
+            raise AssertionError(f"{e}; {page_state(browser, tmp_path / 'failed-note.png')}") from None
+        assert len(note) == 1 and note[0].startswith("note: "), note
+        assert " requests opened their own connection (connect p50 " in note[0], note
+        assert browser.find_element(By.ID, "llm-charts").is_displayed()
+    finally:
+        proc.terminate()
+        proc.wait(30)

@@ -122,3 +122,27 @@ def test_stage_markers_since_the_reset() -> None:
                                        {"time": 1020.0, "label": "8.5 req/s"}]
     assert stage_marks(run, 1015.0) == [{"time": 1015.0, "label": "4 users"}, {"time": 1020.0, "label": "8.5 req/s"}]
     assert stage_marks(SimpleNamespace(), 0.0) == []
+
+
+def test_the_connection_per_request_note_since_the_reset() -> None:
+    """The tab says what the console says when most requests opened their own connection (the
+    openai SDK's habit), over the requests since the last reset."""
+    from llm_users.metrics import RequestRecord
+    from llm_users.webui.live import LiveView
+    from llm_users.webui.tab import notes
+
+    def rec(i: int, connect_ns: int | None) -> RequestRecord:
+        return RequestRecord(f"r{i}", "/v1/chat/completions", "openai", "m", start_time=100 + i, ttft_ns=40_000_000,
+                             e2e_ns=200_000_000, itl_ns=[5_000_000], connect_ns=connect_ns)
+
+    live = LiveView()
+    live.reset(100.0)
+    assert notes(live) == []
+    for i in range(3):
+        live.stats.add(rec(i, 700_000))
+    assert notes(live) == ["3 of 3 requests opened their own connection (connect p50 0.70 ms, p99 0.70 ms): "
+                           "before t0, so in no latency figure here, only in the request rate"]
+    live.reset(110.0)
+    for i in range(3):  # after the reset: reused connections, no note
+        live.stats.add(rec(10 + i, None))
+    assert notes(live) == []
