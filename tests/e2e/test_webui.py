@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from tests.helpers import LOCUST, ROOT, free_port
+from tests.helpers import LOCUST, ROOT, free_port, start_locust
 
 pytestmark = pytest.mark.slow
 
@@ -138,18 +138,22 @@ def test_open_loop_stages_in_the_live_data(sim_factory, tmp_path) -> None:
         assert inflight == pytest.approx(rate * e2e_s, rel=0.15), (rate, e2e_s, steady)
 
 
+def start_sdk_web_ui(sim_factory, tmp_path) -> tuple[subprocess.Popen[bytes], str]:
+    """locust with its web UI, started, 2 users of locustfiles/openai.py through the openai SDK
+    (a connection per streamed request) on the simulator; with the web UI's URL."""
+    sim = sim_factory("--ttft-ms", "30", "--itl-ms", "3", "--output-tokens", "10", "--seed", "1")
+    port = free_port()
+    proc = start_locust(["--host", sim.url, "--llm-client", "sdk", "--web-host", "127.0.0.1", "--web-port", str(port),
+                         "--autostart", "-u", "2", "-r", "2", "-t", "60s", "--llm-prometheus-port", "0"],
+                        tmp_path / "log", locustfile="openai.py", env={"OPENAI_API_KEY": "sk-test"})
+    return proc, f"http://127.0.0.1:{port}"
+
+
 def test_the_tab_notes_a_connection_per_request_in_sdk_mode(sim_factory, tmp_path) -> None:
     """The openai SDK opens a connection per streamed request: the tab's live data carries the
     console's note with the count since the reset, as summary.json counts them."""
-    sim = sim_factory("--ttft-ms", "30", "--itl-ms", "3", "--output-tokens", "10", "--seed", "1")
-    port = free_port()
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")}, "OPENAI_API_KEY": "sk-test"}
-    proc = subprocess.Popen([LOCUST, "-f", str(ROOT / "locustfiles" / "openai.py"), "--host", sim.url,
-                             "--llm-client", "sdk", "--web-host", "127.0.0.1", "--web-port", str(port), "--autostart",
-                             "-u", "2", "-r", "2", "-t", "30s", "--llm-prometheus-port", "0"], cwd=ROOT, env=env,
-                            stdout=(tmp_path / "log").open("w"), stderr=subprocess.STDOUT)
+    proc, base = start_sdk_web_ui(sim_factory, tmp_path)
     try:
-        base = f"http://127.0.0.1:{port}"
         deadline = time.time() + 30
         notes: list[str] = []
         while time.time() < deadline and not notes:

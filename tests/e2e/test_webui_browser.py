@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.test_webui import start_sdk_web_ui
 from tests.exporters.fake_nvml import FakeGPU, FakeNVML
 from tests.helpers import LOCUST, ROOT, free_port
 
@@ -379,15 +380,8 @@ def test_the_tab_shows_the_connection_per_request_note(browser, sim_factory, tmp
     charts, in the console's words, with the count since the reset."""
     from selenium.webdriver.common.by import By
 
-    sim = sim_factory("--ttft-ms", "30", "--itl-ms", "3", "--output-tokens", "10", "--seed", "1")
-    web = free_port()
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")}, "OPENAI_API_KEY": "sk-test"}
-    proc = subprocess.Popen([LOCUST, "-f", str(ROOT / "locustfiles" / "openai.py"), "--host", sim.url,
-                             "--llm-client", "sdk", "--web-host", "127.0.0.1", "--web-port", str(web), "--autostart",
-                             "-u", "2", "-r", "2", "-t", "60s", "--llm-prometheus-port", "0"], cwd=ROOT, env=env,
-                            stdout=(tmp_path / "log").open("w"), stderr=subprocess.STDOUT)
+    proc, ui = start_sdk_web_ui(sim_factory, tmp_path)
     try:
-        ui = f"http://127.0.0.1:{web}"
         wait_running(ui)
         browser.get(ui + "/?tab=llm")
         try:
