@@ -84,7 +84,7 @@ def rows(live: LiveView, now: float) -> list[dict[str, Any]]:
 def notes(live: LiveView) -> list[str]:
     """The console's and report.html's notes on the requests since the last reset, for the tab's
     charts box: a connection opened per request (the openai SDK's habit, ``connect_line``)."""
-    line = connect_line(live.stats.summary()["overall"])
+    line = connect_line(live.stats.total.summary())  # the overall figures only, not every name's
     return [line] if line else []
 
 
