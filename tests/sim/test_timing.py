@@ -59,11 +59,17 @@ def test_ttft_and_itl_match_the_settings(sim):
 
 
 def test_no_drift(sim, rid):
-    """Absolute targets: the last chunk lands (n-1) gaps after the first, whatever the jitter."""
+    """Absolute targets: chunk i lands i gaps after the first, so its offset from that plan does
+    not grow along the stream. The medians of the first and of the last five offsets are compared,
+    so one wake-up a loaded machine delays (CI once had the last chunk 1.6 ms late) does not read
+    as drift, while sleeping one gap after the previous chunk (a tenth of a ms or more of wake-up
+    latency per chunk, added up) does."""
     _chat(sim.url, rid)
     times = [t for t, _ in simhttp.trace(sim.url, rid)["chunks"]]
-    span_ms = (times[-1] - times[0]) / MS
-    assert abs(span_ms - (OUTPUT_TOKENS - 1) * ITL_MS) <= 1.5, span_ms
+    assert len(times) == OUTPUT_TOKENS
+    offsets_ms = [(t - times[0]) / MS - i * ITL_MS for i, t in enumerate(times)]
+    head, tail = statistics.median(offsets_ms[:5]), statistics.median(offsets_ms[-5:])
+    assert abs(tail - head) <= 1.0, offsets_ms
 
 
 def test_trace_record_fields(sim, rid):
