@@ -116,10 +116,14 @@ def test_context_filled_mid_generation_ends_with_finish_length(llama, client: st
     assert sum(r["output_tokens"] for r in done) <= window.delta("tokens_predicted_total")
 
 
+@pytest.mark.serial  # the self-check reads the client's loop lag: beside the shards on 2 cores it was 236 ms (CI r76)
 def test_more_users_than_slots_queue_in_the_server_and_the_client_is_not_blamed(llama, tmp_path) -> None:
     """Twice as many users as slots: half the requests wait for a slot. llama.cpp sends the
     response head only when a slot takes the request, so the wait shows in TTFB and TTFT alike
-    (TTFT - TTFB stays the prefill). The self-check must not call the client saturated."""
+    (TTFT - TTFB stays the prefill). The self-check must not call the client saturated:
+    a server's queue is not the client's delay. Alone (the serial lane): three shards and
+    llama.cpp's threads on 2 cores did delay the client's loop (p99 236 ms), and then the
+    self-check rightly said so."""
     users = 2 * SLOTS
     proc, report, window = run_against(llama, "vllm.py", tmp_path, "--llm-max-tokens", "24",
                                        "--llm-spawn-spread", "off", users=users, seconds=8)
