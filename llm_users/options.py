@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from llm_users.durations import parse_duration_s
 from llm_users.errors import ConfigError
+from llm_users.key_scope import fix_at_start
 from llm_users.settings import Settings, Timeouts, is_llm_user, parse_bool, settings_for
 from llm_users.slo import parse_slos
 
@@ -62,13 +63,17 @@ def add_arguments(parser: Any) -> None:
     opt("--llm-batch-size", "embeddings and rerank Users: inputs (texts, documents) per request, each one "
         "item of the workload (default 1)", web=True)
     opt("--llm-prompts", "the same as --llm-dataset (kept for existing command lines)", web=True)
-    opt("--llm-api-key-env", "NAME of the environment variable that holds the API key (never the key)", web=True)
+    opt("--llm-api-key-env", "NAME of the environment variable that holds the API key (never the key; not "
+        "settable from the web UI)")
+    opt("--llm-api-key-hosts", "hosts the API key may go to besides the one given at start (--host, a User "
+        "class's host, the auto-started simulator), comma-separated URLs or HOST[:PORT]; * = any. A host typed "
+        "in the web UI outside them gets requests without the key")
     opt("--llm-client", "raw (default: our streaming client) | sdk (the backend's official SDK)", web=True)
     opt("--llm-connect-timeout", "connect time limit, seconds (default 10)", web=True)
     opt("--llm-first-byte-timeout", "time limit to the first response byte, seconds (default 120)", web=True)
     opt("--llm-read-timeout", "longest gap between reads mid-stream, seconds (default 60)", web=True)
     opt("--llm-timeout", "whole-request time limit, seconds (default 600)", web=True)
-    opt("--llm-insecure", "true/false: skip TLS certificate verification (default false)", web=True)
+    opt("--llm-insecure", "true/false: skip TLS certificate verification (default false)")
     opt("--llm-cancel-after", "abandon requests (close the stream) after N token chunks (20tokens, 20 tokens) or "
         "a duration from sending (1.5s, 800ms); recorded as status cancelled, never a failure (default off)")
     opt("--llm-cancel-rate", "share 0..1 of requests --llm-cancel-after applies to, chosen reproducibly by "
@@ -371,8 +376,13 @@ def check_url(value: str, option: str) -> str:
 # The configuration of the run in hand -----------------------------------------------------------
 
 def config_for(environment: Any) -> RunConfig:
-    """The run's configuration from Locust's options and User classes (at init)."""
-    return RunConfig.from_options(getattr(environment, "parsed_options", None), list(environment.user_classes or []))
+    """The run's configuration from Locust's options and User classes (at init). It first fixes
+    where the API key may go (:func:`llm_users.key_scope.fix_at_start`), before the web UI or
+    a spawn message can change the host."""
+    options = getattr(environment, "parsed_options", None)
+    classes = list(environment.user_classes or [])
+    fix_at_start(options, environment.host, classes)
+    return RunConfig.from_options(options, classes)
 
 
 def install(environment: Any, config: RunConfig) -> None:

@@ -19,6 +19,7 @@ import gevent
 from gevent.event import Event
 
 from llm_users import events as llm_events
+from llm_users import key_scope
 from llm_users import options as llm_options
 from llm_users.errors import ConfigError
 from llm_users.health import refusal
@@ -119,8 +120,10 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
 
             hold_until_quit(environment.events)
         if getattr(environment, "web_ui", None) is not None:
+            from llm_users.webui import guard
             from llm_users.webui.tab import install as install_tab
 
+            guard.install(environment.web_ui, run)  # first: its rules run before any route's
             install_tab(environment.web_ui, run)
         if not environment.host and not all(getattr(u, "host", None) for u in user_classes):
             if isinstance(run, MasterRun):  # workers get the host from the master when the test starts
@@ -285,5 +288,8 @@ def _start_simulator(environment: Any, run: MergingRun) -> None:
         _fail(f"could not start the embedded simulator: {e}")
     run.simulator = sim
     environment.host = sim.url
+    key_scope.add_host(environment.parsed_options, sim.url)  # a host given at start: the key may go there
+    run.config = environment.llm_config = run.config.for_test(environment.parsed_options,
+                                                              list(run.config.user_settings))
     args = f" {run.redactor.text(extra)}" if extra else ""
     print(f"locust-llm: no --host given: started the embedded simulator (llm-sim{args}) at {sim.url}", flush=True)

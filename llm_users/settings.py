@@ -17,6 +17,7 @@ from typing import Any
 from llm_users.client.cancel import CancelPlan, parse_cancel
 from llm_users.durations import parse_duration_s
 from llm_users.errors import ConfigError
+from llm_users.key_scope import KeyScope, scope_of
 from llm_users.protocols.sampling import Sampling
 from llm_users.protocols.tools import ToolSpec, check_route, parse_tool_options
 
@@ -68,14 +69,28 @@ class Settings:
     cancel: CancelPlan | None = None  # --llm-cancel-after / --llm-cancel-rate (client/cancel.py)
     tools: ToolSpec | None = None  # --llm-tools / --llm-response-format, sent with every request
     batch_size: int = 1  # embeddings/rerank routes: inputs per request (--llm-batch-size)
+    #: the hosts the key may go to (llm_users/key_scope.py); None: no scope fixed (no plugin start)
+    key_scope: KeyScope | None = None
 
     def api_key(self) -> str | None:
-        """The key from the first named variable that is set (names are comma-separated)."""
+        """The key from the first named variable that is set (names are comma-separated), for
+        the checks at start; a request takes :meth:`api_key_for` its host."""
         for name in (self.api_key_env or "").split(","):
             value = os.environ.get(name.strip()) if name.strip() else None
             if value:
                 return value
         return None
+
+    def api_key_for(self, host: str | None) -> str | None:
+        """The key for a request to ``host``: None unless the key may go there (a host given at
+        start or allowed with ``--llm-api-key-hosts``)."""
+        if self.key_scope is not None and not self.key_scope.allows(host):
+            return None
+        return self.api_key()
+
+    def key_withheld(self, host: str | None) -> bool:
+        """A key is loaded but may not go to ``host``."""
+        return self.key_scope is not None and not self.key_scope.allows(host) and self.api_key() is not None
 
     def api_key_names(self) -> str:
         names = [n.strip() for n in (self.api_key_env or "").split(",") if n.strip()]
@@ -162,6 +177,7 @@ def settings_for(user_cls: Any, options: Any) -> Settings:
         cancel=parse_cancel(get("llm_cancel_after", None), get("llm_cancel_rate", None)),
         tools=tools,
         batch_size=batch,
+        key_scope=scope_of(options),
     )
 
 

@@ -36,6 +36,7 @@ from llm_users.client.request_state import mark_cancelled, mark_failed, mark_int
 from llm_users.client.stream import StreamClient, new_request_id
 from llm_users.errors import Cancelled, LLMRequestError
 from llm_users.health.idle import serve_ready_io
+from llm_users.key_scope import warn_withheld
 from llm_users.load.spawn import first_request_delay, think_jitter, user_rng
 from llm_users.metrics import RequestRecord, check_usage, prompt_tokens_guess, sampling_issues
 from llm_users.options import Settings, run_config
@@ -121,7 +122,9 @@ class LLMUser(User):
         self.lane = self.source.lane(self.user_number)
         if self.route.kind != "chat":  # embeddings, rerank: --llm-batch-size items per request
             self.lane = BatchLane(self.lane, self.settings.batch_size)
-        self.api_key = self.settings.api_key()
+        self.api_key = self.settings.api_key_for(self.host)  # only to a host given at start (key_scope.py)
+        if self.settings.key_scope is not None and self.settings.key_withheld(self.host):
+            warn_withheld(self.host, self.settings.api_key_names(), self.settings.key_scope)
         self.model_name = self.settings.model or "default"
         self.stream_client = StreamClient(
             self.client_base_url(self.host),

@@ -149,7 +149,7 @@ def probe_user(cls: type, settings: Settings, host: str) -> Any:
     user = cls.__new__(cls)
     user.settings = _with_one_token(settings)
     user.host = host
-    user.api_key = settings.api_key()
+    user.api_key = settings.api_key_for(host)  # only to a host given at start (key_scope.py)
     user.model_name = settings.model or "default"
     user.stream_client = StreamClient(user.client_base_url(host), timeouts=user.settings.timeouts,
                                       verify_tls=settings.verify_tls)

@@ -9,6 +9,10 @@ reads it as the test starts (``options.RunConfig.for_test``). Some options are r
 Locust starts (the price, the stage plan): the form shows them read-only, and
 :func:`fixed_reason` refuses a form that changes one, with one line, as a bad value is refused.
 The SLOs may change until the run's first test starts (the report covers one set of SLOs).
+
+These fields are the only ``--llm-*`` options the web UI may set (:mod:`llm_users.webui.guard`
+refuses any other): none names the API key's variable, reads a local file to send it (a
+dataset or schema file), or weakens TLS.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ GROUPS: list[tuple[str, list[tuple[str, str, str | None]]]] = [
         ("--llm-price", "prices per million tokens: in=X,out=Y[,currency=USD]", AT_START),
     ]),
     ("Workload", [
-        ("--llm-dataset", "prompts file (JSON, JSONL, ShareGPT) or a shipped dataset's name", None),
+        ("--llm-dataset", "a shipped dataset's name (a file: give it on the command line)", None),
         ("--llm-input-tokens", "synthetic prompts of N input tokens: 512 or 128:2048", None),
         ("--llm-output-tokens", "output tokens per request: 256, 64:512 or normal:256,32", None),
         ("--llm-turns", "multi-turn sessions of N turns", None),
@@ -49,14 +53,17 @@ GROUPS: list[tuple[str, list[tuple[str, str, str | None]]]] = [
         ("--llm-ignore-eos", "true/false: generate past EOS where the backend can", None),
         ("--llm-endpoint", "chat | completions | responses | generate", None),
         ("--llm-client", "raw (our streaming client) | sdk (the backend's SDK)", None),
-        ("--llm-api-key-env", "NAME of the environment variable holding the API key", None),
         ("--llm-timeout", "whole-request time limit, seconds", None),
         ("--llm-think-jitter", "random pause before each later request, e.g. 200ms", None),
         ("--llm-spawn-spread", "on/off: spread each spawn batch's first requests", None),
-        ("--llm-tools", "tools file (OpenAI's function-tool JSON) sent with every request", None),
-        ("--llm-response-format", "json | schema:FILE: ask for a JSON answer, checked", None),
+        ("--llm-response-format", "json: ask for a JSON answer, checked (schema:FILE: on the command line)", None),
     ]),
 ]
+
+
+def web_fields() -> frozenset[str]:
+    """The ``dest`` of every option the form holds: the web UI may set these and no other."""
+    return frozenset(dest(flag) for _, fields in GROUPS for flag, _, _ in fields)
 
 
 def dest(flag: str) -> str:

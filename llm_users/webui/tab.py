@@ -29,6 +29,7 @@ from typing import Any
 from llm_users.errors import ConfigError
 from llm_users.outputs.console import connect_line
 from llm_users.webui.form import fixed_reason, form_groups
+from llm_users.webui.guard import key_notes
 from llm_users.webui.live import LiveView
 
 TAB = "llm"
@@ -218,7 +219,8 @@ def install(web_ui: Any, run: Any) -> LiveView:
         body = {"since": live.since, "slos": bool(live.slos), "gpu": gpu, "server": server, "rates": live.rates(now),
                 "sloMs": {k: v / 1e6 for k, v in live.slos.items()},
                 "openLoop": bool(study and study.open_loop), "stages": stage_marks(run, live.since),
-                "series": live.series(now, extra), "notes": notes(live)}
+                "series": live.series(now, extra),
+                "notes": notes(live) + key_notes(run.current_config, environment.host)}
         return Response(json.dumps(body), mimetype="application/json")
 
     @app.route("/llm/summary.json")
