@@ -5,12 +5,20 @@ images, replicas and strategic-merge patches: the features the manifests use; an
 fails the test) and every document is validated against the Kubernetes OpenAPI schemas that
 ``kubernetes-validate`` ships, in strict mode (unknown fields fail). Where ``kubectl`` is
 installed, its built-in kustomize must render the same documents.
+
+Hardening (docker/README.md): every container of every build (the base, each overlay, the GPU
+component) has a read-only root filesystem, no privilege escalation, no capabilities and the
+image's numeric non-root user; no pod mounts a service-account token; what a container writes
+(/tmp, a locust's --llm-report directory) is a writable volume. compose.yaml: every service is
+read_only with a tmpfs on /tmp, drops all capabilities, sets no-new-privileges and has CPU and
+memory limits, and its reports and data directories are read-write volumes.
 """
 
 from __future__ import annotations
 
 import copy
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -352,6 +360,184 @@ def test_kubectl_kustomize_renders_the_same(build: tuple[str, list[dict[str, Any
         assert {d["kind"] for d in theirs} >= {"Job", "PersistentVolumeClaim", "DaemonSet"}
 
 
+# --- hardening: Kubernetes -----------------------------------------------------------------
+
+# Every build the hardening checks cover: the base, each overlay, and the GPU component on the base.
+HARDENED_BUILDS = [*sorted(BUILDS), "gpu"]
+CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
+# Volume types a container can write to; configMap, secret, projected and downwardAPI never are.
+WRITABLE_VOLUMES = {"emptyDir", "persistentVolumeClaim", "ephemeral"}
+
+
+def render_hardened(name: str) -> list[dict[str, Any]]:
+    return render(K8S / "gpu", render(K8S / "base")) if name == "gpu" else render(BUILDS[name])
+
+
+def image_user() -> tuple[int, int]:
+    """The Dockerfile's last ``USER uid:gid``, numeric."""
+    users = [a for op, a in dockerfile() if op == "USER"]
+    assert users, "the Dockerfile sets no USER"
+    uid, _, gid = users[-1].partition(":")
+    assert uid.isdigit() and gid.isdigit(), f"USER {users[-1]}: numeric, so runAsNonRoot can be checked"
+    return int(uid), int(gid)
+
+
+def pod_specs(doc: Any) -> list[dict[str, Any]]:
+    """Every pod spec in a document, at any depth (a Pod's spec, a Deployment's, DaemonSet's,
+    StatefulSet's or Job's template, a CronJob's job template, a PodTemplate): the maps that hold
+    a list of containers."""
+    if isinstance(doc, list):
+        return [s for x in doc for s in pod_specs(x)]
+    if not isinstance(doc, dict):
+        return []
+    if isinstance(doc.get("containers"), list):
+        return [doc]
+    return [s for v in doc.values() for s in pod_specs(v)]
+
+
+def all_containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    return [c for field in CONTAINER_LISTS for c in spec.get(field, [])]
+
+
+def option(args: list[str], name: str) -> str | None:
+    """The value of ``name VALUE`` or ``name=VALUE`` in a command line."""
+    for i, a in enumerate(args):
+        if a == name and i + 1 < len(args):
+            return args[i + 1]
+        if a.startswith(name + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def runs_locust(c: dict[str, Any]) -> bool:
+    command = c.get("command", [])
+    return bool(command) and (command[0] == "locust" or any('locust "$@"' in part for part in command))
+
+
+def report_dir(c: dict[str, Any], configmaps: dict[str, dict[str, Any]]) -> str | None:
+    """Where a container's locust writes (--llm-report, from its args or its environment)."""
+    given = option([*c.get("command", []), *c.get("args", [])], "--llm-report")
+    env = {e["name"]: e.get("value") for e in c.get("env", [])}
+    from_maps = {
+        k: v
+        for src in c.get("envFrom", [])
+        if "configMapRef" in src
+        for k, v in configmaps.get(src["configMapRef"]["name"], {}).get("data", {}).items()
+    }
+    return given or env.get("LOCUST_LLM_REPORT") or from_maps.get("LOCUST_LLM_REPORT")
+
+
+def mount_of(c: dict[str, Any], path: str) -> dict[str, Any] | None:
+    """The volumeMount that holds ``path``: the deepest whose mountPath is the path or a parent."""
+    holding = [
+        m
+        for m in c.get("volumeMounts", [])
+        if path == m["mountPath"] or path.startswith(m["mountPath"].rstrip("/") + "/")
+    ]
+    return max(holding, key=lambda m: len(m["mountPath"])) if holding else None
+
+
+def writable_mount(spec: dict[str, Any], c: dict[str, Any], path: str) -> str | None:
+    """Why ``path`` is not writable in container ``c`` (None when it is): the mount that holds it
+    must not be readOnly, and its volume must be a kind that can be written."""
+    mount = mount_of(c, path)
+    if mount is None:
+        return f"{path} is on the read-only root filesystem: mount a volume there"
+    if mount.get("readOnly"):
+        return f"{path}: its mount {mount['name']} is readOnly"
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    if mount["name"] not in volumes:
+        return f"{path}: volume {mount['name']} is not declared"
+    kinds = set(volumes[mount["name"]]) - {"name"}
+    if not kinds <= WRITABLE_VOLUMES:
+        return f"{path}: volume {mount['name']} ({kinds}) cannot be written"
+    if volumes[mount["name"]].get("persistentVolumeClaim", {}).get("readOnly"):
+        return f"{path}: volume {mount['name']} is claimed readOnly"
+    return None
+
+
+@pytest.mark.parametrize("name", HARDENED_BUILDS)
+def test_every_pod_is_hardened(name: str) -> None:
+    """No service-account token, the image's non-root user, RuntimeDefault seccomp."""
+    docs = render_hardened(name)
+    uid, gid = image_user()
+    found = 0
+    for doc in docs:
+        where = f"{name}: {doc['kind']}/{doc['metadata']['name']}"
+        if doc["kind"] == "ServiceAccount":
+            assert doc.get("automountServiceAccountToken") is False, where
+        specs = pod_specs(doc)
+        if doc["kind"] in WORKLOADS | {"Pod", "CronJob", "ReplicaSet", "PodTemplate"}:
+            assert specs, f"{where}: no pod spec found"
+        for spec in specs:
+            found += 1
+            # nothing here calls the Kubernetes API: no token in the pod for a compromised process
+            assert spec.get("automountServiceAccountToken") is False, f"{where}: automountServiceAccountToken"
+            for host in ("hostNetwork", "hostPID", "hostIPC"):
+                assert not spec.get(host), f"{where}: {host}"
+            assert not any("hostPath" in v for v in spec.get("volumes", [])), f"{where}: a hostPath volume"
+            psc = spec.get("securityContext", {})
+            assert psc.get("runAsNonRoot") is True, f"{where}: pod runAsNonRoot"
+            assert (psc.get("runAsUser", uid), psc.get("runAsGroup", gid)) == (uid, gid), f"{where}: pod user"
+            assert psc.get("seccompProfile", {}).get("type") == "RuntimeDefault", f"{where}: seccompProfile"
+    assert found, f"{name}: no pod spec rendered"
+
+
+@pytest.mark.parametrize("name", HARDENED_BUILDS)
+def test_every_container_is_hardened(name: str) -> None:
+    """Read-only root, no privilege escalation, no capabilities, the image's numeric non-root user."""
+    docs = render_hardened(name)
+    uid, gid = image_user()
+    checked = 0
+    for doc in docs:
+        for spec in pod_specs(doc):
+            for c in all_containers(spec):
+                checked += 1
+                where = f"{name}: {doc['kind']}/{doc['metadata']['name']} container {c['name']}"
+                sc, psc = c.get("securityContext", {}), spec.get("securityContext", {})
+                assert sc.get("readOnlyRootFilesystem") is True, f"{where}: readOnlyRootFilesystem"
+                assert sc.get("allowPrivilegeEscalation") is False, f"{where}: allowPrivilegeEscalation"
+                assert not sc.get("privileged"), f"{where}: privileged"
+                caps = sc.get("capabilities", {})
+                assert caps.get("drop") == ["ALL"] and not caps.get("add"), f"{where}: capabilities {caps}"
+                assert sc.get("runAsNonRoot") is True, f"{where}: runAsNonRoot"
+                assert sc.get("runAsUser") == uid, f"{where}: runAsUser {sc.get('runAsUser')}, image's {uid}"
+                assert sc.get("runAsGroup", gid) == gid, f"{where}: runAsGroup"
+                seccomp = sc.get("seccompProfile") or psc.get("seccompProfile", {})
+                assert seccomp.get("type") == "RuntimeDefault", f"{where}: seccompProfile"
+    assert checked, f"{name}: no container rendered"
+
+
+@pytest.mark.parametrize("name", HARDENED_BUILDS)
+def test_every_written_path_is_a_writable_volume(name: str) -> None:
+    """/tmp (temporary files, HOME, matplotlib's cache) and the --llm-report directory of every
+    locust (the master's report; a worker's records when it loses its master) are volumes that
+    can be written, since the root filesystem cannot."""
+    docs = render_hardened(name)
+    configmaps = by_kind(docs, "ConfigMap")
+    reports = 0
+    for doc in docs:
+        for spec in pod_specs(doc):
+            for c in all_containers(spec):
+                where = f"{name}: {doc['kind']}/{doc['metadata']['name']} container {c['name']}"
+                paths = ["/tmp"]
+                if runs_locust(c):
+                    d = report_dir(c, configmaps)
+                    assert d, f"{where}: no --llm-report; locust would write to its read-only workdir"
+                    assert d.startswith("/"), f"{where}: --llm-report {d} is relative"
+                    paths.append(d)
+                    reports += 1
+                for path in paths:
+                    why = writable_mount(spec, c, path)
+                    assert why is None, f"{where}: {why}"
+                tmp = mount_of(c, "/tmp")
+                assert tmp is not None and tmp["mountPath"] == "/tmp", f"{where}: /tmp is not its own volume"
+                (vol,) = [v for v in spec["volumes"] if v["name"] == tmp["name"]]
+                assert "emptyDir" in vol, f"{where}: /tmp on {set(vol) - {'name'}}, not an emptyDir"
+    if name != "gpu":
+        assert reports >= 2, f"{name}: the master's and the workers' report directories were not found"
+
+
 # --- compose -------------------------------------------------------------------------------
 
 
@@ -401,6 +587,75 @@ def test_compose_has_no_literal_secrets(compose: dict[str, Any]) -> None:
             passthrough = re.fullmatch(r"\$\{\w+(:?-[^}]*)?\}", value)
             assert not (KEY_NAME.search(var) and value and not passthrough), f"{n}: {var} is a literal"
             assert not KEY_VALUE.search(value), f"{n}: {var} looks like a key"
+
+
+# Where the services from other images write: their data directories, on named volumes.
+COMPOSE_WRITES = {"prometheus": ["/prometheus"], "grafana": ["/var/lib/grafana"]}
+
+
+def compose_mounts(svc: dict[str, Any]) -> dict[str, tuple[str, bool]]:
+    """A service's volumes as target -> (source, read-only), short or long syntax."""
+    out: dict[str, tuple[str, bool]] = {}
+    for v in svc.get("volumes", []):
+        if isinstance(v, dict):
+            out[v["target"]] = (v.get("source", ""), bool(v.get("read_only")))
+        else:
+            source, target, *mode = v.split(":")
+            out[target] = (source, "ro" in (mode[0].split(",") if mode else []))
+    return out
+
+
+def compose_tmpfs(svc: dict[str, Any]) -> list[str]:
+    """The targets of a service's tmpfs mounts (``/tmp`` or ``/tmp:size=256m``)."""
+    tmpfs = svc.get("tmpfs", [])
+    return [e.split(":")[0] for e in ([tmpfs] if isinstance(tmpfs, str) else tmpfs)]
+
+
+def size(value: Any) -> float:
+    """``2g``, ``512m``, ``1.5`` as a number (bytes, or CPUs)."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmg]?)b?", str(value).strip().lower())
+    assert m, f"not a size: {value!r}"
+    return float(m.group(1)) * 1024 ** " kmg".index(m.group(2) or " ")
+
+
+def test_compose_services_are_hardened(compose: dict[str, Any]) -> None:
+    """Each service: read-only root, no capabilities, no-new-privileges, CPU and memory limits."""
+    services = compose["services"]
+    assert services
+    for n, svc in services.items():
+        assert svc.get("read_only") is True, f"{n}: read_only"
+        assert "ALL" in svc.get("cap_drop", []) and not svc.get("cap_add"), f"{n}: cap_drop ALL, no cap_add"
+        assert not svc.get("privileged"), f"{n}: privileged"
+        opts = {o.replace("=", ":") for o in svc.get("security_opt", [])}
+        assert opts & {"no-new-privileges", "no-new-privileges:true"}, f"{n}: no-new-privileges"
+        limits = svc.get("deploy", {}).get("resources", {}).get("limits", {})
+        assert size(limits.get("cpus", 0)) > 0, f"{n}: no CPU limit"
+        assert size(limits.get("memory", 0)) >= 64 * 1024**2, f"{n}: no memory limit (or under 64 MiB)"
+        assert svc.get("network_mode") != "host" and svc.get("pid") != "host", f"{n}: host namespaces"
+
+
+def test_compose_writes_go_to_tmpfs_and_volumes(compose: dict[str, Any]) -> None:
+    """With read_only, /tmp is a tmpfs, and the report directory (every locust's --llm-report: the
+    master's report, a worker's records when it loses its master) and the data directories of
+    Prometheus and Grafana are volumes mounted read-write, each one declared."""
+    declared = set(compose.get("volumes") or {})
+    for n, svc in compose["services"].items():
+        assert "/tmp" in compose_tmpfs(svc), f"{n}: no tmpfs on /tmp"
+        mounts = compose_mounts(svc)
+        writes = list(COMPOSE_WRITES.get(n, []))
+        command = svc.get("command", [])
+        if command and command[0] == "locust":
+            env = svc.get("environment", {})
+            d = option(command, "--llm-report") or env.get("LOCUST_LLM_REPORT")
+            assert d, f"{n}: no --llm-report; locust would write to its read-only workdir"
+            writes.append(d)
+        for path in writes:
+            holding = [t for t in mounts if path == t or path.startswith(t.rstrip("/") + "/")]
+            assert holding, f"{n}: {path} is on the read-only root: mount a volume there"
+            source, read_only = mounts[max(holding, key=len)]
+            assert not read_only, f"{n}: {path} is mounted read-only"
+            assert source.startswith((".", "/")) or source in declared, f"{n}: volume {source} undeclared"
+    assert COMPOSE_WRITES.keys() <= compose["services"].keys()
 
 
 # --- Dockerfile ----------------------------------------------------------------------------
@@ -457,5 +712,10 @@ def test_dockerfile() -> None:
     assert users and users[-1].split(":")[0].isdigit() and int(users[-1].split(":")[0]) >= 1000
     env = " ".join(a for op, a in instructions if op in ("ENV", "ARG"))
     assert "LOCUST_LOCUSTFILE=/app/locustfiles/vllm.py" in env
+    # with a read-only root it writes only under /tmp (and --llm-report): no .pyc, HOME and caches in /tmp
+    variables = dict(v.split("=", 1) for op, a in instructions if op == "ENV" for v in shlex.split(a))
+    assert variables.get("PYTHONDONTWRITEBYTECODE") == "1", "no .pyc written beside the source"
+    assert variables.get("HOME") == "/tmp", "HOME (caches, dotfiles) on the /tmp volume"
+    assert variables.get("MPLCONFIGDIR", "").startswith("/tmp/"), "matplotlib's cache on the /tmp volume"
     assert not KEY_NAME.search(env) and not KEY_VALUE.search(env), "no secrets in the image"
     assert any(op == "CMD" for op, _ in instructions)
