@@ -54,7 +54,46 @@ def test_the_tracker_keeps_end_times_and_skips_interrupted() -> None:
         rec = RequestRecord(request_id=str(i), name="n", backend="b", model="m", start_time=10.0 + i,
                             e2e_ns=250_000_000, status=status, error_category=cat)
         t.add(rec)
-    assert t.events() == [(10.25, None), (11.25, "connect_error"), (13.25, "connection_reset")]
+    assert t.events() == [(10.25, None, 10.0), (11.25, "connect_error", 11.0), (13.25, "connection_reset", 13.0)]
+
+
+def _rec(i: int, start: float, e2e_s: float, cat: str | None = None, answered: bool = False) -> RequestRecord:
+    """A record sent at ``start`` that ended ``e2e_s`` later: a success, or a failure of ``cat``
+    (``answered``: the server had sent its first byte before it failed)."""
+    return RequestRecord(request_id=str(i), name="n", backend="b", model="m", start_time=start,
+                         e2e_ns=int(e2e_s * 1e9), status="error" if cat else "ok", error_category=cat,
+                         ttfb_ns=1_000_000 if answered or not cat else None)
+
+
+def test_the_line_spans_the_first_failed_request_to_the_first_success() -> None:
+    """Issue 54 item 6: killed at 100.0 and back at 105.0. The streams in flight are cut at the
+    kill (answered until then: from their end), a request that hung until its 3-s connect timeout
+    counts from its start (100.5, though it ended at 103.5, the last failure), and the first
+    success was sent at 105.2 and ended at 106.2: down from 100.0 to 105.2, not the 3.5 s between
+    the first and last failure's ends."""
+    recs = [_rec(0, 99.0, 0.8),  # a success before the kill
+            _rec(1, 98.0, 2.0, "connection_reset", answered=True), _rec(2, 99.5, 0.5, "connection_reset", answered=True),
+            _rec(3, 100.1, 0.001, "connect_error"), _rec(4, 100.5, 3.0, "connect_timeout"),
+            _rec(5, 101.6, 0.001, "connect_error"), _rec(6, 105.2, 1.0), _rec(7, 105.4, 1.0)]
+    t = OutageTracker()
+    for r in recs:
+        t.add(r)
+    (o,) = t.outages()
+    assert console_line(o, 90.0) == ("outage at 10.0 s for 5.2 s: 5 failures (2 connection_reset, 2 connect_error, "
+                                     "1 connect_timeout); recovered 6.2 s after the first failure")
+    assert (o["start"], o["end"], o["failures"]) == (100.0, 103.5, 5)
+    assert (o["recovered_at"], o["recovery_s"]) == (106.2, 6.2)
+    assert (o["down_from"], o["down_s"]) == (100.0, 5.2)
+
+
+def test_a_hung_first_request_starts_the_span_and_no_recovery_ends_it_at_the_last_failure() -> None:
+    t = OutageTracker()
+    for r in [_rec(0, 10.0, 10.0, "connect_timeout"), _rec(1, 12.0, 0.01, "connect_error"),
+              _rec(2, 19.0, 2.0, "connect_error")]:
+        t.add(r)
+    (o,) = t.outages()
+    assert (o["start"], o["down_from"], o["down_s"], o["recovered_at"]) == (12.01, 10.0, 11.0, None)
+    assert console_line(o, 10.0).startswith("outage at 0.0 s for 11.0 s: 3 failures")
 
 
 def test_a_long_run_compacts_to_its_failures_with_the_same_windows(monkeypatch) -> None:

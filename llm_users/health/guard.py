@@ -12,9 +12,11 @@ and the exit code of a run that measured nothing.
   arriving, stops as ``-t`` would, with one line naming the top failure category; exit 1.
 - **Nothing measured**: a test that ends with no successful request in its measured window
   (warm-up and cool-down excluded) prints one line with a hint computed from what is known
-  (the E2E of the requests that did end, the longest cut by the stop, the max tokens) and
-  the process exits 1 (``environment.process_exit_code``, which Locust's own shutdown uses in
-  every mode; ``--exit-code-on-error`` still decides for a run that measured something).
+  (the E2E of the requests that did end, the longest cut by the stop, the max tokens; requests
+  that all failed are named as failures, and HTTP 413 as the server's size limit with the
+  largest request's size, never as a run too short: issue 54 item 6) and the process exits 1
+  (``environment.process_exit_code``, which Locust's own shutdown uses in every mode;
+  ``--exit-code-on-error`` still decides for a run that measured something).
 """
 
 from __future__ import annotations
@@ -148,6 +150,8 @@ class Ended:
         self.ok_e2e_s = 0.0
         self.longest_cut_s = 0.0
         self.records = 0  # every record, whatever its status
+        self.failed: Counter[str] = Counter()  # failures by category
+        self.too_large_bytes = 0  # the largest request a server refused with HTTP 413 (0: none, or size unknown)
 
     def add(self, rec: RequestRecord) -> None:
         self.records += 1
@@ -157,6 +161,29 @@ class Ended:
         elif rec.ok:
             self.ok += 1
             self.ok_e2e_s += e2e
+        elif rec.status != "cancelled":
+            self.failed[rec.error_category or "error"] += 1
+            if rec.http_status == TOO_LARGE:
+                self.too_large_bytes = max(self.too_large_bytes, rec.request_bytes)
+
+
+TOO_LARGE = 413
+
+
+def _failed_why(top: str, ended: Ended) -> str:
+    """What to do about failures whose top category is ``top``: HTTP 413 is the server's size
+    limit (a proxy's most often), named with the largest request's size; else the table."""
+    if top != f"http_{TOO_LARGE}":
+        return "see the failure table"
+    size = ended.too_large_bytes
+    sent = f"requests of up to {_size(size)}" if size else "the requests"
+    return (f"the server refused {sent} as too large (HTTP 413 Payload Too Large): its request-size limit (or a "
+            "proxy's: nginx's client_max_body_size is 1 MiB by default) is below them, not the run too short; "
+            "shorten the prompts (--llm-dataset, --llm-input-tokens, --llm-images) or raise the limit")
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB ({n} bytes)" if n >= 2**20 else f"{n / 1024:.1f} KiB ({n} bytes)"
 
 
 def nothing_measured(overall: dict[str, Any], ended: Ended, warmup: dict[str, Any], max_tokens: int | None,
@@ -169,7 +196,11 @@ def nothing_measured(overall: dict[str, Any], ended: Ended, warmup: dict[str, An
         cats = overall.get("failures_by_category") or {}
         top = max(cats, key=cats.get) if cats else "error"
         return (f"nothing measured: all {failures} measured requests failed (top category {top}: "
-                f"{cats.get(top, failures)}); see the failure table")
+                f"{cats.get(top, failures)}); {_failed_why(top, ended)}")
+    if ended.failed and not ended.ok:  # failed in the warm-up (not in the statistics): not a run too short
+        top, n = ended.failed.most_common(1)[0]
+        return (f"nothing measured: every request that ended failed ({ended.failed.total()}, all in the warm-up or "
+                f"cool-down, which the statistics leave out; top category {top}: {n}); {_failed_why(top, ended)}")
     tokens = f", now {max_tokens}" if max_tokens else ""
     lower = f"or lower the output length (--llm-max-tokens{tokens})"
     per_user = int(warmup.get("requests_per_user") or 0)

@@ -28,6 +28,8 @@ from typing import Any
 import gevent
 import orjson
 
+from llm_users.outputs.atomic import atomic_open
+
 MASTER_SILENCE_S = 5.0  # no heartbeat this long, and the master's port refuses: lost
 NO_ANSWER_SILENCE_S = 30.0  # no heartbeat this long, and the master's port does not answer: lost
 PROBE_TIMEOUT_S = 1.0
@@ -97,7 +99,7 @@ def write_unshipped(path: Path, records: list[dict[str, Any]]) -> str | None:
     """One JSON line per record (requests.jsonl's format); the error in words when it fails."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("wb") as f:
+        with atomic_open(path, "wb") as f:  # whole or absent
             for d in records:
                 f.write(orjson.dumps(d, option=orjson.OPT_APPEND_NEWLINE))
     except OSError as e:

@@ -6,7 +6,9 @@ errors are caught where they happen:
 
 - a bad ``-u``/``-r``/``-t`` (or any other argument Locust's parser refuses): the parser's
   ``error`` (:func:`on_parser`, an ``init_command_line_parser`` listener) says it as our line,
-  exit 1 where argparse would exit 2 with a usage;
+  exit 1 where argparse would exit 2 with a usage; a negative ``-u``, which Locust's parser takes
+  (its dispatcher then raised a 48-line traceback and the run waited out ``-t``), is refused there
+  too (:func:`users_count`);
 - the master's port in use (``--master-bind-port``): Locust's ``RPCError`` from the zmq bind
   leaves ``main`` uncaught, before the ``init`` event; our ``sys.excepthook`` turns it into one
   line (the process exits 1 as with any uncaught exception);
@@ -23,6 +25,7 @@ with this process's own command line, found in ``/proc``) and wait until they ar
 
 from __future__ import annotations
 
+import argparse
 import errno
 import os
 import re
@@ -56,7 +59,21 @@ def refuse(message: str) -> NoReturn:
 def on_parser(parser: Any, **_: Any) -> None:
     """``init_command_line_parser``: Locust's argument errors and uncaught bind errors as our line."""
     parser.error = _argument_error
+    for action in getattr(parser, "_actions", ()):
+        if action.dest == "num_users":  # -u/--users (LOCUST_USERS, a config file's users)
+            action.type = users_count
     install_excepthook()
+
+
+def users_count(value: str) -> int:
+    """``-u``'s type: a whole number, 0 or more."""
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {value!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"the number of users must be 0 or more, got {n}")
+    return n
 
 
 def _argument_error(message: str) -> NoReturn:

@@ -117,8 +117,9 @@ class SelfMonitor:
             if self.trace_file:
                 import orjson
 
-                with open(self.trace_file, "wb") as f:
-                    f.write(orjson.dumps(self.trace.to_dict()))
+                from llm_users.outputs.atomic import write_atomic
+
+                write_atomic(self.trace_file, orjson.dumps(self.trace.to_dict()))
 
     def _probe(self, loop: Any) -> None:
         """Runs in its own OS thread: a callback through the loop every interval, due on a

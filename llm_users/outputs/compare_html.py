@@ -10,6 +10,7 @@ import html
 from pathlib import Path
 from typing import Any
 
+from llm_users.outputs.atomic import write_atomic
 from llm_users.outputs.compare_config import ConfigRow, blocking, describe
 from llm_users.outputs.compare_stats import Rule, Run, Verdict, table
 from llm_users.outputs.html_base import CSS as _CSS
@@ -156,6 +157,4 @@ def render(runs: list[Run], results: list[list[Verdict]], failed: list[str], rul
 
 def write_page(path: str | Path, runs: list[Run], results: list[list[Verdict]], failed: list[str],
                rules: list[Rule], config: list[ConfigRow] | None = None, allow_config_diff: bool = False) -> Path:
-    p = Path(path)
-    p.write_text(render(runs, results, failed, rules, config, allow_config_diff), encoding="utf-8")
-    return p
+    return write_atomic(path, render(runs, results, failed, rules, config, allow_config_diff))

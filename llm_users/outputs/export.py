@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from llm_users.errors import ConfigError
+from llm_users.outputs.atomic import write_atomic
 from llm_users.outputs.final import FinalData
 from llm_users.protocols.backend import find_backend
 
@@ -117,7 +118,7 @@ class VllmBenchExport:
         # num_users as the summary's config block has it at the stop: the Edit form may have changed it
         data = vllm_bench(final.summary, final.stats, final.timeline_rows, config.get("num_users"))
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
+        write_atomic(path, orjson.dumps(data, option=orjson.OPT_INDENT_2))
         print(f"locust-llm: vLLM bench result written to {path}", flush=True)
 
 

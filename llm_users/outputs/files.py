@@ -1,6 +1,7 @@
 """The files written to ``--llm-report DIR``: requests.jsonl (as the run goes, so a crash keeps
 every record: :mod:`llm_users.outputs.records_file`), and at the stop the ``summary`` output
-(summary.json, summary.csv) and the ``timeseries`` output (timeseries.csv). Schema: docs/report.md.
+(summary.json, summary.csv) and the ``timeseries`` output (timeseries.csv), each whole or absent
+(:mod:`llm_users.outputs.atomic`). Schema: docs/report.md.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import orjson
 
 from llm_users.metrics import LATENCY_METRICS, PERCENTILES
+from llm_users.outputs.atomic import atomic_open, write_atomic
 from llm_users.outputs.final import FinalData
 
 SCHEMA = "locust-llm/summary/1"
@@ -39,9 +41,9 @@ def write_summary(directory: str | Path, summary: dict[str, Any]) -> tuple[Path,
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     jpath = d / "summary.json"
-    jpath.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
+    write_atomic(jpath, orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
     cpath = d / "summary.csv"
-    cpath.write_text(summary_csv(summary))
+    write_atomic(cpath, summary_csv(summary))
     return jpath, cpath
 
 
@@ -51,7 +53,7 @@ def write_timeseries(directory: str | Path, rows: list[dict[str, Any]]) -> Path:
 
     extra = sorted({k for r in rows for k in r} - set(COLUMNS))
     path = Path(directory) / "timeseries.csv"
-    with path.open("w", newline="") as f:
+    with atomic_open(path, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(COLUMNS + extra)
         for r in rows:

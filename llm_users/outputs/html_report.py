@@ -12,6 +12,7 @@ from typing import Any
 
 from llm_users.load.registry import report_sections
 from llm_users.metrics import LATENCY_METRICS, PERCENTILES, Distribution
+from llm_users.outputs.atomic import write_atomic
 from llm_users.outputs.console import connect_line, tools_line
 from llm_users.outputs.html_base import CSS, plt, svg
 from llm_users.outputs.html_base import fmt as _fmt
@@ -150,5 +151,4 @@ def render(summary: dict[str, Any], rows: list[dict[str, Any]], stats: Any = Non
 
 def write_html(directory: str | Path, summary: dict[str, Any], rows: list[dict[str, Any]], stats: Any = None) -> Path:
     path = Path(directory) / "report.html"
-    path.write_text(render(summary, rows, stats), encoding="utf-8")
-    return path
+    return write_atomic(path, render(summary, rows, stats))

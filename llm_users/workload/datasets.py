@@ -15,17 +15,25 @@ file's folder; they are read and checked here, at start (:func:`~llm_users.workl
 A name that is not an existing file is looked up among the files shipped in the package
 (``llm_users/data/prompts``, via importlib.resources), so ``--llm-dataset short`` works from a
 non-editable install. Every malformed item is a :class:`ConfigError` naming file and line.
+
+A file is refused at start in one line naming ``--llm-dataset`` (issue 54 item 6) when it is no
+regular file (a directory, ``/dev/zero``, a pipe), cannot be read, or holds a line over
+:data:`MAX_LINE_BYTES` (16 MiB: one item per line, and a prompt that large is past any server's
+request-size limit, HTTP 413); it is read in chunks, so such a line costs at most the bound and a
+chunk, not the whole line (a 100 MB line cost 1.9 GB).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import stat
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -35,6 +43,9 @@ from llm_users.workload.images import dataset_images
 from llm_users.workload.source import Messages
 
 DEFAULT_DATASET = "short"
+#: The longest line a dataset file may hold (docs/prompts.md).
+MAX_LINE_BYTES = 16 * 1024 * 1024
+_CHUNK = 1024 * 1024
 _ROLES = {"system", "user", "assistant"}
 _SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
                    "chatgpt": "assistant", "bard": "assistant", "bing": "assistant", "model": "assistant",
@@ -81,17 +92,57 @@ def shipped_names() -> list[str]:
     return sorted(p.name for p in root.iterdir() if p.name.endswith((".json", ".jsonl")))
 
 
-def _read(name: str) -> tuple[str, bytes]:
+def _read(name: str) -> tuple[str, bytes | bytearray]:
     p = Path(name).expanduser()
     if p.is_file():
-        return str(p), p.read_bytes()
+        return str(p), _read_file(p, name)
     if "/" not in name and "\\" not in name:
         root = resources.files("llm_users.data") / "prompts"
         for candidate in (name, f"{name}.json", f"{name}.jsonl"):
             res = root / candidate
             if res.is_file():
                 return f"package:llm_users/data/prompts/{candidate}", res.read_bytes()
-    raise ConfigError(f"dataset file not found: {name} (shipped datasets: {', '.join(shipped_names())})")
+    if os.path.lexists(p):  # there, but no regular file (or a link to nothing)
+        _read_file(p, name)
+    raise ConfigError(f"--llm-dataset {name}: dataset file not found (shipped datasets: {', '.join(shipped_names())})")
+
+
+def _read_file(p: Path, name: str) -> bytearray:
+    """The bytes of a regular file, each line at most :data:`MAX_LINE_BYTES`; else one
+    ConfigError naming the option and why."""
+    try:
+        mode = os.stat(p).st_mode
+    except OSError as e:
+        raise ConfigError(f"--llm-dataset {name}: cannot read it ({e.strerror or e})") from None
+    if not stat.S_ISREG(mode):
+        what = "a directory" if stat.S_ISDIR(mode) else "a device, pipe or socket"
+        raise ConfigError(f"--llm-dataset {name}: {what}, not a dataset file (give a JSON or JSONL file)")
+    try:
+        with open(p, "rb") as f:
+            return _read_bounded(f, name)
+    except OSError as e:
+        raise ConfigError(f"--llm-dataset {name}: cannot read it ({e.strerror or e})") from None
+
+
+def _read_bounded(f: BinaryIO, name: str) -> bytearray:
+    """All of ``f``, read in chunks: a line over :data:`MAX_LINE_BYTES` is refused once that
+    many of its bytes were seen, never read whole."""
+    data = bytearray()
+    line, open_len = 1, 0  # the line being read: its number, its bytes so far
+    size = min(_CHUNK, MAX_LINE_BYTES)  # a line begun and ended inside a chunk is within the bound
+    while chunk := f.read(size):
+        first = chunk.find(b"\n")
+        if first >= 0 and open_len + first <= MAX_LINE_BYTES:
+            line += chunk.count(b"\n")
+            open_len = len(chunk) - chunk.rfind(b"\n") - 1
+        elif first >= 0 or open_len + len(chunk) > MAX_LINE_BYTES:
+            raise ConfigError(f"--llm-dataset {name}: line {line} is over {MAX_LINE_BYTES >> 20} MiB, the bound on "
+                              "one dataset line (a prompt that large is past servers' request-size limits, HTTP "
+                              "413): shorten it; a JSON file on one line: write it indented, or as JSONL")
+        else:
+            open_len += len(chunk)
+        data += chunk
+    return data
 
 
 def load_dataset(name: str | None = None) -> Dataset:

@@ -2,7 +2,8 @@
 
 Each: one ``locust-llm:`` line naming the file and the error, the console LLM summary still
 printed, exit code non-zero, no traceback, and the run keeps going to its end (its requests
-keep being served while the file cannot be written)."""
+keep being served while the file cannot be written). Issue 54 item 6: every file left in the
+report directory is whole (summary.json parses; no 0-byte or cut file, no temporary file)."""
 
 from __future__ import annotations
 
@@ -49,6 +50,25 @@ def _assert_clean_failure(out: str, rc: int, needle: str) -> None:
     assert rc != 0, out[-3000:]
 
 
+def assert_whole_or_absent(report: Path) -> None:
+    """Every file the run left is complete: JSON parses, each JSONL line does, CSV and HTML end
+    where they end; a file that could not be written is absent, and so is its temporary file."""
+    for path in report.iterdir():
+        data = path.read_bytes()
+        assert not path.name.startswith("."), f"a temporary file was left: {path.name}"
+        assert data, f"{path.name} is empty"
+        if path.suffix == ".json":
+            json.loads(data)
+        elif path.suffix == ".jsonl":
+            assert data.endswith(b"\n"), path.name
+            for line in data.splitlines():
+                json.loads(line)
+        elif path.suffix == ".csv":
+            assert data.endswith(b"\n"), path.name
+        elif path.suffix == ".html":
+            assert data.rstrip().endswith(b"</html>"), path.name
+
+
 @pytest.fixture
 def tiny_tmpfs(tmp_path: Path):
     mnt = tmp_path / "tiny"
@@ -81,6 +101,7 @@ def test_disk_full_mid_run(sim_factory, tiny_tmpfs: Path, client: str) -> None:
     # simulator served, less at most the 4 users' requests cut by the stop (served, not recorded)
     total = int(re.search(r"^\s+Aggregated\s+(\d+)\s", out, re.M).group(1))
     assert served - 4 <= total <= served, (total, served)
+    assert_whole_or_absent(report)
     assert not leftover(str(report))
 
 
@@ -104,4 +125,5 @@ def test_report_dir_removed_mid_run(sim_factory, tmp_path: Path, client: str) ->
     assert summary["records_file"]["written"] > 0
     # every request the simulator started is a record (those cut by the stop as `interrupted`)
     assert summary["records"] == get_json(sim.url + "/_sim/stats")["started"]
+    assert_whole_or_absent(report)
     assert not leftover(str(report))

@@ -142,7 +142,11 @@ def test_a_server_killed_and_restarted_mid_run(tmp_path, client: str, extra: lis
     assert 2.0 <= o["recovery_s"] <= 14.0
     if extra:
         assert len({r["worker"] for r in records}) == 2
-    assert f"outage at {o['start'] - s['window']['test_start']:.1f} s" in out
+    # the line's span (issue 54 item 6): from the first failure (the streams cut at the kill) to the
+    # first success's start (sent to the restarted server): at least the time it was down
+    assert abs(o["down_from"] - killed_at) < 0.5
+    assert o["down_s"] >= back_at - killed_at - 0.5 and o["down_s"] <= o["recovery_s"] + 0.5, (o, back_at - killed_at)
+    assert f"outage at {o['down_from'] - s['window']['test_start']:.1f} s for {o['down_s']:.1f} s" in out
     assert "recovered" in out
     html = (report / "report.html").read_text()
     assert "<th>Outages</th>" in html and "outage" in html

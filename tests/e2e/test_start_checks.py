@@ -1,7 +1,8 @@
 """Issue 10 item 2: every bad --llm-* value and host is refused at start: one ``locust-llm:`` line
 naming the option and what is allowed, exit code 1, no traceback, no request at the server.
 Issue 33 item 6: so are the refusals Locust raises (a port in use, a bad -u/-r/-t), and a refusal
-with --processes leaves no forked worker behind (health/refusal.py)."""
+with --processes leaves no forked worker behind (health/refusal.py). Issue 54 item 6: a dataset
+that is a directory, a device, unreadable or holds a line over 16 MiB, and a negative -u, too."""
 
 from __future__ import annotations
 
@@ -17,14 +18,17 @@ from tests.helpers import free_port, get_json, run_locust
 pytestmark = pytest.mark.slow
 
 # (arguments, the option the line must name, a word of what is allowed); {sim} is the simulator's
-# URL, {file} an existing file, {dir} a directory.
+# URL, {file} an existing file, {dir} a directory, {long} a dataset whose line 2 is over 16 MiB.
 CASES = [
     (["--host", "{hostport}"], "--host", "http://"),
     (["--host", "ftp://{hostport}"], "--host", "http://"),
     (["--llm-endpoint", "nope"], "--llm-endpoint", "chat, completions"),
     (["--llm-report", "{file}"], "--llm-report", "directory"),
     (["--llm-report", "/proc/locust-llm/r"], "--llm-report", "cannot write"),
-    (["--llm-prompts", "{dir}"], "dataset file", "shipped datasets"),  # the line names the path given
+    (["--llm-prompts", "{dir}"], "--llm-dataset", "a directory, not a dataset file"),  # --llm-prompts is its alias
+    (["--llm-dataset", "/dev/zero"], "--llm-dataset", "a device, pipe or socket"),
+    (["--llm-dataset", "/proc/self/mem"], "--llm-dataset", "cannot read it (Input/output error)"),  # root too
+    (["--llm-dataset", "{long}"], "--llm-dataset", "line 2 is over 16 MiB"),
     (["--llm-prometheus-port", "99999"], "--llm-prometheus-port", "1..65535"),
     (["--llm-prometheus-port", "x"], "--llm-prometheus-port", "number"),
     (["--llm-timeout", "-1"], "--llm-timeout", "above 0"),
@@ -55,7 +59,10 @@ def test_a_bad_value_is_one_line_before_any_request(sim_factory, tmp_path: Path,
     sim = sim_factory("--output-tokens", "5")
     afile = tmp_path / "a-file"
     afile.write_text("x")
-    values = {"hostport": sim.url.removeprefix("http://"), "file": str(afile), "dir": str(tmp_path)}
+    values = {"hostport": sim.url.removeprefix("http://"), "file": str(afile), "dir": str(tmp_path),
+              "long": str(tmp_path / "long.jsonl")}
+    if "{long}" in args:
+        (tmp_path / "long.jsonl").write_bytes(b'{"prompt": "hi"}\n{"prompt": "' + b"x" * (17 << 20) + b'"}\n')
     args = [a.format(**values) for a in args]
     host = [] if "--host" in args else ["--host", sim.url]
     proc = run_locust("vllm.py", *host, "-u", "2", "-r", "2", "-t", "3s", "--llm-prometheus-port", "0", *args,
@@ -84,6 +91,20 @@ LOCUST_CASES = [
       "--master-bind-port", "{free}", "--master-port", "{free}"],
      "--web-port"),  # the workers are forked and connected before the web UI binds
 ]
+
+
+def test_a_negative_user_count_is_refused_at_once() -> None:
+    """``-u -5`` was Locust's dispatcher's traceback (48 lines), then the run waited out ``-t``."""
+    started = time.monotonic()
+    proc = run_locust("vllm.py", "--host", "http://127.0.0.1:9", "-u", "-5", "-t", "60s", "--llm-preflight", "off",
+                      "--llm-prometheus-port", "0", timeout=30)
+    out = proc.stdout + proc.stderr
+    lines = [line for line in out.splitlines() if "locust-llm" in line]
+    assert proc.returncode == 1, out[-2000:]
+    assert lines == [line for line in proc.stderr.splitlines() if line.strip()], out[-2000:]  # one line, all said
+    assert len(lines) == 1 and lines[0].startswith("locust-llm: ") and "-u/--users" in lines[0], lines
+    assert "0 or more, got -5" in lines[0] and "Traceback" not in out
+    assert time.monotonic() - started < 30
 
 
 def run_processes(marker: str) -> list[str]:
