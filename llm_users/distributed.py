@@ -10,8 +10,9 @@ waiting half a second for their last stats, so whatever the workers finish after
 first sends ``llm_stop``: each worker stops its users (honouring ``--stop-timeout``) and ships
 its final payload; the master waits for every live worker's final payload, then lets Locust
 carry on. A worker that dies loses at most its last interval; :class:`Collector` notes which
-worker, when, and how much data may be missing (a worker Locust knew whose data never came
-counts as lost too).
+worker, when, how much data may be missing, and how many requests it had in flight at its last
+payload (each payload says; they have no record); a worker Locust knew whose data never came
+counts as lost too. The master then exits 1 unless ``--llm-allow-worker-loss`` (run.py).
 
 Delivery of the final payload: ZeroMQ queues a message and sends it from its own thread, so a
 worker that exits right after sending (Ctrl-C to the process group makes every worker quit on
@@ -43,6 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from llm_users.client.backoff import RETRY_AFTER_MAX_S
 from llm_users.health.idle import IdleQueue
 from llm_users.health.lagtrace import span
 from llm_users.health.selfcheck import NodeHealth
@@ -147,6 +149,28 @@ class Seqs:
 
 
 @dataclass
+class RetryAfterCounts:
+    """The answers that asked for a wait (429/503 ``Retry-After``), how long they asked, and
+    how many a user honoured (waited after: closed loop; open loop keeps its schedule)."""
+
+    answers: int = 0
+    asked_max_s: float = 0.0
+    honoured: int = 0
+    waited_s: float = 0.0
+
+    def add(self, rec: RequestRecord) -> None:
+        self.answers += 1
+        self.asked_max_s = max(self.asked_max_s, rec.retry_after_s or 0.0)
+        if rec.backoff_s:
+            self.honoured += 1
+            self.waited_s += rec.backoff_s
+
+    def summary(self) -> dict[str, Any]:
+        return {"answers": self.answers, "asked_max_s": round(self.asked_max_s, 3), "honoured": self.honoured,
+                "waited_s": round(self.waited_s, 3)}
+
+
+@dataclass
 class WorkerState:
     worker: str
     first_report: float
@@ -155,6 +179,7 @@ class WorkerState:
     records: int = 0
     final: bool = False
     lost_at: float | None = None
+    in_flight: int = 0  # requests in flight at its last payload: no record of them if it is lost
 
 
 class Collector:
@@ -174,6 +199,7 @@ class Collector:
         self.stop_asked: float | None = None  # when the master asked the workers for their final data
         self.backoff_waits = 0  # requests after which a user backed off (backoff.py), and for how long
         self.backoff_s = 0.0
+        self.retry_after = RetryAfterCounts()  # 429/503 answers that asked for a wait, and what was done
         self.labels: dict[str, tuple[str, str]] = {}  # request name -> (backend, model), first seen
         self.live: Any = None  # the web UI's LiveView (llm_users/webui/live.py), fed beside the run's stats
         self.merge_lags = Distribution()  # per payload merged: the worker's sent_at to merged (ns); bounded by
@@ -277,6 +303,7 @@ class Collector:
         ws.lost_at = None  # it came back (Locust re-admits it): a later loss is dated anew
         ws.payloads += 1
         ws.final = ws.final or bool(payload.get("final"))
+        ws.in_flight = int(payload.get("in_flight") or 0)
         self._stats.merge_wire(payload["stats"])
         if self.live is not None:
             self.live.merge_wire(payload["stats"])
@@ -329,10 +356,25 @@ class Collector:
                 "last_report": ws.last_report,
                 "lost_at": ws.lost_at,
                 "records_received": ws.records,
+                # started and not finished at its last payload: requests that have no record
+                "in_flight_at_last_report": ws.in_flight,
                 "window_at_risk_s": round(max(0.0, end - ws.last_report), 3),
                 "window_at_risk": [ws.last_report, end],
             })
         return out
+
+    def workers_summary(self, stop_time: float | None, loss_allowed: bool) -> dict[str, Any]:
+        """summary.json's ``workers``: who reported, who was lost and what it took with it."""
+        lost = self.lost_workers(stop_time)
+        return {"reported": self.reported(), "lost": lost,
+                # at least: what each had in flight at its last payload (what it finished after is unknown)
+                "unrecorded_requests_at_least": sum(w["in_flight_at_last_report"] for w in lost),
+                "loss_allowed": loss_allowed, "duplicate_records_dropped": self.duplicates}
+
+    def backoff_summary(self, enabled: bool) -> dict[str, Any]:
+        """summary.json's ``backoff``: the users' waits, and the answers that asked for one."""
+        return {"enabled": enabled, "waits": self.backoff_waits, "wait_s": round(self.backoff_s, 3),
+                "retry_after": {**self.retry_after.summary(), "cap_s": RETRY_AFTER_MAX_S}}
 
     def _count(self, rec: RequestRecord) -> None:
         if rec.name not in self.labels:
@@ -341,6 +383,8 @@ class Collector:
         if rec.backoff_s:
             self.backoff_waits += 1
             self.backoff_s += rec.backoff_s
+        if rec.retry_after_s is not None:
+            self.retry_after.add(rec)
 
     def _live(self, rec: RequestRecord) -> None:
         if self.live is not None:

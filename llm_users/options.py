@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from llm_users.durations import parse_duration_s
 from llm_users.errors import ConfigError
-from llm_users.key_scope import fix_at_start
+from llm_users.key_scope import add_host, fix_at_start
 from llm_users.settings import Settings, Timeouts, is_llm_user, parse_bool, settings_for
 from llm_users.slo import parse_slos
 
@@ -93,6 +93,8 @@ def add_arguments(parser: Any) -> None:
     opt("--llm-fail-stop", "stop the run, exit 1, when every request has failed for this long, e.g. 30s; off = "
         "never (default 30s)")
     opt("--llm-report", "directory for summary.json, summary.csv and requests.jsonl")
+    opt("--llm-allow-worker-loss", "true/false: a run that lost a worker (killed, its host gone) exits 0; by default "
+        "it exits 1, its summary saying what the lost worker took with it (default false)")
     opt("--llm-html", "on/off: report.html in the --llm-report directory (default on; its charts cost a few "
         "seconds of CPU at the end of each run, the other files are written either way)")
     opt("--llm-warmup", "exclude from statistics: N = each user's first N requests (default 1), or a time like 30s")
@@ -115,6 +117,9 @@ def add_arguments(parser: Any) -> None:
     from llm_users.outputs.export import add_arguments as add_export_arguments
 
     add_export_arguments(opt)
+    from llm_users.protocols.limits import add_arguments as add_limit_arguments
+
+    add_limit_arguments(opt)  # --llm-max-event-bytes, -body-bytes, -header-bytes, --llm-max-chunks
 
 
 DEFAULT_PROMETHEUS_PORT = 9646
@@ -182,6 +187,7 @@ class RunConfig:
     spawn_seed: str | None = None  # --llm-seed as given: each user's own generator (llm_users/load/spawn.py)
     preflight: bool = True  # --llm-preflight: one request per route before the load (health/preflight.py)
     fail_stop_s: float | None = DEFAULT_FAIL_STOP_S  # --llm-fail-stop: None = off (health/guard.py)
+    allow_worker_loss: bool = False  # --llm-allow-worker-loss: a lost worker does not make the exit code 1
     headless: bool = False  # Locust's --headless: the LLM table prints after Locust's final one (outputs/console.py)
     #: the options these were parsed from, read-only (None: Locust used as a library, no options)
     options: Mapping[str, Any] | None = None
@@ -231,6 +237,7 @@ class RunConfig:
             spawn_seed=_spawn_seed(options),
             preflight=_preflight(options),
             fail_stop_s=_fail_stop(options),
+            allow_worker_loss=parse_bool(_given(options, "llm_allow_worker_loss") or False, "--llm-allow-worker-loss"),
             headless=bool(_given(options, "headless")),
             options=_snapshot(options),
         )
@@ -383,6 +390,15 @@ def config_for(environment: Any) -> RunConfig:
     classes = list(environment.user_classes or [])
     fix_at_start(options, environment.host, classes)
     return RunConfig.from_options(options, classes)
+
+
+def add_start_host(environment: Any, config: RunConfig, url: str) -> RunConfig:
+    """A host the run gave itself at start, after the options were read (the auto-started
+    simulator): the API key may go there too. Returns the configuration with it (also made the
+    run's, ``environment.llm_config``)."""
+    add_host(environment.parsed_options, url)
+    environment.llm_config = config.for_test(environment.parsed_options, list(config.user_settings))
+    return environment.llm_config
 
 
 def install(environment: Any, config: RunConfig) -> None:

@@ -19,7 +19,6 @@ import gevent
 from gevent.event import Event
 
 from llm_users import events as llm_events
-from llm_users import key_scope
 from llm_users import options as llm_options
 from llm_users.errors import ConfigError
 from llm_users.health import refusal
@@ -288,8 +287,6 @@ def _start_simulator(environment: Any, run: MergingRun) -> None:
         _fail(f"could not start the embedded simulator: {e}")
     run.simulator = sim
     environment.host = sim.url
-    key_scope.add_host(environment.parsed_options, sim.url)  # a host given at start: the key may go there
-    run.config = environment.llm_config = run.config.for_test(environment.parsed_options,
-                                                              list(run.config.user_settings))
+    run.config = llm_options.add_start_host(environment, run.config, sim.url)  # the key may go there too
     args = f" {run.redactor.text(extra)}" if extra else ""
     print(f"locust-llm: no --host given: started the embedded simulator (llm-sim{args}) at {sim.url}", flush=True)

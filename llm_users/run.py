@@ -43,6 +43,7 @@ from llm_users.outputs import SCHEMA, FinalData, RecordWriter
 from llm_users.outputs.final import apply_summary_hooks
 from llm_users.outputs.registry import write_outputs
 from llm_users.outputs.setup import setup_block
+from llm_users.protocols import limits
 from llm_users.redaction import Redactor
 
 
@@ -61,6 +62,7 @@ class LLMRun:
         self.monitor: SelfMonitor | None = SelfMonitor(node) if self.generates_load else None
         self.gc: GcTuner | None = GcTuner() if self.generates_load else None
         fix_mmap_threshold()  # large transient buffers go back (heap.py, issue 10)
+        limits.configure(limits.parse_limits(config.options))  # the response size and runaway bounds, process-wide
         self.test_start: float | None = None
         self.test_stop: float | None = None
         self._stopped = False  # test_stop handled for the current test
@@ -243,6 +245,7 @@ class WorkerRun(LLMRun):
         with span("shipper"):
             health = self.monitor.to_wire() if self.monitor is not None else None
             payload = self.shipper.payload(health, final=final)
+            payload["in_flight"] = getattr(self.environment, "llm_in_flight", 0)  # no record yet: lost with the worker
             if self.master_lost:  # kept for the worker's own file (master_watch.lose_master)
                 return
             self._unconfirmed = payload if final else self._unconfirmed
@@ -319,14 +322,10 @@ class MergingRun(LLMRun):
                                   window=(c.stats.total.first_start, c.stats.total.last_end),
                                   spawn_spread=all(u.spawn_spread for u in users),
                                   think_jitter=all(u.think_jitter_s > 0 for u in users))
-        s["workers"] = {
-            "reported": c.reported(),
-            "lost": c.lost_workers(self.test_stop),
-            "duplicate_records_dropped": c.duplicates,
-        }
+        s["workers"] = c.workers_summary(self.test_stop, self.config.allow_worker_loss)
         s["records"] = c.records
         s["records_file"] = self.writer.state() if self.writer is not None else None  # whole, or why not
-        s["backoff"] = {"enabled": self.config.backoff, "waits": c.backoff_waits, "wait_s": round(c.backoff_s, 3)}
+        s["backoff"] = c.backoff_summary(self.config.backoff)
         apply_summary_hooks(self.summary_hooks, s)  # one that fails is an error line, not a run without its report
         s["config"] = self.redactor.config(self.current_options)
         s["setup"] = setup_block(self.current_config, self.current_options)  # what was asked, for the report
@@ -347,7 +346,8 @@ class MergingRun(LLMRun):
         self.last_summary = summary
         failed = write_outputs(FinalData(summary, self.collector.timeline.rows(), self.collector.stats),
                                self.config.report_dir, () if self.config.html else ("html",))  # once each
-        if failed or (self.writer is not None and self.writer.error):  # a full disk, a vanished dir
+        lost = summary["workers"]["lost"] and not self.config.allow_worker_loss  # part of the load is missing
+        if failed or (self.writer is not None and self.writer.error) or lost:  # or a full disk, a vanished dir
             self.environment.process_exit_code = 1
         return summary
 

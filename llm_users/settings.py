@@ -17,7 +17,7 @@ from typing import Any
 from llm_users.client.cancel import CancelPlan, parse_cancel
 from llm_users.durations import parse_duration_s
 from llm_users.errors import ConfigError
-from llm_users.key_scope import KeyScope, scope_of
+from llm_users.key_scope import KeyScope, scope_of, warn_withheld
 from llm_users.protocols.sampling import Sampling
 from llm_users.protocols.tools import ToolSpec, check_route, parse_tool_options
 
@@ -85,6 +85,8 @@ class Settings:
         """The key for a request to ``host``: None unless the key may go there (a host given at
         start or allowed with ``--llm-api-key-hosts``)."""
         if self.key_scope is not None and not self.key_scope.allows(host):
+            if self.api_key() is not None:  # said once per host (the Logs tab in the web UI)
+                warn_withheld(host, self.api_key_names(), self.key_scope)
             return None
         return self.api_key()
 

@@ -28,7 +28,7 @@ from locust import User, constant, task
 from locust.exception import StopUser
 
 from llm_users import protocols
-from llm_users.client.backoff import Backoff
+from llm_users.client.backoff import Backoff, retry_after_seconds
 from llm_users.client.cancel import chosen
 from llm_users.client.failure_table import for_locust
 from llm_users.client.model_probe import discover_model
@@ -36,7 +36,6 @@ from llm_users.client.request_state import mark_cancelled, mark_failed, mark_int
 from llm_users.client.stream import StreamClient, new_request_id
 from llm_users.errors import Cancelled, LLMRequestError
 from llm_users.health.idle import serve_ready_io
-from llm_users.key_scope import warn_withheld
 from llm_users.load.spawn import first_request_delay, think_jitter, user_rng
 from llm_users.metrics import RequestRecord, check_usage, prompt_tokens_guess, sampling_issues
 from llm_users.options import Settings, run_config
@@ -123,8 +122,6 @@ class LLMUser(User):
         if self.route.kind != "chat":  # embeddings, rerank: --llm-batch-size items per request
             self.lane = BatchLane(self.lane, self.settings.batch_size)
         self.api_key = self.settings.api_key_for(self.host)  # only to a host given at start (key_scope.py)
-        if self.settings.key_scope is not None and self.settings.key_withheld(self.host):
-            warn_withheld(self.host, self.settings.api_key_names(), self.settings.key_scope)
         self.model_name = self.settings.model or "default"
         self.stream_client = StreamClient(
             self.client_base_url(self.host),
@@ -234,6 +231,7 @@ class LLMUser(User):
             # a chat request through build_request (a locustfile may override it); a batch from its spec
             req = self.build_request(messages, settings, images) if kind == "chat" else self.route.build(spec)
             rec = self._new_record(req.name)
+            rec.request_bytes = len(req.body)  # a 413's hint names it (health/guard.py)
             req.headers.update(self.extra_headers)
             req.headers["X-Request-Id"] = rec.request_id
             parser = self.new_parser()
@@ -260,12 +258,15 @@ class LLMUser(User):
             rec.reply = []  # kept only to judge the answer (structured_valid)
         exc: LLMRequestError | None = None
         started = time.perf_counter_ns()
+        env = self.environment
+        env.llm_in_flight = getattr(env, "llm_in_flight", 0) + 1  # a worker's payload says how many (distributed.py)
         try:
             run()
         except Cancelled as e:  # --llm-cancel-after: on purpose, not a failure
             mark_cancelled(rec, e, time.perf_counter_ns())
         except LLMRequestError as e:
             exc = e
+            rec.retry_after_s = retry_after_seconds(getattr(e, "retry_after", None))
             if not rec.t0_ns:  # failed before anything was sent (connect)
                 rec.t0_ns = started
                 rec.start_time = time.time() - (time.perf_counter_ns() - started) / 1e9
@@ -286,7 +287,10 @@ class LLMUser(User):
                 rec.structured_valid = structured_valid("".join(rec.reply or ()), answer_format)
             if item is not None and item.wants_reply and rec.server and rec.server.get("response_id"):
                 item.meta["response_id"] = rec.server["response_id"]  # a session may chain by it (sessions.py)
-        rec.backoff_s = self.backoff.after(rec)
+        finally:
+            env.llm_in_flight -= 1
+        wait = self.backoff.after(rec)  # open loop keeps its schedule: no user waits there (backoff.py)
+        rec.backoff_s = 0.0 if getattr(self.environment, "llm_open_loop", False) else wait
         elapsed_ns = rec.e2e_ns if rec.e2e_ns is not None else time.perf_counter_ns() - rec.t0_ns
         self.environment.events.request.fire(
             request_type="POST",
@@ -295,8 +299,7 @@ class LLMUser(User):
             response_length=rec.response_bytes,
             exception=for_locust(exc) if exc is not None else None,  # one table row per kind, not per request
             context={"backend": self.backend, "model": self.model_name},
-            url=None,
-            response=None,
+            url=None, response=None,
         )
         self._fire_record(rec)
         # the next request's building and sending waits for the sockets found ready meanwhile
@@ -311,14 +314,8 @@ class LLMUser(User):
             hook.fire(record=rec, user=self)
 
     def _new_record(self, name: str) -> RequestRecord:
-        rec = RequestRecord(
-            request_id=new_request_id(),
-            name=name,
-            backend=self.backend,
-            model=self.model_name,
-            user=self.user_number,
-            client=self.settings.client,
-        )
+        rec = RequestRecord(request_id=new_request_id(), name=name, backend=self.backend, model=self.model_name,
+                            user=self.user_number, client=self.settings.client)
         rec.warmup = self._sent < self._warmup_requests
         self._sent += 1
         return rec

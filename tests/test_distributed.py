@@ -43,12 +43,14 @@ def test_lost_worker_window() -> None:
     c = Collector()
     s = Shipper("w9")
     s.add(rec(1))
-    c.receive(s.payload(), now=100.0)
+    c.receive({**s.payload(), "in_flight": 3}, now=100.0)  # its users had 3 requests in flight then
     c.mark_lost("w9", now=104.5)
     lost = c.lost_workers(stop_time=110.0)
     assert lost == [{"worker": "w9", "last_report": 100.0, "lost_at": 104.5, "records_received": 1,
-                     "window_at_risk_s": 4.5, "window_at_risk": [100.0, 104.5]}]
+                     "in_flight_at_last_report": 3, "window_at_risk_s": 4.5, "window_at_risk": [100.0, 104.5]}]
     assert c.pending(["w9"]) == ["w9"]
+    workers = c.workers_summary(110.0, loss_allowed=False)
+    assert workers["unrecorded_requests_at_least"] == 3 and workers["loss_allowed"] is False
 
 
 def test_a_worker_that_came_back_and_was_lost_at_the_stop_is_at_risk_from_its_last_payload() -> None:

@@ -54,6 +54,7 @@ class RequestRecord:
     server_model: str | None = None  # the model the server says answered
     sampling_issues: list[str] | None = None  # what the server did not honour (see sampling_issues())
     response_bytes: int = 0
+    request_bytes: int = 0  # the request body as sent (0: not known, as in SDK mode)
     server: dict[str, Any] | None = None  # server-side figures (Ollama durations, vLLM metrics)
     # the server's own timings (protocols/server_side.py): queue_ns, prefill_ns, decode_ns,
     # server_total_ns (None where it says nothing) and source; None when the server gives none
@@ -65,6 +66,7 @@ class RequestRecord:
     cooldown: bool = False  # excluded from statistics: cool-down
     client: str = "raw"
     backoff_s: float = 0.0  # how long the user waited after this request (backoff.py), 0 = none
+    retry_after_s: float | None = None  # a 429/503's Retry-After, in seconds: the wait the server asked for
     # the workload (llm_users/workload): what was asked for, beside what the server counted
     target_input_tokens: int | None = None  # synthetic prompts: the prompt-token target
     target_output_tokens: int | None = None  # the max output tokens sent

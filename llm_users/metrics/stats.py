@@ -26,7 +26,10 @@ class Stats:
         self.excluded_cooldown = 0
         # and "connect": measured requests that opened their own connection, its connect_ns (before
         # t0, in no latency figure; the openai SDK opens one for every streamed request)
-        self.dists = {m: Distribution() for m in (*LATENCY_METRICS, *FIRST_TOKEN_METRICS, "connect")}
+        # and "waiting_first_byte": requests in flight at the stop that had no first byte yet, how
+        # long each had waited (t0 to the stop): a server that accepts and never answers
+        self.dists = {m: Distribution() for m in (*LATENCY_METRICS, *FIRST_TOKEN_METRICS, "connect",
+                                                  "waiting_first_byte")}
         self.reasoning = ReasoningStats()
         self.requests = 0
         self.failures = 0
@@ -54,6 +57,8 @@ class Stats:
             self.stale_reconnects += 1
         if rec.status == "interrupted":  # cut by the stop: counted, never a success or failure
             self.interrupted += 1
+            if rec.ttfb_ns is None and rec.e2e_ns is not None:  # still waiting for the server's first byte
+                self.dists["waiting_first_byte"].add(rec.e2e_ns)
             return
         if rec.status == "cancelled":  # abandoned by the client on purpose: counted, never a success or failure
             self.cancelled += 1

@@ -163,8 +163,7 @@ def summary_table(summary: dict[str, Any]) -> str:
         lines.append(f"failures by category: {cats}")
     interrupted = ov.get("interrupted") or 0
     if interrupted:
-        lines.append(f"interrupted: {interrupted} requests were in flight when the run stopped (kept in "
-                     "requests.jsonl with their TTFB/TTFT so far; not in these statistics)")
+        lines += interrupted_lines(interrupted, ov.get("waiting_first_byte") or {})
     cancelled = ov.get("cancelled") or 0
     if cancelled:
         lines.append(f"cancelled: {cancelled} requests were abandoned by the client on purpose (--llm-cancel-after; "
@@ -211,13 +210,17 @@ def summary_table(summary: dict[str, Any]) -> str:
         from llm_users.outputs.cost import console_line
 
         lines.append(console_line(summary["cost"]))
-    for lost in (summary.get("workers") or {}).get("lost", []):
-        lines.append(f"WARNING: worker {lost['worker']} was lost; up to {lost['window_at_risk_s']:.1f} s of its "
-                     f"data may be missing")
+    lines += lost_worker_lines(summary.get("workers") or {})
     lines += console_lines(summary)  # the load profiles' (open loop, stages, sweep: outputs/study_console.py)
     backoff = summary.get("backoff") or {}
-    if backoff.get("waits"):
-        lines.append(f"backoff: users waited {backoff['waits']} times ({backoff['wait_s']:.1f} s in all) after repeated identical "
+    retry = retry_after_line(backoff.get("retry_after") or {})
+    if retry:
+        lines.append(retry)
+    honoured = backoff.get("retry_after") or {}
+    waits = (backoff.get("waits") or 0) - (honoured.get("honoured") or 0)  # the Retry-After waits have their line
+    if waits > 0:
+        wait_s = (backoff.get("wait_s") or 0.0) - (honoured.get("waited_s") or 0.0)
+        lines.append(f"backoff: users waited {waits} times ({wait_s:.1f} s in all) after repeated identical "
                      "failures (connect errors, 4xx, empty answers, in-stream errors, cuts at one point), so as not to flood (--llm-backoff off disables it)")
     if summary.get("outages"):  # the server could not be reached, and when it was back (metrics/outages.py)
         from llm_users.metrics.outages import console_line as outage_line
@@ -273,3 +276,56 @@ def hold_until_quit(events: Any) -> None:
 
 
 CONSOLE = ConsoleTable()
+
+
+def lost_worker_lines(workers: dict[str, Any]) -> list[str]:
+    """A line per lost worker (what it took with it), and the exit code's reason."""
+    lines = []
+    for lost in workers.get("lost", []):
+        n = lost.get("in_flight_at_last_report") or 0
+        unrecorded = f"{n} requests it had in flight at its last report have no record; " if n else ""
+        lines.append(f"WARNING: worker {lost['worker']} was lost: {unrecorded}up to {lost['window_at_risk_s']:.1f} s "
+                     f"of its data may be missing")
+    if workers.get("lost") and not workers.get("loss_allowed"):
+        lines.append("exit 1: a worker was lost, so these figures miss part of the load (--llm-allow-worker-loss "
+                     "accepts such a run)")
+    return lines
+
+
+def interrupted_lines(interrupted: int, waiting: dict[str, Any]) -> list[str]:
+    """The requests in flight at the stop: streams cut mid-answer, and those the server had
+    not answered at all (no first byte), named apart with how long they waited."""
+    unanswered = waiting.get("count") or 0
+    cut = interrupted - unanswered
+    parts = [f"{cut} cut mid-answer"] if cut else []
+    if unanswered:
+        parts.append(f"{unanswered} still waiting for a first byte")
+    lines = [f"interrupted: {interrupted} requests were in flight when the run stopped ({', '.join(parts)}; kept "
+             "in requests.jsonl with their TTFB/TTFT so far; not in these statistics)"]
+    if unanswered:
+        lines.append(f"WARNING: {unanswered} requests never got a first byte: the server accepted them and had not "
+                     f"answered when the run stopped (waited p50 {fmt_s(waiting.get('p50'))}, max "
+                     f"{fmt_s(waiting.get('max'))}); they are in no latency figure (--llm-first-byte-timeout "
+                     "limits the wait)")
+    return lines
+
+
+def fmt_s(ms: float | None) -> str:
+    """Milliseconds as the console writes a wait: '850 ms', '12.3 s'."""
+    if ms is None:
+        return "-"
+    return f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.1f} s"
+
+
+def retry_after_line(retry: dict[str, Any]) -> str | None:
+    """The 429/503 answers that asked for a wait (``Retry-After``), and what the users did."""
+    n = retry.get("answers") or 0
+    if not n:
+        return None
+    asked = f"{n} answers (429/503) asked the client to wait (Retry-After, up to {retry['asked_max_s']:g} s)"
+    honoured = retry.get("honoured") or 0
+    if honoured:
+        return (f"retry-after: {asked}; users waited {honoured} times, {retry['waited_s']:.1f} s in all (at most "
+                f"{retry['cap_s']:g} s each)")
+    return (f"retry-after: {asked}; no user waited (open loop keeps its schedule, or --llm-backoff off): the "
+            "offered load went on")

@@ -23,6 +23,7 @@ FAULT_KINDS = (
     "empty_200",
     "reset_after_read",
     "big_frame",
+    "hang",
 )
 
 USAGE_ZERO = ("output", "input", "both")

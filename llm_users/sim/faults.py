@@ -17,7 +17,9 @@ terminator), ``midstream_error`` (the protocol's own in-stream error payload on 
 the body ends), ``empty_200`` (status 200 and the stream's headers, then the body ends without a
 single event), ``reset_after_read`` (the request is read, then the connection is reset before
 any response byte: on a reused keep-alive connection a client must not resend it), ``big_frame``
-(the token at the fault's chunk is 4 MiB of text: one 4 MiB frame, then the stream goes on).
+(the token at the fault's chunk is 4 MiB of text: one 4 MiB frame, then the stream goes on),
+``hang`` (the request is read and never answered, not one byte, until the client leaves: a
+server that accepts work it will never do).
 """
 
 from __future__ import annotations

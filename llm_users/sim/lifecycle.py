@@ -134,6 +134,8 @@ async def _serve(
         status = fault.http_status
         if status is not None:
             return _refuse(sim, rs, rec, dialect.fault(status, stream=job.stream, retry_after=cfg.retry_after_s))
+        if fault.kind == "hang":
+            return await _hang(sim, request, rs, rec, job, fault)
         if fault.kind == "reset_after_read":
             reset_connection(request.transport)
             return _finish(sim, rs, rec, job, "reset", 0, web.Response(), fault)
@@ -243,6 +245,18 @@ async def _serve(
     if late == "midstream_error":
         outcome = "error"
     return _finish(sim, rs, rec, job, outcome, st.i, body_resp, fault)
+
+
+async def _hang(sim: SimState, request: web.Request, rs: RouteStats, rec: Record | None, job: Job,
+                fault: Fault) -> web.StreamResponse:
+    """The ``hang`` fault: no answer at all until the client leaves (then ``aborted``)."""
+    left: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    if disconnect.watch(request.transport, lambda: left.done() or left.set_result(None)):
+        try:
+            await left
+        finally:
+            disconnect.unwatch(request.transport)
+    return _finish(sim, rs, rec, job, "aborted", 0, web.Response(), fault)
 
 
 def _finish(

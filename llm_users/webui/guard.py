@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from llm_users.key_scope import origin, withheld_line
-from llm_users.options import check_url
+from llm_users.options import check_url, current_options
 from llm_users.webui.form import value_of, web_fields
 
 log = logging.getLogger(__name__)
@@ -91,6 +91,15 @@ def refused_host(host: str | None, classes_have_hosts: bool) -> str | None:
     return None
 
 
+def refused_users(value: str | None) -> str | None:
+    """The line refusing a negative user count (Locust's dispatcher would raise mid-spawn and
+    leave the UI spawning forever), or None; a count that is no number Locust refuses itself."""
+    try:
+        return "the number of users must be 0 or more" if value is not None and int(value) < 0 else None
+    except ValueError:
+        return None
+
+
 def refused_user_class(settings: Mapping[str, Any]) -> str | None:
     """The line refusing a ``/user`` edit that sets anything but the class editor's fields."""
     extra = sorted(set(settings) - USER_CLASS_FIELDS)
@@ -129,17 +138,17 @@ def key_notes(run_config: Any, host: str | None) -> list[str]:
     return list(dict.fromkeys(lines))
 
 
-def exposure_line(options: Any, run_config: Any) -> str | None:
+def exposure_line(options: Mapping[str, Any], run_config: Any) -> str | None:
     """The start line when an API key is loaded and the UI listens beyond loopback without
     ``--web-login``: anyone who reaches it can start runs that carry the key to its hosts."""
-    web_host = str(getattr(options, "web_host", "") or "").strip()
-    if getattr(options, "web_login", False) or web_host.startswith(_LOOPBACK):
+    web_host = str(options.get("web_host") or "").strip()
+    if options.get("web_login") or web_host.startswith(_LOOPBACK):
         return None
     names = [s.api_key_names() for s in run_config.user_settings.values() if s.api_key() is not None]
     if not names:
         return None
     where = "all interfaces" if web_host in ("", "*", "0.0.0.0", "::") else web_host
-    port = getattr(options, "web_port", 8089)
+    port = options.get("web_port") or 8089
     return (f"the web UI listens on {where}:{port} without --web-login and an API key ({', '.join(dict.fromkeys(names))}) "
             f"is loaded: whoever reaches it can start runs that use the key; add --web-host 127.0.0.1 (or --web-login)")
 
@@ -182,9 +191,10 @@ def install(web_ui: Any, run: Any) -> None:
             return refuse(reason, 400) if reason else None
         if not request.path.endswith("/swarm"):
             return None
-        options = vars(environment.parsed_options) if environment.parsed_options is not None else {}
+        options = current_options(environment)
         reason = refused_field(request.form.keys(), options, custom_parameters())
-        reason = reason or refused_value(request.form, options, shipped_names())
+        reason = reason or refused_value(request.form, options, shipped_names()) or refused_users(
+            request.form.get("user_count"))
         if reason is None and "host" in request.form:
             classes = list(environment.user_classes or [])
             reason = refused_host(request.form.get("host"), bool(classes) and all(getattr(c, "host", None)
@@ -203,6 +213,6 @@ def install(web_ui: Any, run: Any) -> None:
                 response.set_data(jsonify(data).get_data())
         return response
 
-    line = exposure_line(environment.parsed_options, run.config)
+    line = exposure_line(current_options(environment), run.config)
     if line:
         print(f"locust-llm: {line}", file=sys.stderr, flush=True)

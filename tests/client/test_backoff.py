@@ -91,3 +91,29 @@ def test_a_repeat_that_differs_is_not_the_same_failure(kind: str) -> None:
     b = Backoff()
     waits = [b.after(r) for r in (first, first, different, first, different, first)]
     assert waits == [0.0] * 6
+
+
+def test_retry_after_is_seconds_or_an_http_date() -> None:
+    from llm_users.client.backoff import retry_after_seconds
+
+    assert retry_after_seconds("5") == 5.0 and retry_after_seconds(" 0 ") == 0.0
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412470.0) == 10.0
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412490.0) == 0.0  # past: at once
+    for bad in (None, "", "soon", "-3", "1.5e9x", "Wed, 99 Foo 2015"):
+        assert retry_after_seconds(bad) is None, bad
+
+
+def test_a_429_or_503_retry_after_is_honoured_at_once_and_bounded() -> None:
+    from llm_users.client.backoff import RETRY_AFTER_MAX_S
+
+    b = Backoff()
+    asked = RequestRecord("r", "/v1/chat/completions", "vllm", "m", status="error", http_status=429,
+                          error_category="http_429", retry_after_s=5.0)
+    assert b.after(asked) == 5.0  # the first one: the server said how long
+    hour = RequestRecord("r", "/v1/chat/completions", "vllm", "m", status="error", http_status=503,
+                         error_category="http_503", retry_after_s=3600.0)
+    assert b.after(hour) == RETRY_AFTER_MAX_S
+    other = RequestRecord("r", "/v1/chat/completions", "vllm", "m", status="error", http_status=400,
+                          error_category="http_400", retry_after_s=5.0)
+    assert Backoff().after(other) == 0.0  # Retry-After means something on 429 and 503 only
+    assert Backoff(enabled=False).after(asked) == 0.0

@@ -137,6 +137,8 @@ def test_a_host_typed_in_the_form_gets_no_key_and_no_option_reads_a_secret(case,
         assert status == 400 and "api_key_env" in answer["message"]
         status, answer = post(base + "/swarm", {**start, "host": ""})
         assert answer["success"] is False and answer["message"].startswith("give the server's URL as Host")
+        status, answer = post(base + "/swarm", {**start, "user_count": "-5"})
+        assert answer["success"] is False and answer["message"] == "the number of users must be 0 or more"
         assert seen == []  # nothing refused reached the stranger
 
         # the stranger's host typed in the form: the load goes there, the key does not, and the UI says so

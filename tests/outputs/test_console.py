@@ -148,3 +148,40 @@ def test_a_connection_per_request_is_said_with_its_cost() -> None:
         s.add(RequestRecord(f"k{j}", "/v1/chat/completions", "vllm", "m", start_time=10 + j, ttft_ns=40_000_000,
                             e2e_ns=1_000_000_000, itl_ns=[5_000_000]))
     assert console.connect_line(s.total.summary()) is None
+
+
+def test_requests_never_answered_are_named_apart_from_streams_cut_mid_answer() -> None:
+    """Issue 54 item 3: at the stop, a request with no first byte yet is counted with its wait,
+    exactly across a merge; one that had its first byte is a stream cut mid-answer."""
+    workers = [StatsByName(), StatsByName()]
+    for i, wait_ms in enumerate((1_500, 12_000, 800)):  # each sent and never answered until the stop
+        workers[i % 2].add(RequestRecord(f"h{i}", "/v1/chat/completions", "vllm", "m", start_time=i,
+                                         status="interrupted", e2e_ns=wait_ms * 1_000_000))
+    workers[0].add(RequestRecord("c", "/v1/chat/completions", "vllm", "m", start_time=5, status="interrupted",
+                                 ttfb_ns=30_000_000, ttft_ns=40_000_000, e2e_ns=2_000_000_000))
+    merged = StatsByName()
+    for w in workers:
+        merged.merge_wire(w.to_wire())
+    ov = merged.total.summary()
+    assert ov["interrupted"] == 4 and ov["waiting_first_byte"]["count"] == 3
+    assert ov["waiting_first_byte"]["max"] == 12_000 and ov["requests"] == 0 and ov["failures"] == 0
+    lines = console.interrupted_lines(ov["interrupted"], ov["waiting_first_byte"])
+    assert lines[0].startswith("interrupted: 4 requests were in flight when the run stopped (1 cut mid-answer, "
+                               "3 still waiting for a first byte;")
+    assert lines[1].startswith("WARNING: 3 requests never got a first byte: the server accepted them and had not "
+                               "answered when the run stopped (waited p50 1.5 s, max 12.0 s)")
+    assert console.interrupted_lines(1, {"count": 0}) == [
+        "interrupted: 1 requests were in flight when the run stopped (1 cut mid-answer; kept in requests.jsonl "
+        "with their TTFB/TTFT so far; not in these statistics)"]
+
+
+def test_a_lost_worker_is_said_with_what_it_took_and_the_exit_code() -> None:
+    lost = {"worker": "w1", "window_at_risk_s": 1.74, "in_flight_at_last_report": 3}
+    assert console.lost_worker_lines({"lost": [lost], "loss_allowed": False}) == [
+        "WARNING: worker w1 was lost: 3 requests it had in flight at its last report have no record; up to 1.7 s "
+        "of its data may be missing",
+        "exit 1: a worker was lost, so these figures miss part of the load (--llm-allow-worker-loss accepts such "
+        "a run)"]
+    assert console.lost_worker_lines({"lost": [{**lost, "in_flight_at_last_report": 0}], "loss_allowed": True}) == [
+        "WARNING: worker w1 was lost: up to 1.7 s of its data may be missing"]
+    assert console.lost_worker_lines({"lost": []}) == []

@@ -14,6 +14,7 @@ from llm_users.webui.guard import (
     refused_field,
     refused_host,
     refused_user_class,
+    refused_users,
     refused_value,
 )
 from locustfiles.vllm import VLLMUser
@@ -84,16 +85,22 @@ def test_the_exposure_line_and_the_key_notes(monkeypatch) -> None:
     monkeypatch.setenv("GUARD_TEST_KEY", "sk-guard-test-0123456789")
     opts = Namespace(llm_api_key_env="GUARD_TEST_KEY", llm_api_key_hosts="http://127.0.0.1:8000")
     config = RunConfig.from_options(opts, [VLLMUser])
-    assert exposure_line(Namespace(web_host="", web_port=8089, web_login=False), config) == (
+    assert exposure_line({"web_host": "", "web_port": 8089, "web_login": False}, config) == (
         "the web UI listens on all interfaces:8089 without --web-login and an API key (GUARD_TEST_KEY) is loaded: "
         "whoever reaches it can start runs that use the key; add --web-host 127.0.0.1 (or --web-login)")
-    assert exposure_line(Namespace(web_host="127.0.0.1", web_port=8089, web_login=False), config) is None
-    assert exposure_line(Namespace(web_host="0.0.0.0", web_port=8089, web_login=True), config) is None
+    assert exposure_line({"web_host": "127.0.0.1", "web_port": 8089, "web_login": False}, config) is None
+    assert exposure_line({"web_host": "0.0.0.0", "web_port": 8089, "web_login": True}, config) is None
     keyless = RunConfig.from_options(Namespace(llm_api_key_hosts="http://127.0.0.1:8000"), [VLLMUser])
-    assert exposure_line(Namespace(web_host="", web_port=8089, web_login=False), keyless) is None
+    assert exposure_line({"web_host": "", "web_port": 8089, "web_login": False}, keyless) is None
     assert key_notes(config, "http://127.0.0.1:8000") == []
     assert key_notes(config, "http://127.0.0.1:9") == [
         "the API key (GUARD_TEST_KEY) is not sent to http://127.0.0.1:9: it goes only to the hosts given when "
         "locust started (http://127.0.0.1:8000); to send it there, start locust with --llm-api-key-hosts "
         "http://127.0.0.1:9"]
     assert key_notes(keyless, "http://127.0.0.1:9") == []
+
+
+def test_a_negative_user_count_is_one_line() -> None:
+    assert refused_users("-5") == "the number of users must be 0 or more"
+    assert refused_users("0") is None and refused_users("64") is None
+    assert refused_users("lots") is None and refused_users(None) is None  # Locust's own message
