@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.real.servers import free_port  # the one free-port helper (servers.py is standalone)
+from tests.real.servers import die_with_parent, free_port  # servers.py is standalone
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCUST = str(Path(sys.executable).parent / "locust")
@@ -42,7 +42,8 @@ def run_locust(
         cmd += ["--llm-report", str(report)]
     if csv_prefix is not None:  # Locust's final stats, written at exit (its CSV is periodic)
         cmd += ["--json-file", str(csv_prefix)]
-    return subprocess.run(cmd, cwd=ROOT, env=locust_env(env), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(cmd, cwd=ROOT, env=locust_env(env), capture_output=True, text=True, timeout=timeout,
+                          preexec_fn=die_with_parent())  # a test run killed from outside ends it too
 
 
 #: The locustfile of each client mode in runs that test both: raw mode the vLLM locustfile (our
@@ -68,6 +69,7 @@ def start_locust(args: list[str], log: Path, *, locustfile: str | Path = "vllm.p
     than the project root, the project stays importable (PYTHONPATH)."""
     path = locustfile if isinstance(locustfile, Path) else ROOT / "locustfiles" / locustfile
     where = {} if cwd == ROOT else {"PYTHONPATH": str(ROOT)}
+    popen.setdefault("preexec_fn", die_with_parent())  # a test run killed from outside ends it too
     return subprocess.Popen([LOCUST, "-f", str(path), "--loglevel", loglevel, *args], cwd=cwd,
                             env=locust_env(where | (env or {})), stdout=log.open("w"), stderr=subprocess.STDOUT, **popen)
 

@@ -14,6 +14,11 @@ to a millisecond, a send lag) run after the shards, alone (``LLM_TEST_SHARD=seri
 pytest's own gevent can't run under pytest-xdist (its workers' threads meet Locust's monkey
 patching: ``LoopExit``), hence processes of our own. A shard that collects nothing fails, as
 ``make test``'s own exit 5 does.
+
+At the end it prints each lane's wall time and the 20 slowest tests. Stopped from outside
+(Ctrl-C, SIGTERM from ``timeout`` or CI's time limit, its parent gone, even SIGKILL) it leaves
+nothing running: the shards die with it (``PR_SET_PDEATHSIG``, tests/real/servers.py's
+``die_with_parent``), and so do the servers and ``locust`` processes each test started.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -29,9 +35,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.real.servers import die_with_parent
+
 DURATIONS = Path(__file__).with_name("durations.json")
 #: Seconds a test counts for when its file is not in DURATIONS.
 UNKNOWN_S = 3.0
+SLOWEST = 20  # the slowest tests named at the end
 ENV = "LLM_TEST_SHARD"
 RECORD_ENV = "LLM_TEST_DURATIONS_OUT"
 
@@ -122,6 +131,38 @@ def serial_args(args: list[str]) -> list[str]:
     return out
 
 
+class Stopped(Exception):
+    """``make test`` was stopped from outside: a signal, or its parent went away."""
+
+
+def _stop_on_signals() -> None:
+    def stop(signum: int, _frame: object) -> None:
+        raise Stopped(signal.Signals(signum).name)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, stop)
+
+
+def _end(procs: list[subprocess.Popen[bytes]], grace: float = 10.0) -> None:
+    """Stop every pytest still running (SIGTERM, then SIGKILL): their children die with them."""
+    live = [p for p in procs if p.poll() is None]
+    for p in live:
+        p.terminate()
+    deadline = time.monotonic() + grace
+    for p in live:
+        try:
+            p.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def slowest(durations: dict[str, float], n: int = SLOWEST) -> list[str]:
+    """The ``n`` slowest tests, one line each: seconds and node id."""
+    top = sorted(durations.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+    return [f"{s:8.1f} s  {nodeid}" for nodeid, s in top]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.sharding", description=__doc__.split("\n\n")[0])
     ap.add_argument("-j", "--shards", type=int, default=3, help="pytest processes at once (default 3)")
@@ -130,34 +171,63 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     logs = Path(os.environ.get("LLM_TEST_LOGS", ".test-shards"))
     logs.mkdir(exist_ok=True)
+    for old in logs.glob("*.durations.json"):
+        old.unlink()
     base = [sys.executable, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider"]
     t0 = time.monotonic()
+    parent = os.getppid()
+    procs: list[subprocess.Popen[bytes]] = []
 
     def start(name: str, spec: str, args: list[str], out: subprocess._FILE) -> subprocess.Popen[bytes]:
-        env = {**os.environ, ENV: spec}
-        if a.record:
-            env[RECORD_ENV] = str(logs / f"{name}.durations.json")
-        return subprocess.Popen([*base, *args], env=env, stdout=out, stderr=subprocess.STDOUT)
+        env = {**os.environ, ENV: spec, RECORD_ENV: str(logs / f"{name}.durations.json")}
+        proc = subprocess.Popen([*base, *args], env=env, stdout=out, stderr=subprocess.STDOUT,
+                                preexec_fn=die_with_parent())
+        procs.append(proc)
+        return proc
 
-    shards = [(f"shard{k}", start(f"shard{k}", f"{k}/{a.shards}", a.pytest_args, (logs / f"shard{k}.log").open("wb")))
-              for k in range(a.shards)]
+    def wait(proc: subprocess.Popen[bytes]) -> int | None:
+        """One second of waiting; Stopped when this process's parent went away."""
+        if os.getppid() != parent:
+            raise Stopped("its parent went away")
+        try:
+            return proc.wait(1)
+        except subprocess.TimeoutExpired:
+            return None
+
+    _stop_on_signals()
+    lanes: dict[str, float] = {}
     codes: dict[str, int] = {}
-    while len(codes) < len(shards):  # each shard's output as soon as it ends
-        time.sleep(1)
-        for name, proc in shards:
-            if name not in codes and proc.poll() is not None:
-                codes[name] = proc.returncode
-                sys.stdout.write(f"\n===== {name}: exit {codes[name]} after {time.monotonic() - t0:.0f} s =====\n")
-                sys.stdout.write((logs / f"{name}.log").read_text(errors="replace"))
-                sys.stdout.flush()
-    sys.stdout.write(f"\n===== serial: the timing-bound tests, alone, from {time.monotonic() - t0:.0f} s =====\n")
-    sys.stdout.flush()
-    codes["serial"] = start("serial", "serial", serial_args(a.pytest_args), None).wait()
+    try:
+        shards = [(f"shard{k}", start(f"shard{k}", f"{k}/{a.shards}", a.pytest_args,
+                                      (logs / f"shard{k}.log").open("wb"))) for k in range(a.shards)]
+        while len(codes) < len(shards):  # each shard's output as soon as it ends
+            for name, proc in shards:
+                if name not in codes and (wait(proc) if proc.poll() is None else proc.returncode) is not None:
+                    codes[name] = proc.returncode
+                    lanes[name] = time.monotonic() - t0
+                    sys.stdout.write(f"\n===== {name}: exit {codes[name]} after {lanes[name]:.0f} s =====\n")
+                    sys.stdout.write((logs / f"{name}.log").read_text(errors="replace"))
+                    sys.stdout.flush()
+        begun = time.monotonic()
+        sys.stdout.write(f"\n===== serial: the timing-bound tests, alone, from {begun - t0:.0f} s =====\n")
+        sys.stdout.flush()
+        serial = start("serial", "serial", serial_args(a.pytest_args), None)
+        while (code := wait(serial)) is None:
+            pass
+        codes["serial"] = code
+        lanes["serial"] = time.monotonic() - begun
+    except Stopped as e:
+        sys.stdout.write(f"\nmake test: stopped ({e}): ending every test process\n")
+        sys.stdout.flush()
+        _end(procs)
+        return 1
+    merged: dict[str, float] = {}
+    for f in logs.glob("*.durations.json"):
+        merged.update(json.loads(f.read_text()))
     if a.record:
-        merged: dict[str, float] = {}
-        for f in logs.glob("*.durations.json"):
-            merged.update(json.loads(f.read_text()))
         DURATIONS.write_text(json.dumps(dict(sorted(merged.items())), indent=0) + "\n")
+    sys.stdout.write(f"\nmake test: the {SLOWEST} slowest tests\n" + "".join(f"{line}\n" for line in slowest(merged)))
+    sys.stdout.write("make test: lanes " + ", ".join(f"{k} {s:.0f} s" for k, s in lanes.items()) + "\n")
     bad = {k: c for k, c in codes.items() if c != 0}
     for k, c in bad.items():
         why = "collected no tests" if c == 5 else "failed"

@@ -3,7 +3,10 @@ serial tests' files found without collecting the suite."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
+
+import pytest
 
 from tests.sharding import deal, group_of, serial_args
 
@@ -70,3 +73,64 @@ def test_shards_at_once_then_the_serial_lane_alone(tmp_path: Path) -> None:
     assert proc.stdout.count("1 passed") == 3
     assert "make test: 3 pytest runs in" in proc.stdout and "all passed" in proc.stdout
     assert sorted(p.name for p in logs.glob("*.log")) == ["shard0.log", "shard1.log"]
+
+
+SLEEPER = '''
+import os
+import time
+from pathlib import Path
+
+from tests.real.servers import _spawn
+
+
+def test_sleeper(tmp_path):
+    server = _spawn("sleep", ["sleep", "300"], tmp_path / "log")  # its own session, as a real server's
+    Path(os.environ["SLEEPER_PIDS"]).write_text(f"{os.getpid()} {server.pid}")
+    time.sleep(300)
+'''
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or a zombie nobody reaped yet (a container's init may not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL", "parent-gone"])
+def test_a_stopped_run_leaves_nothing_running(tmp_path: Path, how: str) -> None:
+    """Issue 55 item 6: ``make test`` stopped from outside (``timeout``'s SIGTERM, a kill -9, its
+    parent gone) ends its shards and what their tests started, a server in its own session too."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "test_sleeper.py").write_text(SLEEPER)
+    pids = tmp_path / "pids"
+    env = {**os.environ, "LLM_TEST_LOGS": str(tmp_path / "logs"), "SLEEPER_PIDS": str(pids)}
+    cmd = [sys.executable, "-m", "tests.sharding", "-j", "1", str(tmp_path / "t")]
+    if how == "parent-gone":  # as `timeout make test` ends make alone
+        cmd = ["sh", "-c", " ".join(cmd) + " & wait"]
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not pids.exists() or len(pids.read_text().split()) < 2:
+            assert time.monotonic() < deadline and proc.poll() is None, "the sleeper test never started"
+            time.sleep(0.1)
+        shard, server = (int(p) for p in pids.read_text().split())
+        assert not _gone(shard) and not _gone(server)
+        proc.send_signal(signal.SIGKILL if how != "SIGTERM" else signal.SIGTERM)
+        proc.wait(30)
+        deadline = time.monotonic() + 20
+        while not (_gone(shard) and _gone(server)):
+            assert time.monotonic() < deadline, f"left running: shard {not _gone(shard)}, server {not _gone(server)}"
+            time.sleep(0.1)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)

@@ -34,7 +34,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 XLLAMACPP = "xllamacpp==2026.10.11549"
@@ -201,11 +201,35 @@ class ServerProcess:
         return f"<{self.name} pid={self.pid} url={self.url}>"
 
 
+def die_with_parent() -> Callable[[], None]:
+    """A ``preexec_fn``: the child gets SIGKILL when this process dies (Linux's
+    ``PR_SET_PDEATHSIG``), however it dies, so a test run stopped from outside (CI's time limit,
+    ``timeout``, Ctrl-C, ``kill -9``) leaves no server in its own process group running; it
+    survives ``exec``. Where prctl is not there, the child runs as before."""
+    parent = os.getpid()
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return lambda: None
+
+    def arm() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died between the fork and the prctl
+            os._exit(1)
+
+    return arm
+
+
+PR_SET_PDEATHSIG = 1
+
+
 def _spawn(name: str, cmd: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as out:
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=env, start_new_session=True)
+                                env=env, start_new_session=True, preexec_fn=die_with_parent())
 
 
 def wait_ready(server: ServerProcess, path: str, timeout: float, headers: dict[str, str] | None = None) -> None:
