@@ -82,7 +82,7 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
                 named = "--llm-" in str(e) or str(e).startswith("dataset")
                 raise ConfigError(str(e) if named else f"--llm-dataset/--llm-prompts: {e}") from None
         if role_for(runner).merges:  # the process that talks to the server's host and writes the report
-            _check_hosts(environment, user_classes)
+            _check_hosts(environment, user_classes, config)
             if config.report_dir:
                 check_report_dir(config.report_dir)
         llm_options.install(environment, config)  # read again at each test start, before the study sees it
@@ -235,8 +235,14 @@ def _preflight(environment: Any, run: Any) -> None:
             _fail(fatal.message)
 
 
-def _check_hosts(environment: Any, user_classes: list[Any]) -> None:
-    """--host (and any User class's own host) is an http(s) URL, checked before any request."""
+def _check_hosts(environment: Any, user_classes: list[Any], config: llm_options.RunConfig) -> None:
+    """--host (and any User class's own host) is an http(s) URL, checked before any request; an
+    empty one (``--host ""``, ``LOCUST_HOST=``: an unset variable, most likely) is no request to
+    run against the embedded simulator, which only a missing --host starts."""
+    if (config.options or {}).get("host") == "":
+        raise ConfigError("--host is empty (given without a value, or LOCUST_HOST set to nothing): give the "
+                          "server's URL, e.g. --host http://localhost:8000, or leave --host out to run against "
+                          "the embedded simulator")
     if environment.host:
         llm_options.check_url(environment.host, "--host")
     for cls in user_classes:

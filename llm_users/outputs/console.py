@@ -162,13 +162,14 @@ def summary_table(summary: dict[str, Any]) -> str:
         cats = ", ".join(f"{k}={v}" for k, v in sorted(ov["failures_by_category"].items()))
         lines.append(f"failures by category: {cats}")
     interrupted = ov.get("interrupted") or 0
+    kept = summary.get("records_file") is not None  # requests.jsonl is written (--llm-report)
     if interrupted:
-        lines += interrupted_lines(interrupted, ov.get("waiting_first_byte") or {})
+        lines += interrupted_lines(interrupted, ov.get("waiting_first_byte") or {}, kept)
     cancelled = ov.get("cancelled") or 0
     if cancelled:
+        where = "in requests.jsonl with what was measured until then, " if kept else ""
         lines.append(f"cancelled: {cancelled} requests were abandoned by the client on purpose (--llm-cancel-after; "
-                     "in requests.jsonl with what was measured until then, in Locust's table as '<name> (cancelled)'; "
-                     "not failures, not in these statistics)")
+                     f"{where}in Locust's table as '<name> (cancelled)'; not failures, not in these statistics)")
     completed = (cancelled + (ov.get("requests") or 0) + (ov.get("excluded_warmup") or 0)
                  + (ov.get("excluded_cooldown") or 0))
     if not completed:
@@ -292,16 +293,18 @@ def lost_worker_lines(workers: dict[str, Any]) -> list[str]:
     return lines
 
 
-def interrupted_lines(interrupted: int, waiting: dict[str, Any]) -> list[str]:
+def interrupted_lines(interrupted: int, waiting: dict[str, Any], kept: bool = True) -> list[str]:
     """The requests in flight at the stop: streams cut mid-answer, and those the server had
-    not answered at all (no first byte), named apart with how long they waited."""
+    not answered at all (no first byte), named apart with how long they waited; ``kept``:
+    requests.jsonl holds them (a run with ``--llm-report``)."""
     unanswered = waiting.get("count") or 0
     cut = interrupted - unanswered
     parts = [f"{cut} cut mid-answer"] if cut else []
     if unanswered:
         parts.append(f"{unanswered} still waiting for a first byte")
-    lines = [f"interrupted: {interrupted} requests were in flight when the run stopped ({', '.join(parts)}; kept "
-             "in requests.jsonl with their TTFB/TTFT so far; not in these statistics)"]
+    where = "kept in requests.jsonl with their TTFB/TTFT so far; " if kept else ""
+    lines = [f"interrupted: {interrupted} requests were in flight when the run stopped ({', '.join(parts)}; "
+             f"{where}not in these statistics)"]
     if unanswered:
         lines.append(f"WARNING: {unanswered} requests never got a first byte: the server accepted them and had not "
                      f"answered when the run stopped (waited p50 {fmt_s(waiting.get('p50'))}, max "

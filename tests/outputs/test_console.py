@@ -185,3 +185,9 @@ def test_a_lost_worker_is_said_with_what_it_took_and_the_exit_code() -> None:
     assert console.lost_worker_lines({"lost": [{**lost, "in_flight_at_last_report": 0}], "loss_allowed": True}) == [
         "WARNING: worker w1 was lost: up to 1.7 s of its data may be missing"]
     assert console.lost_worker_lines({"lost": []}) == []
+
+
+def test_requests_jsonl_is_named_only_when_it_is_written() -> None:
+    """Issue 53 item 10: "kept in requests.jsonl" was printed by a run without --llm-report."""
+    assert "requests.jsonl" not in console.interrupted_lines(2, {}, kept=False)[0]
+    assert "kept in requests.jsonl" in console.interrupted_lines(2, {}, kept=True)[0]
