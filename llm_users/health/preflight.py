@@ -24,6 +24,7 @@ server). ``--llm-preflight off`` skips it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -103,6 +104,10 @@ def explain(exc: LLMRequestError, t: Target) -> Finding:
         return Finding(True, f"{what} answered {status} (no such route): {other} Or pick another "
                              f"--llm-endpoint ({ends}; now {t.endpoint}), or drop a path from --host")
     if status is not None and 400 <= status < 500 and status not in _TRANSIENT_4XX:
+        if _NO_REASON.match(exc.message.strip()):  # nothing to go on: no guess at a cause
+            return Finding(True, f"{what} answered {status} with an empty body: the server refused something "
+                                 f"in the request (a field or a header) without saying what; the run's requests "
+                                 f"are built the same way (the server's log may say)")
         return Finding(True, f"{what} answered {status}: {_short(exc.message)}; check --llm-model and the "
                              f"sampling options (the run's requests are built the same way)")
     if type(exc) in _BROKEN:
@@ -124,6 +129,11 @@ def explain_probe(exc: LLMRequestError, t: Target) -> Finding:
         return Finding(True, f"the model probe (GET /v1/models at {t.host}, {t.user}) did not answer JSON: "
                              f"is it an OpenAI-compatible server? (or give --llm-model)")
     return explain(exc, probe)
+
+
+#: what an error's message says when the answer had no body: our raw client's "HTTP 400", the
+#: openai/anthropic SDKs' "Error code: 400" (after ours: "HTTP 400: Error code: 400")
+_NO_REASON = re.compile(r"^(?:(?:HTTP|Error code:) \d{3}(?::\s*(?:None|\{\})?)?\s*)+$")
 
 
 def _short(text: str, limit: int = 160) -> str:
@@ -162,7 +172,10 @@ def send_once(user: Any) -> None:
     """One request through the run's path (raw or SDK); raises the error tree on failure."""
     messages = list(PROMPT)
     spec = user.request_spec(messages, user.settings)
-    rec = RequestRecord("preflight", user.route.path, user.backend, user.model_name)
+    from llm_users.client.stream import new_request_id
+
+    # a UUID as every request's (a server may validate X-Request-Id: llama-cpp-python answers 400)
+    rec = RequestRecord(new_request_id(), user.route.path, user.backend, user.model_name)
     if user.settings.client == "sdk":
         from llm_users.client.sdk import sdk_stream
 
@@ -170,6 +183,7 @@ def send_once(user: Any) -> None:
         return
     req = user.route.build(spec)
     req.headers.update(user.extra_headers)
+    req.headers["X-Request-Id"] = rec.request_id  # as the run's requests carry it (users.py)
     user.stream_client.stream(req, user.route.parser(), rec, user.descriptor.overload_statuses)
 
 
