@@ -24,6 +24,7 @@ server). ``--llm-preflight off`` skips it.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -38,7 +39,9 @@ from llm_users.errors import (
     HTTPStatusError,
     LLMRequestError,
     ProtocolError,
+    ReadTimeout,
     TLSError,
+    TotalTimeout,
     TransportError,
 )
 from llm_users.metrics import RequestRecord
@@ -48,9 +51,11 @@ from llm_users.settings import Settings, Timeouts
 PROMPT = ({"role": "user", "content": "Hi"},)
 TRIES = 3
 RETRY_WAIT_S = 1.0
-#: the preflight's own limits (a dead host must not hold the start for the run's 10 s connect limit)
+#: the preflight's own limits (a dead host must not hold the start for the run's 10 s connect limit,
+#: a silent or endless one for its 120 s first-byte and 600 s limits): each try at most TOTAL_S,
+#: so the whole preflight of a route at most TRIES x TOTAL_S
 CONNECT_S = 5.0
-TOTAL_S = 60.0
+TOTAL_S = 20.0
 _TRANSIENT_4XX = frozenset({408, 409, 425, 429})
 #: answers that are not the dialect's stream at all (a truncated one is a fault of the moment)
 _BROKEN = (ProtocolError, EmptyResponse)
@@ -77,11 +82,17 @@ class Target:
     host: str
     key_names: str  # the variable(s) the key is read from, by name
     key_set: bool
+    limit_field: str = "its output-token limit"  # the request's field that asks for N tokens at most (by name)
 
 
-def explain(exc: LLMRequestError, t: Target) -> Finding:
-    """The finding for a failed preflight request (pure: the tests call it directly)."""
+def explain(exc: LLMRequestError, t: Target, chunks: int = 0) -> Finding:
+    """The finding for a failed preflight request (pure: the tests call it directly); ``chunks``:
+    the token chunks it had streamed (it asked for one)."""
     what = f"the preflight request ({t.request} at {t.host}, {t.user})"
+    if chunks > 1 and (exc.category == "runaway_stream" or isinstance(exc, (TotalTimeout, ReadTimeout))):
+        return Finding(False, f"{what} asked for 1 output token and was still streaming ({chunks} chunks, "
+                              f"{exc.category}): the server does not honour the output limit this dialect sends "
+                              f"({t.limit_field}); the run's answers may not end where --llm-max-tokens says; going on")
     locustfile = t.locustfile or f"the {t.backend} one"
     other = f"is it a {t.backend} server? (wrong locustfile for this server? {locustfile} speaks {t.backend}'s API)."
     status = exc.status if isinstance(exc, HTTPStatusError) else None
@@ -145,7 +156,7 @@ def _short(text: str, limit: int = 160) -> str:
 
 def _with_one_token(settings: Settings) -> Settings:
     t = settings.timeouts
-    timeouts = Timeouts(connect=min(t.connect or CONNECT_S, CONNECT_S), first_byte=t.first_byte,
+    timeouts = Timeouts(connect=min(t.connect or CONNECT_S, CONNECT_S), first_byte=min(t.first_byte or TOTAL_S, TOTAL_S),
                         read=t.read, total=min(t.total or TOTAL_S, TOTAL_S))
     return replace(settings, sampling=replace(settings.sampling, max_tokens=1), timeouts=timeouts)
 
@@ -175,7 +186,7 @@ def send_once(user: Any) -> None:
     from llm_users.client.stream import new_request_id
 
     # a UUID as every request's (a server may validate X-Request-Id: llama-cpp-python answers 400)
-    rec = RequestRecord(new_request_id(), user.route.path, user.backend, user.model_name)
+    rec = user.preflight_record = RequestRecord(new_request_id(), user.route.path, user.backend, user.model_name)
     if user.settings.client == "sdk":
         from llm_users.client.sdk import sdk_stream
 
@@ -209,6 +220,7 @@ def check_class(cls: type, settings: Settings, host: str, discovered: dict[str, 
         backend=descriptor.name, endpoint=user.route.endpoint, endpoints=descriptor.endpoints,
         request=f"{user.route.build(user.request_spec(list(PROMPT), user.settings)).method} {user.route.path}",
         host=host, key_names=settings.api_key_names(), key_set=user.api_key is not None,
+        limit_field=_limit_field(user.route.build(user.request_spec(list(PROMPT), user.settings)).body),
     )
     try:
         if descriptor.discover_model and settings.model is None:
@@ -228,19 +240,48 @@ def check_class(cls: type, settings: Settings, host: str, discovered: dict[str, 
                 return None
             except LLMRequestError as e:
                 last = e
-                finding = explain(e, target)
+                finding = explain(e, target, _chunks(user))
                 if finding.fatal and not (type(e) in _BROKEN and attempt < TRIES - 1):
                     return finding  # a broken stream is tried again: one may be a fault of the moment
                 if not isinstance(e, (TransportError, HTTPStatusError)) and e.category not in (
                         "server_error", "server_overloaded"):
                     break
-        return explain(last, target) if last is not None else None
+        return explain(last, target, _chunks(user)) if last is not None else None
     except ConfigError as e:  # a setting the run could not use either
         return Finding(True, str(e))
     except Exception as e:  # noqa: BLE001 - a custom builder's bug is the run's to show, not the preflight's
         return Finding(False, f"the preflight of {cls.__name__} could not run ({type(e).__name__}: {e}); going on")
     finally:
         user.stream_client.close()
+
+
+UNKNOWN_LIMIT = "its output-token limit"
+#: the fields in which the dialects ask for an output limit (OpenAI, vLLM, Anthropic, the Responses
+#: API, Gemini, Ollama, TGI)
+LIMIT_FIELDS = ("max_completion_tokens", "max_tokens", "max_output_tokens", "maxOutputTokens", "num_predict",
+                "max_new_tokens")
+
+
+def _limit_field(body: bytes) -> str:
+    """The field of a request body that asks for the output limit, by name (where it sits)."""
+    try:
+        obj = json.loads(body or b"{}")
+    except ValueError:
+        return UNKNOWN_LIMIT
+    todo = [obj]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, dict):
+            for name in LIMIT_FIELDS:
+                if name in node:
+                    return name
+            todo += node.values()
+    return UNKNOWN_LIMIT
+
+
+def _chunks(user: Any) -> int:
+    rec = getattr(user, "preflight_record", None)
+    return rec.chunks if rec is not None else 0
 
 
 def run_preflight(classes: Iterable[tuple[type, Settings, str]], discovered: dict[str, str]) -> list[Finding]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -41,6 +42,51 @@ def test_without_a_report_no_line_names_requests_jsonl() -> None:
     out = proc.stdout + proc.stderr
     assert "interrupted: 2 requests were in flight when the run stopped" in out, out[-2000:]
     assert "requests.jsonl" not in out
+
+
+class _Endless(BaseHTTPRequestHandler):
+    """A server that ignores the output limit: one token chunk every 50 ms until the client goes."""
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()  # HTTP/1.0: the body runs until the connection closes
+        chunk = {"id": "c1", "object": "chat.completion.chunk", "model": "m",
+                 "choices": [{"index": 0, "delta": {"content": "la "}, "finish_reason": None}]}
+        line = b"data: " + json.dumps(chunk).encode() + b"\n\n"
+        try:
+            for _ in range(2000):
+                self.wfile.write(line)
+                self.wfile.flush()
+                time.sleep(0.05)
+        except OSError:
+            pass
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("client", ["raw", "sdk"])
+def test_a_preflight_that_never_ends_says_the_output_limit_was_not_honoured(client: str) -> None:
+    """Issue 53 item 12: a server that ignores the dialect's output limit held the start for three
+    tries of 60 s, then said "the server may be busy". Each try is bounded (here by --llm-timeout)
+    and the line names the field the server ignored."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Endless)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        proc = run_locust(LOCUSTFILES[client], "--host", f"http://127.0.0.1:{server.server_address[1]}", "-u", "1",
+                          "-t", "1s", "--llm-model", "m", "--llm-timeout", "2", "--llm-prometheus-port", "0",
+                          "--llm-client", client, env={"OPENAI_API_KEY": "sk-any"}, timeout=90)
+    finally:
+        server.shutdown()
+        server.server_close()
+    out = proc.stdout + proc.stderr
+    field = "max_tokens" if client == "raw" else "max_completion_tokens"
+    lines = [ln for ln in out.splitlines() if "asked for 1 output token and was still streaming" in ln]
+    assert len(lines) == 1, out[-3000:]
+    assert f"the server does not honour the output limit this dialect sends ({field})" in lines[0], lines[0]
+    assert "may be busy" not in out
 
 
 class _Validating(BaseHTTPRequestHandler):
