@@ -2,7 +2,8 @@
 
 Rule (docs/options.md): a duration is a number followed by a unit, ``ns``, ``us`` (or ``µs``),
 ``ms``, ``s``, ``m`` or ``h`` (``500ms``, ``30s``, ``1.5m``, ``2h``; spaces allowed between
-number and unit). A bare number is refused: the unit is never guessed.
+number and unit). A bare number is refused: the unit is never guessed. The time limits that were always plain
+seconds (:func:`parse_seconds`) take a unit too, and their bare seconds still.
 """
 
 from __future__ import annotations
@@ -29,6 +30,15 @@ def parse_duration_ns(text: str, option: str) -> float:
 def parse_duration_s(text: str, option: str) -> float:
     """``'30s'`` -> 30.0 (seconds)."""
     return parse_duration_ns(text, option) / 1e9
+
+
+def parse_seconds(text: str, option: str) -> float:
+    """The time limits' form (``--llm-timeout``, ``--llm-scrape-interval``...): a duration with
+    its unit (``30s``, ``500ms``, ``2m``), or a bare number of seconds as these options always
+    took (like Locust's ``--stop-timeout``). Raises :class:`ConfigError` naming ``option``."""
+    if _is_number(text):
+        return float(str(text))
+    return parse_duration_s(text, option)
 
 
 def _is_number(text: str) -> bool:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from llm_users.durations import parse_duration_s
+from llm_users.durations import parse_duration_s, parse_seconds
 from llm_users.errors import ConfigError
 from llm_users.key_scope import add_host, fix_at_start
 from llm_users.settings import Settings, Timeouts, is_llm_user, parse_bool, settings_for
@@ -69,10 +69,10 @@ def add_arguments(parser: Any) -> None:
         "class's host, the auto-started simulator), comma-separated URLs or HOST[:PORT]; * = any. A host typed "
         "in the web UI outside them gets requests without the key")
     opt("--llm-client", "raw (default: our streaming client) | sdk (the backend's official SDK)", web=True)
-    opt("--llm-connect-timeout", "connect time limit, seconds (default 10)", web=True)
-    opt("--llm-first-byte-timeout", "time limit to the first response byte, seconds (default 120)", web=True)
-    opt("--llm-read-timeout", "longest gap between reads mid-stream, seconds (default 60)", web=True)
-    opt("--llm-timeout", "whole-request time limit, seconds (default 600)", web=True)
+    opt("--llm-connect-timeout", "connect time limit, e.g. 10s (bare seconds too; default 10s)", web=True)
+    opt("--llm-first-byte-timeout", "time limit to the first response byte, e.g. 2m (default 120s)", web=True)
+    opt("--llm-read-timeout", "longest gap between reads mid-stream, e.g. 60s (default 60s)", web=True)
+    opt("--llm-timeout", "whole-request time limit, e.g. 10m (bare seconds too; default 600s)", web=True)
     opt("--llm-insecure", "true/false: skip TLS certificate verification (default false)")
     opt("--llm-cancel-after", "abandon requests (close the stream) after N token chunks (20tokens, 20 tokens) or "
         "a duration from sending (1.5s, 800ms); recorded as status cancelled, never a failure (default off)")
@@ -103,11 +103,11 @@ def add_arguments(parser: Any) -> None:
     opt("--llm-sim-args", "extra llm-sim arguments for the auto-started simulator (no --host given)")
     opt("--llm-prometheus-port", "Prometheus /metrics port of the master or local runner (default 9646; 0 = off)")
     opt("--llm-prometheus-host", "address the Prometheus exporter listens on (default 0.0.0.0)")
-    opt("--llm-prometheus-linger", "seconds the exporter keeps serving after the test stops (default 0)")
+    opt("--llm-prometheus-linger", "how long the exporter keeps serving after the test stops, e.g. 30s (default 0)")
     opt("--llm-gpu-sidecar", "GPU sidecar URLs to pull during the run, comma-separated (host:port or URL)")
     opt("--llm-server-metrics", "the LLM server's own /metrics: URL, or off (default auto: found on --host for "
         "vLLM, SGLang, TGI, llama.cpp)")
-    opt("--llm-scrape-interval", "seconds between pulls of the sidecars and server metrics (default 2)")
+    opt("--llm-scrape-interval", "time between pulls of the sidecars and server metrics, e.g. 2s (default 2s)")
     from llm_users.workload.build import add_arguments as add_workload_arguments
 
     add_workload_arguments(opt)
@@ -154,6 +154,17 @@ def _number(options: Any, name: str, default: float, kind: type = float) -> Any:
     if number < 0:
         raise ConfigError(f"--{name.replace('_', '-')} must not be negative, got {value!r}")
     return number
+
+
+def _seconds(options: Any, name: str, default: float) -> float:
+    """A time option given in seconds or with a unit (``30s``, ``500ms``), never negative."""
+    value = _given(options, name)
+    if value is None:
+        return default
+    seconds = value if isinstance(value, int | float) else parse_seconds(value, f"--{name.replace('_', '-')}")
+    if seconds < 0:
+        raise ConfigError(f"--{name.replace('_', '-')} must not be negative, got {value!r}")
+    return float(seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +218,7 @@ class RunConfig:
             shlex.split(sim_args)
         except ValueError as e:
             raise ConfigError(f"--llm-sim-args: cannot split {sim_args!r} ({e})") from None
-        interval = _number(options, "llm_scrape_interval", DEFAULT_SCRAPE_INTERVAL_S)
+        interval = _seconds(options, "llm_scrape_interval", DEFAULT_SCRAPE_INTERVAL_S)
         if interval <= 0:
             raise ConfigError("--llm-scrape-interval must be more than 0 seconds")
         sidecars = tuple(u.strip() for u in str(_given(options, "llm_gpu_sidecar") or "").split(",") if u.strip())
@@ -222,7 +233,7 @@ class RunConfig:
             sim_args=sim_args,
             prometheus_port=_port(options),
             prometheus_host=str(_given(options, "llm_prometheus_host") or "0.0.0.0"),
-            prometheus_linger_s=_number(options, "llm_prometheus_linger", 0.0),
+            prometheus_linger_s=_seconds(options, "llm_prometheus_linger", 0.0),
             scrape_interval_s=interval,
             gpu_sidecars=sidecars,
             server_metrics=_server_metrics(options),

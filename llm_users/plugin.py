@@ -25,6 +25,7 @@ from llm_users.health import refusal
 from llm_users.load import study, wiring
 from llm_users.outputs.files import check_report_dir
 from llm_users.run import MasterRun, MergingRun, role_for, run_for
+from llm_users.settings import overridden
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,9 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
             if config.report_dir:
                 check_report_dir(config.report_dir)
         llm_options.install(environment, config)  # read again at each test start, before the study sees it
+        if role_for(runner).merges:
+            for line in overridden(config.options):
+                print(f"locust-llm: note: {line}", flush=True)
         run = run_for(environment, config, runner)
         if isinstance(run, MasterRun):  # summary.json's workers.merge: the merge's lag and CPU
             run.summary_hooks.append(run.collector.add_merge_state)

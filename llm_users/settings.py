@@ -11,11 +11,12 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from llm_users.client.cancel import CancelPlan, parse_cancel
-from llm_users.durations import parse_duration_s
+from llm_users.durations import parse_duration_s, parse_seconds
 from llm_users.errors import ConfigError
 from llm_users.key_scope import KeyScope, scope_of, warn_withheld
 from llm_users.protocols.sampling import Sampling
@@ -129,11 +130,16 @@ def settings_for(user_cls: Any, options: Any) -> Settings:
     if client not in ("raw", "sdk"):
         raise ConfigError(f"--llm-client must be raw or sdk, got {client!r}")
     defaults = Timeouts()
+
+    def seconds(name: str, default: float | None) -> float:
+        value = get(name, default)
+        return value if isinstance(value, int | float) else parse_seconds(value, f"--{name.replace('_', '-')}")
+
     timeouts = Timeouts(
-        connect=num("llm_connect_timeout", defaults.connect),
-        first_byte=num("llm_first_byte_timeout", defaults.first_byte),
-        read=num("llm_read_timeout", defaults.read),
-        total=num("llm_timeout", defaults.total),
+        connect=seconds("llm_connect_timeout", defaults.connect),
+        first_byte=seconds("llm_first_byte_timeout", defaults.first_byte),
+        read=seconds("llm_read_timeout", defaults.read),
+        total=seconds("llm_timeout", defaults.total),
     )
     if sampling.temperature > MAX_TEMPERATURE:
         raise ConfigError(f"--llm-temperature must be between 0 and {MAX_TEMPERATURE:g} (what the APIs accept), "
@@ -197,3 +203,13 @@ def _jitter(text: Any) -> float:
     if text is None or str(text).strip() in ("", "0", "off"):
         return 0.0
     return parse_duration_s(str(text), "--llm-think-jitter")
+
+
+def overridden(options: Mapping[str, Any] | None) -> list[str]:
+    """Lines for options given together where one silently decides: the run goes on, said."""
+    opts = options or {}
+    max_tokens, output = opts.get("llm_max_tokens"), opts.get("llm_output_tokens")
+    if max_tokens not in (None, "") and output not in (None, ""):
+        return [f"--llm-output-tokens {output} sets each request's max tokens, so --llm-max-tokens {max_tokens} "
+                "applies to none of them; give one of the two"]
+    return []

@@ -223,3 +223,23 @@ def test_a_test_reads_the_slos_again_and_a_bad_one_keeps_the_runs() -> None:
     fresh = run.for_test(Namespace(llm_slo="ttft=300ms,tpot=50ms"), [VLLMUser])
     assert dict(fresh.slos) == {"ttft": 300e6, "tpot": 50e6} and dict(run.slos) == {"ttft": 500e6}
     assert dict(run.for_test(Namespace(llm_slo="ttft=fast"), [VLLMUser]).slos) == {"ttft": 500e6}
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("30s", 30.0), ("500ms", 0.5), ("2m", 120.0), ("45", 45.0),
+                                                ("1.5", 1.5)])
+def test_the_time_limits_take_a_unit_and_bare_seconds_still(text: str, seconds: float) -> None:
+    """Issue 53 item 7: ``--llm-timeout 30s`` was refused; ``--llm-timeout 30`` keeps working."""
+    s = settings_for(VLLMUser, Namespace(llm_timeout=text, llm_connect_timeout=text, llm_first_byte_timeout=text,
+                                         llm_read_timeout=text))
+    assert s.timeouts.total == s.timeouts.connect == s.timeouts.first_byte == s.timeouts.read == seconds
+    cfg = RunConfig.from_options(Namespace(llm_scrape_interval=text, llm_prometheus_linger=text))
+    assert cfg.scrape_interval_s == cfg.prometheus_linger_s == seconds
+
+
+def test_a_time_limit_that_is_no_duration_names_the_option() -> None:
+    with pytest.raises(ConfigError, match=r"^--llm-timeout: cannot read 'soon' as a duration"):
+        settings_for(VLLMUser, Namespace(llm_timeout="soon"))
+    with pytest.raises(ConfigError, match=r"^--llm-scrape-interval: cannot read '2 sec' as a duration"):
+        RunConfig.from_options(Namespace(llm_scrape_interval="2 sec"))
+    with pytest.raises(ConfigError, match=r"^--llm-prometheus-linger must not be negative"):
+        RunConfig.from_options(Namespace(llm_prometheus_linger="-1"))

@@ -53,7 +53,7 @@ GROUPS: list[tuple[str, list[tuple[str, str, str | None]]]] = [
         ("--llm-ignore-eos", "true/false: generate past EOS where the backend can", None),
         ("--llm-endpoint", "chat | completions | responses | generate", None),
         ("--llm-client", "raw (our streaming client) | sdk (the backend's SDK)", None),
-        ("--llm-timeout", "whole-request time limit, seconds", None),
+        ("--llm-timeout", "whole-request time limit, e.g. 10m (or seconds)", None),
         ("--llm-think-jitter", "random pause before each later request, e.g. 200ms", None),
         ("--llm-spawn-spread", "on/off: spread each spawn batch's first requests", None),
         ("--llm-response-format", "json: ask for a JSON answer, checked (schema:FILE: on the command line)", None),

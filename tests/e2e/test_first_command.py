@@ -169,3 +169,11 @@ def _is_uuid(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def test_max_tokens_beside_output_tokens_is_explained() -> None:
+    """Issue 53 item 7: --llm-output-tokens silently won over --llm-max-tokens."""
+    proc = run_locust("vllm.py", "-u", "1", "-t", "1s", "--llm-max-tokens", "32", "--llm-output-tokens", "64",
+                      "--llm-preflight", "off", "--llm-prometheus-port", "0", timeout=60)
+    assert ("locust-llm: note: --llm-output-tokens 64 sets each request's max tokens, so --llm-max-tokens 32 "
+            "applies to none of them; give one of the two") in proc.stdout, proc.stdout[-2000:]
