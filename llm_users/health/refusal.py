@@ -77,7 +77,7 @@ def users_count(value: str) -> int:
 
 
 def _argument_error(message: str) -> NoReturn:
-    refuse(f"{message} (locust --help lists the options)")
+    refuse(f"{message} (llm-options lists the --llm-* options, locust --help Locust's own)")
 
 
 def install_excepthook() -> None:

@@ -42,7 +42,7 @@ class Sweep(LoadProfile):
         opt("--llm-sweep-target", "sweep: share of requests that must meet every SLO (default 0.95)")
         opt("--llm-sweep-points", "sweep: most points measured; -t is split among them (default 12)")
         opt("--llm-sweep-tolerance", "sweep: the bisection stops when the passing and failing loads are this "
-            "close: users (concurrency), req/s (rate) or a share such as 5% (default 1 user / 5%)")
+            "close: users (concurrency), req/s (rate) or a share such as 5%% (default 1 user / 5%%)")
 
     def parse(self, opts: Any) -> SweepConfig | None:
         mode = given(opts, "llm_sweep")
