@@ -15,7 +15,7 @@ What it finds (:func:`explain`, pure):
 - 408/429/5xx, an overload answer, a timeout, a reset: **transient**: tried again
   (:data:`TRIES` in all, :data:`RETRY_WAIT_S` apart), then one warning line and the run goes on
   (a busy or warming-up server is not a wrong setup; the mid-run fail-stop,
-  :mod:`llm_users.health.failstop`, ends a run that never recovers).
+  :mod:`llm_users.health.guard`, ends a run that never recovers).
 
 Where it runs is the plugin's choice (``llm_users/plugin.py``): the process that sends the load
 (the local runner at start; each worker as its test starts, since a master may not reach the
