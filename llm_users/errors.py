@@ -18,7 +18,9 @@ keeps the server's own words where there are any. Raw and SDK mode raise the sam
     ├── ProtocolError               malformed_stream
     │   ├── StreamTruncated         stream_truncated
     │   ├── EmptyResponse           empty_response
-    │   └── WrongResultCount        wrong_result_count (embeddings/rerank)
+    │   ├── WrongResultCount        wrong_result_count (embeddings/rerank)
+    │   ├── ResponseTooLarge        response_too_large (a line, event, body or head over its bound)
+    │   └── RunawayStream           runaway_stream (far more chunks than the tokens asked)
     ├── ServerStreamError           server_error (payload code in ``code``)
     │   └── ServerOverloaded        server_overloaded
     ├── SDKError                    sdk_error (an SDK exception nothing else explains)
@@ -120,6 +122,23 @@ class WrongResultCount(ProtocolError):
     """An embeddings or rerank answer with another number of vectors or scores than inputs sent."""
 
     category = "wrong_result_count"
+
+
+class ResponseTooLarge(ProtocolError):
+    """A piece of the response grew past its bound (:mod:`llm_users.protocols.limits`): an SSE
+    event or NDJSON line without its end, a whole-body answer, the response head, or what a
+    compressed body inflates to. Cut while reading, so memory stays flat; the message names the
+    bound and the option that raises it."""
+
+    category = "response_too_large"
+
+
+class RunawayStream(ProtocolError):
+    """A stream ran far past the output asked (token chunks past the runaway bound: a generous
+    multiple of the max tokens); cut there. Below the bound an over-long answer is a success
+    the sampling check flags."""
+
+    category = "runaway_stream"
 
 
 class ServerStreamError(LLMRequestError):

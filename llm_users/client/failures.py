@@ -11,7 +11,8 @@ rules, so its category is written once):
   refused): ``tls_error``, as raw mode;
 - httpx transport errors in the chain: ``connect_timeout``/``connect_error``; a read timeout
   before the response head is ``first_byte_timeout``, after it ``read_timeout``; a closed or
-  reset connection is ``connection_reset``;
+  reset connection is ``connection_reset``; h11's refusal of a response head past its own 100 KiB
+  ("Receive buffer too long") is ``response_too_large``, as raw mode's head bound;
 - an SDK error carrying an error payload after a 2xx head: the payload through the parser
   (``server_error``/``server_overloaded``, its code in ``error_code``, http_status stays 2xx);
 - an SDK status error after a non-2xx head: ``http_<status>``;
@@ -37,6 +38,7 @@ from llm_users.errors import (
     LLMRequestError,
     ProtocolError,
     ReadTimeout,
+    ResponseTooLarge,
     SDKError,
     ServerStreamError,
     TLSError,
@@ -77,6 +79,9 @@ def from_sdk_exception(exc: BaseException, state: RequestState) -> LLMRequestErr
         name = type(e).__name__
         if _is_httpx(e) or isinstance(e, OSError):
             what = f"{name}: {_msg(e)}"
+            if name == "RemoteProtocolError" and "Receive buffer too long" in what:
+                return ResponseTooLarge("a response head over 100 KiB, the bound of h11 (the SDKs' HTTP parser; "
+                                        "--llm-max-header-bytes applies below it)")
             if name in ("ConnectTimeout", "PoolTimeout"):
                 return ConnectTimeout(what)
             if name == "ConnectError" or isinstance(e, ConnectionRefusedError):
@@ -96,7 +101,7 @@ def from_sdk_exception(exc: BaseException, state: RequestState) -> LLMRequestErr
         return ServerStreamError(f"{type(exc).__name__}: {_msg(exc)}")
     status = state.status if state.responded else _status(exc)
     if status is not None and status >= 300:
-        return HTTPStatusError(f"HTTP {status}: {_msg(exc)}", status=status)
+        return HTTPStatusError(f"HTTP {status}: {_msg(exc)}", status=status, retry_after=_retry_after(exc))
     return SDKError(f"{type(exc).__name__}: {_msg(exc)}")
 
 
@@ -116,6 +121,17 @@ def _error_payload(exc: BaseException) -> tuple[dict[str, Any], bytes | None] | 
     if "error" not in body:
         body = {"error": body}
     return body, None
+
+
+def _retry_after(exc: BaseException) -> str | None:
+    """The answer's ``Retry-After`` from the SDK exception's response (openai, anthropic,
+    google-genai keep the httpx response; ollama's error has none)."""
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    try:
+        value = headers.get("retry-after") if headers is not None else None
+    except (AttributeError, TypeError):
+        return None
+    return str(value) if value else None
 
 
 def _status(exc: BaseException) -> int | None:

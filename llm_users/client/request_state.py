@@ -2,8 +2,10 @@
 
 Raw mode feeds it the parser's events for each ``recv``; SDK mode feeds the same parser the
 SDK's chunks (as the wire's JSON objects) and hands it the resulting events. So the end rule
-(``empty_response``, ``stream_truncated``), the categories of in-stream errors and how token
-counts are settled are written once, here. Pure bookkeeping: no I/O; the caller stamps time.
+(``empty_response``, ``stream_truncated``), the runaway bound (``runaway_stream``: token chunks
+far past the max tokens asked, :mod:`~llm_users.protocols.limits`), the categories of in-stream
+errors and how token counts are settled are written once, here. Pure bookkeeping: no I/O; the
+caller stamps time.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from llm_users.errors import (
     WrongResultCount,
 )
 from llm_users.metrics import RequestRecord
+from llm_users.protocols import limits
 from llm_users.protocols.base import (
     Content,
     Event,
@@ -43,9 +46,11 @@ class RequestState:
     """Fills ``record`` as a request goes: :meth:`start`, :meth:`response`, :meth:`handle`
     (any number of times), then :meth:`finish` at the end of the body. ``parser`` is the
     route's parser: its ``frames`` and ``complete`` decide the end rule; ``side`` the route's
-    :class:`~llm_users.protocols.server_side.ServerSide` (the server's own timings and id)."""
+    :class:`~llm_users.protocols.server_side.ServerSide` (the server's own timings and id).
+    The runaway bound comes from the record's ``target_output_tokens`` (the max tokens sent)."""
 
-    __slots__ = ("record", "parser", "overload", "last_ns", "status", "cancel_chunks", "side", "headers")
+    __slots__ = ("record", "parser", "overload", "last_ns", "status", "cancel_chunks", "side", "headers",
+                 "max_chunks", "cut_at")
 
     def __init__(self, record: RequestRecord, parser: StreamParser,
                  overload_statuses: frozenset[int] = DEFAULT_OVERLOAD, cancel_chunks: int = 0,
@@ -58,6 +63,9 @@ class RequestState:
         self.cancel_chunks = cancel_chunks  # --llm-cancel-after N tokens: raise Cancelled at the Nth chunk
         self.side = side
         self.headers: Headers = _NO_HEADERS  # the response's (lower-case bytes names), read at the end
+        self.max_chunks = limits.CURRENT.max_chunks(record.target_output_tokens)
+        # the chunk count that cuts the stream: the cancel's, or one past the runaway bound (one compare a chunk)
+        self.cut_at = cancel_chunks if 0 < cancel_chunks <= self.max_chunks else self.max_chunks + 1
 
     def start(self) -> int:
         """t0: just before the request's first byte is written."""
@@ -104,8 +112,8 @@ class RequestState:
                     rec.tool_call = True
                 if rec.reply is not None and not reasoning:
                     rec.reply.append(ev.text)  # type: ignore[union-attr]  # a session's next turn, a JSON check
-                if rec.chunks == self.cancel_chunks:
-                    raise Cancelled(f"the client cancelled the request after {rec.chunks} token chunks")
+                if rec.chunks == self.cut_at:
+                    raise self._cut()
             elif cls is Usage:
                 rec.usage(ev.input_tokens, ev.output_tokens, ev.reasoning_tokens, ev.server)  # type: ignore[union-attr]
             elif cls is Finish:
@@ -118,6 +126,13 @@ class RequestState:
                 if rec.inputs is not None and ev.count != rec.inputs:  # type: ignore[union-attr]
                     raise WrongResultCount(f"{ev.count} results for {rec.inputs} inputs")  # type: ignore[union-attr]
                 rec.vector_dim = ev.dim  # type: ignore[union-attr]
+
+    def _cut(self) -> LLMRequestError:
+        """``--llm-cancel-after N tokens`` reached, or the runaway bound passed."""
+        n = self.record.chunks
+        if n == self.cancel_chunks:
+            return Cancelled(f"the client cancelled the request after {n} token chunks")
+        return limits.runaway(n, self.record.target_output_tokens, self.max_chunks, limits.CURRENT.chunks is not None)
 
     def server_error(self, ev: ServerError) -> ServerStreamError:
         """An error payload inside a 200 stream: ``server_overloaded`` when its kind says

@@ -12,7 +12,10 @@ This measures what an application built on the SDK experiences, with raw mode's 
 - the SDK's HTTP client is an ``httpx.Client`` of ours: its request hook applies our connect
   and first-byte limits (whatever timeout the SDK passes), its response hook stamps TTFB when
   the response head arrives and switches to the read-gap limit; the total limit is a gevent
-  ``Timeout`` as in raw mode. ``max_retries=0``: every attempt is one request.
+  ``Timeout`` as in raw mode. ``max_retries=0``: every attempt is one request;
+- the request hook asks for ``Accept-Encoding: identity`` (every SDK, as raw mode) and the
+  response hook puts the body behind raw mode's size bounds, inflating a body compressed all
+  the same in bounded pieces (:mod:`.sdk_body`); the runaway bound is the request state's.
 
 Sync clients run under gevent (Locust monkey-patches sockets). The SDKs are the optional extra
 ``locust-llm[sdk]``, imported when the run is set up (:func:`check_sdk_available`), not inside
@@ -35,9 +38,11 @@ from llm_users.client import keepalive
 from llm_users.client.cancel import CancelPlan
 from llm_users.client.failures import from_sdk_exception
 from llm_users.client.request_state import RequestState
+from llm_users.client.sdk_body import LINE_ENDS, SSE_ENDS, bound
 from llm_users.client.stream import cancel_timeout
 from llm_users.errors import Cancelled, ConfigError, LLMRequestError, TotalTimeout
 from llm_users.metrics import RequestRecord
+from llm_users.protocols import limits
 from llm_users.protocols.backend import SDKSetup, all_backends
 
 perf_counter_ns = time.perf_counter_ns
@@ -133,6 +138,8 @@ class SDKSession:
         self._limits = {"connect": t.connect, "read": t.first_byte, "write": t.read, "pool": t.connect}
         self.user = user
         self.route = user.route
+        kind, protocol = self.route.kind, self.route.protocol  # what the event bound counts (sdk_body.py)
+        self._ends = () if kind != "chat" else LINE_ENDS if protocol == "ollama" else SSE_ENDS
         binding = self.route.sdk
         if binding is None:
             raise ConfigError(f"--llm-client sdk is not available for {user.backend}")
@@ -187,6 +194,7 @@ class SDKSession:
     def _on_request(self, request: Any) -> None:
         # our limits, whatever the SDK passed per request; the id the simulator traces by
         request.extensions["timeout"] = dict(self._limits)
+        request.headers["Accept-Encoding"] = "identity"  # as raw mode; a server that compresses anyway: sdk_body
         request.headers.update(self.user.extra_headers)
         state = self.streaming.get(getcurrent())
         if state is not None:
@@ -240,6 +248,7 @@ class SDKSession:
                 self._response_stream[getcurrent()] = stream
         # bytes flow from here on: the longest gap between reads is the read limit
         response.request.extensions["timeout"]["read"] = self.timeouts.read
+        bound(response, limits.CURRENT, self._ends)  # the size bounds (raises response_too_large)
 
     def stream(self, spec: Any, rec: RequestRecord, overload_statuses: frozenset[int],
                cancel: CancelPlan | None = None) -> RequestRecord:

@@ -10,8 +10,11 @@ readability first (gevent's own ``socket.recv`` tries a non-blocking recv before
 syscalls per event), reuse one buffer, and reuse the per-connection timeout timers.
 
 One :class:`StreamClient` per Locust user: it keeps one keep-alive connection, verifies TLS by
-default, sends ``Accept-Encoding: identity`` and enforces four time limits (connect, first byte,
-gap between reads, whole request). Failures raise the :mod:`llm_users.errors` tree. A request is
+default, sends ``Accept-Encoding: identity`` (a 2xx body compressed all the same fails as
+``malformed_stream`` naming its encoding: raw mode does not inflate) and enforces four time limits
+(connect, first byte, gap between reads, whole request) and the size bounds of
+:mod:`llm_users.protocols.limits` (the response head here, a line, event or body in the parsers).
+Failures raise the :mod:`llm_users.errors` tree. A request is
 never sent twice: an idle keep-alive connection is checked (zero-timeout, as urllib3's
 ``is_connection_dropped``) *before* sending and replaced if the server closed it; anything that
 fails after the bytes went out is that request's failure. Some servers close a connection right
@@ -41,6 +44,7 @@ import orjson
 from gevent import Timeout
 
 from llm_users.client import keepalive
+from llm_users.client.bodies import BodyCollector, refuse_encoding, status_error
 from llm_users.client.cancel import CancelPlan
 from llm_users.client.connection import Connection, ReadDeadline
 from llm_users.client.request_state import DEFAULT_OVERLOAD, RequestState
@@ -50,7 +54,6 @@ from llm_users.errors import (
     ConnectionResetError_,
     ConnectTimeout,
     FirstByteTimeout,
-    HTTPStatusError,
     LLMRequestError,
     ProtocolError,
     ReadTimeout,
@@ -58,7 +61,8 @@ from llm_users.errors import (
     TotalTimeout,
 )
 from llm_users.metrics import RequestRecord
-from llm_users.protocols.base import HTTPRequest, StreamParser, error_message
+from llm_users.protocols import limits
+from llm_users.protocols.base import HTTPRequest, StreamParser
 from llm_users.protocols.server_side import ServerSide
 from llm_users.settings import Timeouts  # the time limits are part of the configuration
 
@@ -74,6 +78,7 @@ _BUF_SIZE = 16384
 _BUF = bytearray(_BUF_SIZE)
 _VIEW = memoryview(_BUF)
 _MAX_ERROR_BODY = 65536
+_NO_BOUND = 1 << 62  # the head bound once the head is in
 
 
 class _Exchange:
@@ -102,6 +107,8 @@ class _Exchange:
         status = self.http.get_status_code()
         self.failed = status >= 300
         self.state.response(status, self.now, self.headers)
+        if not self.failed and b"content-encoding" in self.headers:
+            refuse_encoding(status, self.headers[b"content-encoding"])
 
     def on_body(self, body: bytes) -> None:
         if self.failed:
@@ -199,7 +206,7 @@ class StreamClient:
     def fetch_json(self, path: str, headers: dict[str, str] | None = None) -> Any:
         """GET ``path`` and decode its JSON body (raises the error tree on failure)."""
         req = HTTPRequest("GET", path, dict(headers or {}, Accept="application/json"), b"", name=path)
-        body = _BodyCollector()
+        body = BodyCollector()
         self.stream(req, body, RequestRecord("", path, "", ""))
         try:
             return orjson.loads(body.body)
@@ -208,7 +215,7 @@ class StreamClient:
 
     def call_json(self, req: HTTPRequest) -> Any:
         """Send a small non-streaming request and decode its JSON answer (e.g. POST /tokenize)."""
-        body = _BodyCollector()
+        body = BodyCollector()
         self.stream(req, body, RequestRecord("", req.name, "", ""))
         try:
             return orjson.loads(body.body)
@@ -345,6 +352,7 @@ class StreamClient:
         view = _VIEW
         buf = _BUF
         received = 0
+        head = limits.CURRENT.header_bytes  # the response head's bound, then none
         eof = False
         while True:
             received += n
@@ -359,6 +367,10 @@ class StreamClient:
                 raise ProtocolError(f"invalid HTTP response: {e}") from None
             if ex.done or eof:
                 break
+            if received > head:
+                if not state.responded:
+                    raise limits.head_too_large(head)
+                head = _NO_BOUND
             try:
                 n = conn.recv_into(buf, read_timer)
             except Timeout as t:
@@ -378,7 +390,7 @@ class StreamClient:
         state.record.response_bytes = received
         end = ex.now
         if ex.failed or not state.responded:
-            raise _status_error(ex)
+            raise status_error(ex.state.status, bytes(ex.error_body), ex.headers)
         events = state.parser.close()
         if events:
             state.handle(events, end)
@@ -388,38 +400,6 @@ class StreamClient:
     def _body_until_close(ex: _Exchange) -> bool:
         h = ex.headers
         return b"content-length" not in h and b"chunked" not in h.get(b"transfer-encoding", b"").lower()
-
-
-class _BodyCollector:
-    """A "protocol" that keeps the whole body: for small non-streaming calls (GET /v1/models)."""
-
-    complete = True
-    frames = 1
-
-    def __init__(self) -> None:
-        self.body = bytearray()
-
-    def payload(self, obj: dict[str, Any], name: bytes | None = None) -> list:
-        return []
-
-    def feed(self, data: bytes) -> list:
-        self.body += data
-        return []
-
-    def close(self) -> list:
-        return []
-
-
-def _status_error(ex: _Exchange) -> HTTPStatusError:
-    status = ex.state.status
-    body = bytes(ex.error_body)
-    try:
-        message = error_message(orjson.loads(body)) if body else ""
-    except orjson.JSONDecodeError:
-        message = body[:200].decode("utf-8", "replace").strip()
-    retry = ex.headers.get(b"retry-after")
-    msg = f"HTTP {status}" + (f": {message}" if message else "")
-    return HTTPStatusError(msg, status=status, retry_after=retry.decode("latin-1") if retry else None)
 
 
 def cancel_timeout(plan: CancelPlan | None) -> Timeout | None:

@@ -20,7 +20,8 @@ answer is one JSON body, not a stream. Shapes, from the servers' and SDKs' sourc
 :class:`JSONAnswerParser` decodes the whole body at its end and yields the usual events plus
 :class:`~llm_users.protocols.base.Results` (how many vectors or scores came back; the request
 state compares it with the inputs sent). A body that is not JSON is ``malformed_stream``; an
-``{"error": ..}`` body on HTTP 200 is ``server_error``. SDK mode (openai ``embeddings.create``,
+``{"error": ..}`` body on HTTP 200 is ``server_error``; a body past ``--llm-max-body-bytes``
+``response_too_large``, cut as it arrives (:mod:`.limits`). SDK mode (openai ``embeddings.create``,
 ollama ``embed``, google-genai ``models.embed_content``) hands the SDK's answer, dumped back to
 the wire's JSON shape, to the same parser. Pure: no I/O.
 """
@@ -33,6 +34,7 @@ from typing import Any
 import orjson
 
 from llm_users.errors import ProtocolError
+from llm_users.protocols import limits
 from llm_users.protocols.backend import RequestSpec, Route, SDKBinding, SDKChunk, sdk_arguments
 from llm_users.protocols.base import (
     Event,
@@ -122,19 +124,23 @@ Shape = Callable[[Any, list[Event]], None]
 class JSONAnswerParser:
     """One JSON answer, decoded when the body ends (``close``) or handed over whole (``payload``).
     ``shape(obj, events)`` reads the dialect's fields; it raises ProtocolError where a field the
-    answer must have is missing."""
+    answer must have is missing. ``max_bytes``: the body bound (default: the process's)."""
 
-    __slots__ = ("shape", "body", "complete", "frames")
+    __slots__ = ("shape", "body", "complete", "frames", "max_bytes")
     protocol = "JSON"
 
-    def __init__(self, shape: Shape) -> None:
+    def __init__(self, shape: Shape, max_bytes: int | None = None) -> None:
         self.shape = shape
         self.body = bytearray()
         self.complete = False
         self.frames = 0
+        self.max_bytes = limits.CURRENT.body_bytes if max_bytes is None else max_bytes
 
     def feed(self, data: bytes) -> list[Event]:
         self.body += data
+        if len(self.body) > self.max_bytes:
+            self.body = bytearray()  # held no longer (a failure's traceback keeps the parser a while)
+            raise limits.body_too_large(self.max_bytes)
         return []
 
     def close(self) -> list[Event]:

@@ -4,7 +4,8 @@
 Sampling goes in ``options: {num_predict, temperature, top_p, seed?, stop?}``; Ollama has no
 ignore_eos. The stream is NDJSON: one JSON object per ``\\n``-ended line, no sentinel. The last
 line has ``"done": true``, ``done_reason`` and the server's counters and timings in integer
-nanoseconds (zero-valued fields are omitted: read them as 0). Thinking models put reasoning text in
+nanoseconds (zero-valued fields are omitted: read them as 0). A line still without its ``\\n`` past
+``--llm-max-event-bytes`` is ``response_too_large`` (:mod:`.limits`). Thinking models put reasoning text in
 ``message.thinking`` (chat) or ``thinking`` (generate); ``message.tool_calls`` (each call sent
 whole) are tool output, their arguments one piece each. A mid-stream failure is an
 ``{"error": "..."}`` line on HTTP 200.
@@ -18,6 +19,7 @@ from typing import Any, Literal
 import orjson
 
 from llm_users.errors import ProtocolError
+from llm_users.protocols import limits
 from llm_users.protocols.backend import (
     Backend,
     BackendDocs,
@@ -110,20 +112,25 @@ class OllamaStreamParser:
     """Parses an Ollama NDJSON stream from ``/api/chat`` or ``/api/generate``.
 
     Lines end in ``\\n``; ``\\r\\n`` and blank lines are tolerated. Complete on ``done: true``.
+    ``max_bytes``: the line bound (default: the process's, :data:`.limits.CURRENT`).
     """
 
-    __slots__ = ("_buf", "complete", "frames", "_model")
+    __slots__ = ("_buf", "complete", "frames", "_model", "max_bytes")
 
-    def __init__(self) -> None:
+    def __init__(self, max_bytes: int | None = None) -> None:
         self._buf = bytearray()  # the unfinished last line: appended to, joined once when it ends
         self.complete = False
         self.frames = 0
         self._model = False
+        self.max_bytes = limits.CURRENT.event_bytes if max_bytes is None else max_bytes
 
     def feed(self, data: bytes) -> list[Event]:
         cut = data.rfind(b"\n")
         if cut < 0:
             self._buf += data
+            if len(self._buf) > self.max_bytes:  # a line that does not end
+                self._buf = bytearray()  # held no longer (a failure's traceback keeps the parser a while)
+                raise limits.event_too_large("an NDJSON line", self.max_bytes)
             return []
         if self._buf:
             self._buf += data[: cut + 1]

@@ -3,7 +3,9 @@
 Follows the WHATWG rules the servers and SDKs rely on: lines end in LF, CRLF or CR; ``data:``
 may or may not be followed by one space; several ``data:`` lines join with ``\\n``; lines that
 start with ``:`` are comments (keep-alives); a blank line ends a frame; a frame with no data is
-not dispatched. Pure: no I/O, no clock.
+not dispatched. An event still waiting for its end (its data lines and the unfinished line) past
+``--llm-max-event-bytes`` is ``response_too_large``, cut as it grows (:mod:`.limits`). Pure: no
+I/O, no clock.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from orjson import JSONDecodeError, loads
 
 from llm_users.errors import ProtocolError
+from llm_users.protocols import limits
 
 if TYPE_CHECKING:
     from llm_users.protocols.base import Event
@@ -22,16 +25,20 @@ Frame = tuple[bytes | None, bytes]
 
 class SSEDecoder:
     """Linear in the bytes fed, however long a line is: each piece is scanned once for line
-    ends, an unfinished line is appended to a bytearray, and only a finished line is joined."""
+    ends, an unfinished line is appended to a bytearray, and only a finished line is joined.
+    ``max_bytes``: the event bound (default: the process's, :data:`.limits.CURRENT`)."""
 
-    __slots__ = ("_buf", "_cr", "_event", "_data", "idle")
+    __slots__ = ("_buf", "_cr", "_event", "_data", "idle", "_held", "_counted", "max_bytes")
 
-    def __init__(self) -> None:
+    def __init__(self, max_bytes: int | None = None) -> None:
         self._buf = bytearray()  # the unfinished last line
         self._cr = False  # the last piece ended in CR: a LF starting the next one belongs to it
         self._event: bytes | None = None
         self._data: list[bytes] = []
+        self._held = 0  # the bytes of _data (the open frame's data lines) at the end of the last piece
+        self._counted = 0  # how many of those lines _held counts
         self.idle = True  # nothing pending from earlier pieces: the next starts a line and a frame
+        self.max_bytes = limits.CURRENT.event_bytes if max_bytes is None else max_bytes
 
     def feed(self, data: bytes) -> list[Frame]:
         frames = self._feed(data)
@@ -40,7 +47,7 @@ class SSEDecoder:
 
     def _feed(self, data: bytes) -> list[Frame]:
         if self.idle and data.endswith(b"\n\n") and 13 not in data:
-            return self._whole_frames(data)
+            return self._whole_frames(data)  # whole frames only: nothing is held after the piece
         if self._cr:
             self._cr = False
             if data[:1] == b"\n":
@@ -48,6 +55,8 @@ class SSEDecoder:
         cut = max(data.rfind(b"\n"), data.rfind(b"\r"))
         if cut < 0:
             self._buf += data
+            if len(self._buf) + self._held > self.max_bytes:  # a line that does not end
+                raise self._too_large()
             return []
         if self._buf:
             self._buf += data[: cut + 1]
@@ -63,9 +72,32 @@ class SSEDecoder:
         lines = block.split(b"\n")
         lines.pop()  # the block ends with a line end: the last piece is empty
         frames: list[Frame] = []
+        pending = self._data
         for line in lines:
             self._line(line, frames)
+        if self._data:  # a frame still open past this piece
+            self._hold(pending)
+        elif self._counted:  # the frame counted at the last piece was dispatched
+            self._held = self._counted = 0
         return frames
+
+    def _hold(self, pending: list[bytes]) -> None:
+        """Count the open frame's data lines (only those this piece added, so an endless frame
+        costs linear time) and cut it past the event bound."""
+        data = self._data
+        if data is pending:  # the same frame as before this piece: its new lines
+            self._held += sum(map(len, data[self._counted:]))
+        else:  # a frame begun in this piece
+            self._held = sum(map(len, data))
+        self._counted = len(data)
+        if self._held + len(self._buf) > self.max_bytes:  # a frame whose lines end, but never the frame
+            raise self._too_large()
+
+    def _too_large(self) -> ProtocolError:
+        """The event bound passed: what was held goes now (a failure's traceback keeps this
+        decoder until a garbage-collector pass; it must not keep megabytes with it)."""
+        self._buf, self._data, self._held, self._counted = bytearray(), [], 0, 0
+        return limits.event_too_large("an SSE event", self.max_bytes)
 
     def lone_data(self, data: bytes) -> bytes | None:
         """The payload when ``data`` is exactly one whole frame of one ``data:`` line, ended by
@@ -104,6 +136,7 @@ class SSEDecoder:
         frames: list[Frame] = []
         self._buf = bytearray()
         self._cr = False
+        self._held = self._counted = 0
         self._line(b"", frames)
         self.idle = True
         return frames

@@ -4,6 +4,7 @@ failure mode becoming a categorized error (never a crash)."""
 from __future__ import annotations
 
 import socket
+from itertools import accumulate
 
 import pytest
 
@@ -13,6 +14,7 @@ from llm_users.metrics import RequestRecord
 from llm_users.protocols import openai as oa
 from llm_users.protocols.sampling import Sampling
 from llm_users.settings import Timeouts
+from tests.helpers import get_json
 
 MESSAGES = [{"role": "user", "content": "Tell me about streams."}]
 
@@ -37,12 +39,24 @@ def send(client: StreamClient, fault: str | None = None, **kw) -> RequestRecord:
 
 
 def test_success_timing_and_usage(sim) -> None:
+    """Each chunk stamped as it arrives, judged against the simulator's own trace on the one
+    monotonic clock both stamp with (not against the machine's speed): the request went out
+    before the simulator saw it, no chunk is stamped before the simulator wrote it, TTFT is at
+    least the simulator's 60 ms, and the first token was stamped before the simulator had even
+    written the last (a client that read the whole stream first would stamp it after). How close
+    the stamps come to the writes is tests/e2e/test_fidelity.py's, run alone."""
     c = StreamClient(sim.url)
     rec = send(c)
     assert rec.output_tokens == 20 and rec.tokens_source == "usage"
     assert rec.chunks == 20 and len(rec.itl_ns) == 19
-    assert 60e6 - 1e6 < rec.ttft_ns < 60e6 + 8e6
-    assert sorted(rec.itl_ns)[9] == pytest.approx(5e6, abs=1.5e6)
+    trace = get_json(f"{sim.url}/_sim/trace?request_id={rec.request_id}")
+    wrote = [t for t, _ in trace["chunks"]]  # the simulator's stamp just before each chunk's bytes went out
+    stamped = list(accumulate(rec.itl_ns, initial=rec.t0_ns + rec.ttft_ns))  # ours, as each arrived
+    assert len(wrote) == len(stamped) == 20
+    assert rec.t0_ns <= trace["arrival_ns"]
+    assert all(ours >= theirs for ours, theirs in zip(stamped, wrote, strict=True)), (stamped, wrote)
+    assert rec.ttft_ns >= 60e6 - 1e6  # the simulator's first chunk is due 60 ms after it saw the request
+    assert stamped[0] < wrote[-1], (stamped[0] - wrote[0], wrote[-1] - wrote[0])
     assert rec.ttfb_ns <= rec.ttft_ns <= rec.e2e_ns
     assert rec.finish_reason == "stop"  # 20 < max_tokens: the sim ends with a stop
 
@@ -367,3 +381,75 @@ def test_a_server_that_closes_after_each_stream_never_costs_a_request() -> None:
     assert server.requests == 4  # each sent once
     assert keepalive.closes_after_response(("http", "127.0.0.1", server.port, True)) is True
     assert all(r.connect_ns is not None for r in records)  # a connection per request
+
+
+def _serve_once(response: bytes, endless: bytes = b"", cap: int = 0) -> tuple[str, list[int], object, object]:
+    """A loopback server for one request: ``response``, then ``endless`` again and again until the
+    client leaves or ``cap`` bytes are written (then it closes: a client without bounds meets the
+    end instead of filling the machine). Returns the URL, the bytes it wrote, its greenlet and
+    its listener."""
+    import gevent
+    import gevent.socket
+
+    listener = gevent.socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    written = [0]
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        try:
+            conn.sendall(response)
+            while endless and written[0] < cap:
+                conn.sendall(endless)
+                written[0] += len(endless)
+        except OSError:
+            pass  # the client cut it
+        conn.close()
+
+    return f"http://127.0.0.1:{listener.getsockname()[1]}", written, gevent.spawn(serve), listener
+
+
+def test_a_response_head_that_never_ends_is_cut_at_the_head_bound() -> None:
+    """Issue 54: the header block had no bound (httptools keeps an unfinished header's value)."""
+    url, written, server, listener = _serve_once(b"HTTP/1.1 200 OK\r\nX-Filler: ", b"a" * 16384, cap=8 << 20)
+    try:
+        with pytest.raises(LLMRequestError) as info:
+            send(StreamClient(url))
+    finally:
+        server.kill()
+        listener.close()
+    assert info.value.category == "response_too_large", str(info.value)
+    assert "a response head (status line and headers) over 64 KiB (--llm-max-header-bytes)" in str(info.value)
+    assert written[0] < 8 << 20  # cut while reading: the server met a closed connection before its end
+
+
+def test_a_gzip_body_though_identity_was_asked_fails_naming_it() -> None:
+    head = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Encoding: gzip\r\n"
+            b"Content-Length: 20\r\n\r\n" + b"\x1f\x8b\x08\x00" + bytes(16))
+    url, _, server, listener = _serve_once(head)
+    try:
+        with pytest.raises(LLMRequestError) as info:
+            send(StreamClient(url))
+    finally:
+        server.kill()
+        listener.close()
+    assert info.value.category == "malformed_stream" and info.value.status is None
+    assert "with a gzip-compressed body (Content-Encoding: gzip) though the request asked for identity" in str(info.value)
+
+
+def test_a_line_that_never_ends_is_cut_at_the_event_bound() -> None:
+    """Issue 54: an SSE line that never ends grew the client without bound (2.7 GB in 20 s)."""
+    start = b'data: {"choices":[{"delta":{"content":"'
+    head = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"%x\r\n%b\r\n" % (len(start), start))
+    url, written, server, listener = _serve_once(head, b"4000\r\n" + b"x" * 16384 + b"\r\n", cap=48 << 20)
+    try:
+        with pytest.raises(LLMRequestError) as info:
+            send(StreamClient(url))
+    finally:
+        server.kill()
+        listener.close()
+    assert info.value.category == "response_too_large" and "an SSE event over 8 MiB" in str(info.value)
+    assert 8 << 20 <= written[0] < 48 << 20  # cut while reading, before the server's end

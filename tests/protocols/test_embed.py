@@ -215,3 +215,22 @@ def test_tokenizer_probe_skips_a_shape_that_counts_no_tokens(monkeypatch: pytest
     answers = {"vllm": 0, "llama.cpp": 7}
     monkeypatch.setattr(ServerProbe, "_call", lambda self, shape, text, quiet=False: answers.get(shape.name))
     assert probe.tokenize("seven words of text to count here") == 7 and probe.shape.name == "llama.cpp"
+
+
+def test_a_body_past_the_bound_is_cut_as_it_arrives() -> None:
+    """Issue 54: a whole-body answer was kept without limit until its end."""
+    from llm_users.errors import ResponseTooLarge
+    from llm_users.protocols.embed import JSONAnswerParser, openai_embeddings_shape
+
+    p = JSONAnswerParser(openai_embeddings_shape, max_bytes=64 * 1024)
+    p.feed(b'{"data":[{"embedding":[')
+    fed = 0
+    with pytest.raises(ResponseTooLarge, match=r"a whole-body answer over 64 KiB \(--llm-max-body-bytes"):
+        for _ in range(100):
+            p.feed(b"0.1," * 4096)
+            fed += 1
+    assert fed == 3 and not p.body  # cut in the piece that passed the bound, what it held let go
+    whole = orjson.dumps({"data": [{"embedding": [0.5] * 9000, "index": 0}], "model": "m"})
+    ok = JSONAnswerParser(openai_embeddings_shape, max_bytes=len(whole))
+    ok.feed(whole)
+    assert Results(1, 9000) in ok.close()

@@ -153,3 +153,26 @@ def test_malformed_line_raises(line: bytes) -> None:
     with pytest.raises(ProtocolError) as exc:
         OllamaStreamParser().feed(line)
     assert line.split(b"\n")[0][:6].decode() in str(exc.value)
+
+
+def test_a_line_that_never_ends_is_cut_at_the_bound() -> None:
+    """Issue 54: the NDJSON line buffer had no cap (an endless line grew the client without limit)."""
+    from llm_users.errors import ResponseTooLarge
+
+    p = OllamaStreamParser(max_bytes=32 * 1024)
+    p.feed(b'{"model":"m","message":{"role":"assistant","content":"')
+    fed = 0
+    with pytest.raises(ResponseTooLarge, match=r"an NDJSON line over 32 KiB without its end \(--llm-max-event-bytes"):
+        for _ in range(100):
+            p.feed(b"x" * 8192)
+            fed += 1
+    assert fed == 3 and not p._buf  # cut in the piece that passed the bound, what it held let go
+
+
+def test_lines_up_to_the_bound_are_parsed_in_any_pieces() -> None:
+    line = orjson.dumps({"model": "m", "message": {"role": "assistant", "content": "w" * 30000}, "done": False})
+    data = line + b"\n" + orjson.dumps({"done": True, "done_reason": "stop", "eval_count": 1}) + b"\n"
+    for size in (1000, 8192, len(data)):
+        p = OllamaStreamParser(max_bytes=len(line) + 10)
+        events = [e for i in range(0, len(data), size) for e in p.feed(data[i:i + size])]
+        assert Content("w" * 30000) in events and p.complete, size

@@ -159,3 +159,56 @@ def test_the_lone_frame_path_decodes_as_byte_by_byte() -> None:
             lone = fast.lone_data(p)
             got += [(None, lone)] if lone is not None else fast.feed(p)
         assert got + fast.close() == want, pieces
+
+
+# issue 54: an event that never ends is cut at the bound, as it grows ------------------------------
+def test_a_line_that_never_ends_is_cut_at_the_bound_holding_no_more() -> None:
+    from llm_users.errors import ResponseTooLarge
+
+    d = SSEDecoder(max_bytes=64 * 1024)
+    piece = b"x" * 16384
+    d.feed(b'data: {"choices":[{"delta":{"content":"')
+    fed = 0
+    with pytest.raises(ResponseTooLarge, match=r"an SSE event over 64 KiB without its end \(--llm-max-event-bytes"):
+        for _ in range(100):  # the old decoder took every piece (2.7 GB in 20 s against a real server)
+            d.feed(piece)
+            fed += 1
+    assert fed == 3  # cut in the piece that passed the bound
+    assert not d._buf and not d._data  # and what it held let go (a failure's traceback keeps the decoder a while)
+
+
+@pytest.mark.parametrize("eol", [b"\n", b"\r\n"])
+def test_a_frame_whose_data_lines_end_but_never_the_frame_is_cut(eol: bytes) -> None:
+    from llm_users.errors import ResponseTooLarge
+
+    d = SSEDecoder(max_bytes=8192)
+    line = b"data: " + b"y" * 90 + eol  # each line ends; no blank line ever ends the frame
+    with pytest.raises(ResponseTooLarge):
+        for _ in range(200):
+            d.feed(line * 4)
+
+
+def test_events_up_to_the_bound_pass_in_any_pieces() -> None:
+    frame = b"event: big\ndata: " + b"z" * 9000 + b"\ndata: tail\n\n"
+    for size in (1, 7, 4096, len(frame)):
+        d = SSEDecoder(max_bytes=9200)
+        got = [f for i in range(0, len(frame), size) for f in d.feed(frame[i:i + size])] + d.close()
+        assert got == [(b"big", b"z" * 9000 + b"\ntail")], size
+
+
+@pytest.mark.parametrize("size", [1, 7, 333, 4096])
+def test_an_open_frame_is_counted_across_pieces_and_frames(size: int) -> None:
+    """Three frames of 100 data lines (5,000 bytes of data each), in pieces of any size: under a
+    bound of 6,000 every frame passes (the count starts again with each frame); under 4,000 the
+    first is cut."""
+    from llm_users.errors import ResponseTooLarge
+
+    frame = b"".join(b"data: %s\n" % (b"%02d" % i * 25) for i in range(100)) + b"\n"
+    stream = frame * 3
+    d = SSEDecoder(max_bytes=6000)
+    got = [f for i in range(0, len(stream), size) for f in d.feed(stream[i:i + size])]
+    assert len(got) == 3 and all(len(payload) == 5000 + 99 for _, payload in got)
+    d = SSEDecoder(max_bytes=4000)
+    with pytest.raises(ResponseTooLarge):
+        for i in range(0, len(stream), size):
+            d.feed(stream[i:i + size])
