@@ -141,8 +141,14 @@ def test_decode_slope_knee_named(sim_factory, tmp_path) -> None:
     itl = stages[1]["server_metrics"]["server_itl_mean_ms"]["mean"]
     running = stages[1]["server_metrics"]["server_num_requests_running"]["mean"]
     itl_24 = stages[2]["server_metrics"]["server_itl_mean_ms"]["mean"]
+    running_24 = stages[2]["server_metrics"]["server_num_requests_running"]["mean"]
+    # Figures the simulator decides, not the machine's pace: the batch (one request a user at most)
+    # and the gap it schedules, 10 + (running - 1) ms, whose mean over a stage is that schedule's (a
+    # late timer is caught up on the next chunks: the mean moves by the lateness over ~1,800 gaps);
     # the histogram's gaps trail the gauge a little (tokens of requests that began at a smaller batch)
-    assert 8 <= running <= 14 and 14 <= itl <= 10 + running + 2 and itl_24 > itl + 3, (running, itl, itl_24)
+    figures = (running, itl, running_24, itl_24)
+    assert 8 <= running <= 14 and running_24 <= 24 and itl_24 > itl + 3, figures
+    assert abs(itl - (10 + running - 1)) <= 3 and abs(itl_24 - (10 + running_24 - 1)) <= 3, figures
     knee = s["knee"]
     assert (knee["users"], knee["first_failing_users"]) == (4, 14)
     why = knee["explanation"]

@@ -135,6 +135,7 @@ def p50(records: list[dict[str, Any]], key: str) -> float:
     return median([r[key] for r in measured]) / 1e6
 
 
+@pytest.mark.serial  # p50s within a millisecond or two of the relay's and the simulator's: run alone (tests/sharding.py)
 def test_two_workers_over_a_network_merge_exactly_and_measure_its_latency(net, tmp_path) -> None:
     sim = start_sim(net, tmp_path)
     relay = net.add("relay")
@@ -173,7 +174,8 @@ def test_a_worker_cut_off_mid_run_is_reported_lost(net, tmp_path) -> None:
     cut = time.time()
     rc = master.wait(90)
     text = log.read_text()
-    assert rc == 0, text[-3000:]
+    assert rc == 1, text[-3000:]  # part of the load is missing (issue 54 item 5; --llm-allow-worker-loss)
+    assert "exit 1: a worker was lost" in text
     workers[1].wait(30)
 
     summary = read_summary(tmp_path / "report")

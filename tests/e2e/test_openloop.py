@@ -56,8 +56,8 @@ def test_poisson_gaps_pass_ks_and_same_seed_same_schedule(sim_factory, tmp_path)
         d = ks_exponential(gaps, rate)
         assert d < ks_critical(len(gaps)), (d, ks_critical(len(gaps)))
         assert ks_exponential(gaps, 2 * rate) > ks_critical(len(gaps))  # the test can tell a wrong law
-        lags = sorted(r["t0_ns"] - r["scheduled_ns"] for r in recs)
-        assert lags[len(lags) // 2] < 5_000_000  # median lag under 5 ms: sent on schedule
+        # sent on schedule (median lag under 5 ms): a time, so it is the serial
+        # test_achieved_rate_within_2_percent_with_two_workers's (the same scheduler), run alone
         s = read_summary(tmp_path / run)
         assert s["arrivals"]["seed"] == 11 and s["arrivals"]["arrival"] == "poisson"
     n = min(len(offsets[0]), len(offsets[1]))
@@ -98,6 +98,9 @@ def test_achieved_rate_within_2_percent_with_two_workers(sim_factory, tmp_path, 
     assert all(r["scheduled_ns"] is not None for r in recs)
     assert not a["cap_reached"] and s["overall"]["failures"] == 0
     assert all(r["client"] == client and r["http_status"] == 200 and r["ttfb_ns"] for r in recs)
+    if client == "raw":  # sent on schedule (test_poisson_gaps_pass_ks_and_same_seed_same_schedule's, here run alone)
+        lags = sorted(r["t0_ns"] - r["scheduled_ns"] for r in recs)
+        assert lags[len(lags) // 2] < 5_000_000, lags[len(lags) // 2]  # median lag under 5 ms
 
 
 def test_overload_is_visible_and_closed_loop_shows_neither(sim_factory, tmp_path) -> None:

@@ -8,7 +8,7 @@ import gevent
 import gevent.socket
 
 from llm_users.distributed import Collector, Shipper
-from llm_users.health.idle import IdleQueue, serve_ready_io
+from llm_users.health.idle import RECHECK_S, IdleQueue, serve_ready_io
 from llm_users.metrics import RequestRecord
 
 
@@ -72,13 +72,14 @@ def test_serve_ready_io_lets_a_ready_socket_in_between_pieces_of_work() -> None:
 
 def test_serve_ready_io_does_not_wait_for_the_next_event_on_a_quiet_loop() -> None:
     """It polls without blocking: with nothing ready and the next timer 2 s away, it returns
-    at once (a check watcher, which waits for the next poll, would wait for that timer)."""
-    later = gevent.spawn_later(2.0, lambda: None)
+    at once (a check watcher, which waits for the next poll, would wait for that timer): after
+    100 calls the timer has not fired."""
+    fired: list[bool] = []
+    later = gevent.spawn_later(2.0, fired.append, True)
     try:
-        t = time.perf_counter()
         for _ in range(100):
             serve_ready_io()
-        assert time.perf_counter() - t < 0.5
+        assert fired == [], "a call waited for the timer 2 s away"
     finally:
         later.kill()
 
@@ -154,11 +155,22 @@ def test_items_wait_for_an_idle_loop_and_flush_takes_them_now() -> None:
     assert seen == [0, 1, 2, 3, 4, 5]
 
 
-def test_a_loop_that_never_idles_still_gets_them_done() -> None:
+def test_a_loop_that_never_idles_still_gets_them_done(monkeypatch) -> None:
     """A saturated client (ready work every turn): items go once the backlog or the oldest
-    item's wait reaches its limit, still in order."""
+    item's wait reaches its limit, still in order. The lone item goes at the first look after
+    its max_age_s, whatever the machine's speed: each look waits RECHECK_S at least, so it goes
+    within max_age_s / RECHECK_S (10) looks of its put, 20 allowed (a queue that ignored its own
+    0.05 s for the default 0.5 s would take 100)."""
     seen: list[int] = []
     stop = False
+    looks = [0]
+    wait_quiet = IdleQueue._wait_quiet
+
+    def counted() -> str | None:
+        looks[0] += 1
+        return wait_quiet()
+
+    monkeypatch.setattr(IdleQueue, "_wait_quiet", staticmethod(counted))
 
     def spin() -> None:  # always ready: the loop is never idle while it runs
         while not stop:
@@ -177,13 +189,15 @@ def test_a_loop_that_never_idles_still_gets_them_done() -> None:
         while len(seen) < 4 and time.perf_counter() - t < 1:
             gevent.sleep(0.001)
         assert seen == [0, 1, 2, 3]
+        looks[0] = 0
         q.put(4)  # alone: goes when it has waited max_age_s
         t = time.perf_counter()
-        while len(seen) < 5 and time.perf_counter() - t < 1:
+        while len(seen) < 5 and time.perf_counter() - t < 10:
             gevent.sleep(0.001)
         waited = time.perf_counter() - t
-        assert seen == [0, 1, 2, 3, 4]
-        assert 0.03 <= waited < 0.5, waited
+        assert seen == [0, 1, 2, 3, 4] and not g.dead  # gone while the loop was still busy: by its age
+        assert waited >= 0.03, waited  # it waited its max_age_s
+        assert looks[0] <= 2 * 0.05 / RECHECK_S, looks  # ... and went at the first look after it
     finally:
         stop = True
         g.join(1)

@@ -12,6 +12,7 @@ import pytest
 from gevent import monkey
 
 from llm_users.metrics import RequestRecord
+from llm_users.outputs import records_file
 from llm_users.outputs.records_file import RecordWriter
 
 _sleep = monkey.get_original("time", "sleep")  # a real wait, whatever gevent patched
@@ -22,16 +23,28 @@ def _record(i: int) -> RequestRecord:
                          e2e_ns=9_000_000, itl_ns=[20_000_000 + i] * 100, output_tokens=101)
 
 
-def test_lines_reach_the_file_within_the_flush_interval(tmp_path: Path) -> None:
+def test_lines_reach_the_file_within_the_flush_interval(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No flush, no close: the writer thread's own next turn writes the line (a SIGKILL from
+    then on keeps it). Counted in the thread's turns, not in seconds: at most one of its
+    FLUSH_S sleeps begins between the write() and the line being in the file."""
+    path = tmp_path / "requests.jsonl"
+    written = [False]
+    turns: list[float] = []  # sleeps the thread began after the write(), the line not yet in the file
+
+    def sleep(seconds: float) -> None:
+        if written[0] and not path.read_bytes():
+            turns.append(seconds)
+        _sleep(seconds)
+
+    monkeypatch.setattr(records_file, "_sleep", sleep)
     w = RecordWriter(tmp_path, background=True)
     w.write(_record(1))
-    path = tmp_path / "requests.jsonl"
-    deadline = time.monotonic() + 5
-    while not path.read_bytes() and time.monotonic() < deadline:  # no flush, no close: the thread's own
+    written[0] = True
+    deadline = time.monotonic() + 10
+    while not path.read_bytes() and time.monotonic() < deadline:
         _sleep(0.01)
-    took = time.monotonic() - (deadline - 5)
     assert json.loads(path.read_text())["request_id"] == "r0001"
-    assert took < RecordWriter.FLUSH_S + 0.5, took  # a SIGKILL from then on keeps it
+    assert turns in ([], [RecordWriter.FLUSH_S]), turns  # its next turn wrote it
     assert w.written == 1
     w.close()
 

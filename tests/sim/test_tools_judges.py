@@ -14,6 +14,7 @@ import anthropic
 import jsonschema
 import ollama
 import openai
+import pytest
 from google import genai
 from google.genai import types
 
@@ -146,6 +147,7 @@ def test_tgi_grammar_gives_json_tokens(sim, rid) -> None:
     _check_trace(sim, rid, OUTPUT_TOKENS)
 
 
+@pytest.mark.serial  # the median gap between 0.5 and 3 ITLs: the simulator's own clock, so run alone (tests/sharding.py)
 def test_tool_call_pieces_arrive_at_the_itl_pace(sim, rid) -> None:
     body = {"model": "m", "messages": [{"role": "user", "content": PROMPT}], "tools": TOOLS, "stream": True,
             "max_tokens": 64}
