@@ -5,33 +5,72 @@ bridge does, while the text streams. Every record must then say ``estimated`` wi
 ``usage_implausible``, use the chunk count (the simulator's truth, from its trace) and a
 prompt estimate, summary.json must count them with the reason, the console must say it once,
 and the figures (TPOT, tokens/s) must exist.
+
+Each scenario runs once for the module, a few at a time; the runs with the quirk share one
+simulator, whose trace keeps the truth of each (tests/e2e/locust_pool.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
 
 from llm_users.protocols.backend import all_backends
-from tests.helpers import free_port, get_json, read_records, read_summary, run_locust
+from tests.e2e.locust_pool import Pool, Scenario, params, pool_in
+from tests.helpers import processes_args, read_records, read_summary
 
 pytestmark = pytest.mark.slow
 
 KEYS = {"OPENAI_API_KEY": "sk-test", "ANTHROPIC_API_KEY": "sk-ant-test", "GEMINI_API_KEY": "gm-test"}
 CASES = [(b.docs.locustfile, client) for b in all_backends().values() if b.docs and b.routes[0].kind == "chat"
          for client in ("raw", "sdk") if client == "raw" or b.sdk_module]
+SIM = ("--ttft-ms", "20", "--itl-ms", "2", "--output-tokens", "24")
+#: The quirk's simulator, shared by every CASES run: its trace keeps every record of theirs (the
+#: default ring, 2000, holds ~20 runs' worth; each run's is read once it has ended: a margin).
+ZERO_SIM = (*SIM, "--usage-zero", "both", "--gemini-tokens-per-chunk", "1", "--trace-limit", "100000")
+
+
+def _zero_run(locustfile: str, client: str) -> str:
+    return f"zero-{client}-{locustfile}"
+
+
+def _scenarios() -> dict[str, Scenario]:
+    out = {_zero_run(locustfile, client): Scenario(
+        locustfile, ("-u", "2", "-r", "2", "-t", "3s", "--stop-timeout", "10", "--llm-client", client),
+        sim=ZERO_SIM, env=KEYS, trace=True) for locustfile, client in CASES}
+    out["true-usage"] = Scenario("gemini.py", ("--llm-html", "on", "-u", "2", "-r", "2", "-t", "2s",
+                                               "--stop-timeout", "10"), sim=SIM, env=KEYS)
+    # Locust's forked workers dial --master-port: one of our own (processes_args)
+    out["processes"] = Scenario("vllm.py", ("--llm-html", "on", lambda: processes_args(2), "-u", "4", "-r", "4",
+                                            "-t", "4s", "--stop-timeout", "10"), sim=(*SIM, "--usage-zero", "output"))
+    return out
+
+
+def _needs(item: Any) -> list[str]:
+    p = params(item)
+    return {
+        "test_zero_usage_is_estimated_and_said": lambda: [_zero_run(p["locustfile"], p["client"])],
+        "test_true_usage_is_believed": lambda: ["true-usage"],
+        "test_zero_usage_is_counted_once_across_processes": lambda: ["processes"],
+    }[item.originalname]()
+
+
+@pytest.fixture(scope="module")
+def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pool]:
+    """Every scenario of the module, each run once (when a test first needs it, or ahead)."""
+    yield from pool_in(request, tmp_path_factory.mktemp("usage"), _scenarios(), _needs)
 
 
 @pytest.mark.parametrize(("locustfile", "client"), CASES)
-def test_zero_usage_is_estimated_and_said(locustfile: str, client: str, sim_factory, tmp_path) -> None:
-    sim = sim_factory("--ttft-ms", "20", "--itl-ms", "2", "--output-tokens", "24", "--usage-zero", "both",
-                      "--gemini-tokens-per-chunk", "1")
-    report = tmp_path / "r"
-    proc = run_locust(locustfile, "--host", sim.url, "-u", "2", "-r", "2", "-t", "3s", "--stop-timeout", "10",
-                      "--llm-client", client, report=report, env=KEYS)
+def test_zero_usage_is_estimated_and_said(locustfile: str, client: str, runs: Pool) -> None:
+    run = runs.run(_zero_run(locustfile, client))
+    proc, report = run.proc, run.report
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = read_records(report)
     assert len(records) >= 4 and all(r["status"] == "ok" for r in records), records[:1]
-    trace = {t["request_id"]: t for t in get_json(sim.url + "/_sim/trace")}
+    trace = {t["request_id"]: t for t in run.trace or []}
     for r in records:
         assert r["tokens_source"] == "estimated" and r["tokens_reason"] == "usage_implausible", r
         assert r["output_tokens"] == r["chunks"]
@@ -51,12 +90,10 @@ def test_zero_usage_is_estimated_and_said(locustfile: str, client: str, sim_fact
     assert len(said) == 1, proc.stdout[-2000:]
 
 
-def test_true_usage_is_believed(sim_factory, tmp_path) -> None:
+def test_true_usage_is_believed(runs: Pool) -> None:
     """The same run without the quirk: every count is the server's, nothing said."""
-    sim = sim_factory("--ttft-ms", "20", "--itl-ms", "2", "--output-tokens", "24")
-    report = tmp_path / "r"
-    proc = run_locust("gemini.py", "--llm-html", "on", "--host", sim.url, "-u", "2", "-r", "2", "-t", "2s", "--stop-timeout", "10",
-                      report=report, env=KEYS)
+    run = runs.run("true-usage")
+    proc, report = run.proc, run.report
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = read_records(report)
     assert records and all(r["tokens_source"] == "usage" and r["tokens_reason"] is None for r in records)
@@ -65,15 +102,11 @@ def test_true_usage_is_believed(sim_factory, tmp_path) -> None:
     assert "are estimates" not in (report / "report.html").read_text()
 
 
-def test_zero_usage_is_counted_once_across_processes(sim_factory, tmp_path) -> None:
+def test_zero_usage_is_counted_once_across_processes(runs: Pool) -> None:
     """``--processes 2``: each worker flags its records, the master merges the reasons exactly
     and says it once."""
-    sim = sim_factory("--ttft-ms", "20", "--itl-ms", "2", "--output-tokens", "24", "--usage-zero", "output")
-    report = tmp_path / "r"
-    port = str(free_port())  # Locust's forked workers dial --master-port: one of our own
-    proc = run_locust("vllm.py", "--llm-html", "on", "--host", sim.url, "--processes", "2", "--master-bind-port", port, "--master-port",
-                      port, "-u", "4", "-r", "4", "-t", "4s",
-                      "--stop-timeout", "10", report=report, timeout=120)
+    run = runs.run("processes")
+    proc, report = run.proc, run.report
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = read_records(report)
     assert len({r["worker"] for r in records}) == 2

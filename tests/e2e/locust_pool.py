@@ -1,0 +1,230 @@
+"""Real ``locust`` runs shared by the tests of a module (issue 55): each scenario runs once, a
+few at a time, and every test that checks it reads its finished run.
+
+A module names its scenarios (:class:`Scenario`: a locustfile, its options, the simulator it
+talks to) and gets a :class:`Pool` from a module-scoped fixture (:func:`pool_in`, which runs
+ahead the scenarios the module's selected tests need, in the order they run). ``pool.run(name)``
+returns the scenario's :class:`Run` (its ``proc`` like :func:`tests.helpers.run_locust`'s, its
+report dir), starting it first if it has not started yet; meanwhile the next wanted scenarios
+run beside it, ``parallel`` at most. A scenario marked ``alone`` (a timing bound) runs with no
+other run of the pool at once. Simulators are shared by the scenarios that start them with the
+same arguments, one per argument list, stopped when the pool closes.
+
+No threads (the pytest process may be gevent-patched): the pool advances while a test waits in
+``run``; the runs' outputs go to files.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llm_users.sim.launcher import SimProcess, start_simulator
+from tests.helpers import LOCUST, ROOT, get_json, locust_env
+from tests.real.servers import die_with_parent
+
+#: An argument computed when the run starts (a free port: one taken at import may be gone by then).
+LateArg = Callable[[], Sequence[str]]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One ``locust`` run, as :func:`tests.helpers.run_locust` would start it: ``locustfile``
+    with ``args`` (a callable among them gives its arguments at start), ``--llm-report`` into the
+    run's own dir when ``report``, ``env`` added to the environment. ``sim``: the simulator's
+    arguments; the run gets ``--host`` of the pool's simulator started with them. ``trace``: keep
+    that simulator's ``/_sim/trace`` as read once the run has ended."""
+
+    locustfile: str
+    args: tuple[str | LateArg, ...]
+    sim: tuple[str, ...] | None = None
+    env: Mapping[str, str] | None = None
+    report: bool = True
+    timeout: float = 120
+    alone: bool = False
+    trace: bool = False
+
+
+@dataclass
+class Run:
+    """A finished run: ``proc`` (``returncode``, ``stdout``, ``stderr``), ``report`` (its
+    ``--llm-report`` dir), ``trace`` (with ``Scenario.trace``), ``sim_url``, ``seconds``."""
+
+    proc: subprocess.CompletedProcess[str]
+    report: Path
+    trace: list[dict[str, Any]] | None
+    sim_url: str | None
+    seconds: float
+
+
+@dataclass
+class _Started:
+    popen: subprocess.Popen[bytes]
+    cmd: list[str]
+    started: float
+    out: Path
+    err: Path
+    report: Path
+    sim: SimProcess | None
+    files: list[Any] = field(default_factory=list)
+
+
+class Pool:
+    """Runs ``scenarios`` (by name) once each; ``wanted``: the names to run ahead, in order."""
+
+    def __init__(self, scenarios: Mapping[str, Scenario], base: Path, wanted: Sequence[str] = (),
+                 parallel: int = 4) -> None:
+        self.scenarios = scenarios
+        self.base = base
+        self.parallel = parallel
+        self.pending = [n for n in wanted if n in scenarios]
+        self.running: dict[str, _Started] = {}
+        self.done: dict[str, Run | BaseException] = {}
+        self.sims: dict[tuple[str, ...], SimProcess] = {}
+        self.starts = 0
+
+    def run(self, name: str) -> Run:
+        """The scenario's finished run (started now if it was not); raises what the run raised
+        (a timeout: TimeoutError with the output's tail)."""
+        if name not in self.scenarios:
+            raise KeyError(f"no scenario {name!r}")
+        while name not in self.done:
+            self._reap()
+            self._fill(first=name)
+            if name not in self.done:
+                time.sleep(0.1)
+        self._fill()  # the next ones run while the test checks this one
+        got = self.done[name]
+        if isinstance(got, BaseException):
+            raise got
+        return got
+
+    def close(self) -> None:
+        for started in self.running.values():
+            if started.popen.poll() is None:
+                started.popen.terminate()
+                try:
+                    started.popen.wait(5)
+                except subprocess.TimeoutExpired:
+                    started.popen.kill()
+                    started.popen.wait()
+            for f in started.files:
+                f.close()
+        self.running.clear()
+        for sim in self.sims.values():
+            sim.stop()
+        self.sims.clear()
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _fill(self, first: str | None = None) -> None:
+        """Start what may start now: ``first`` ahead of the pending ones, in order; an ``alone``
+        scenario only when nothing runs (and nothing starts behind it until it ends)."""
+        if any(self.scenarios[n].alone for n in self.running):
+            return
+        order = ([first] if first is not None else []) + [n for n in self.pending if n != first]
+        for name in order:
+            if name in self.running or name in self.done:
+                continue
+            if self.scenarios[name].alone:
+                if not self.running:
+                    self._start(name)
+                return
+            if len(self.running) >= self.parallel:
+                return
+            self._start(name)
+
+    def _start(self, name: str) -> None:
+        """Start ``name``; what goes wrong is its test's to report, not the test that waits."""
+        try:
+            self._launch(name)
+        except Exception as e:  # noqa: BLE001 - kept for the test that asks for this run
+            self.done[name] = e
+
+    def _sim(self, args: tuple[str, ...]) -> SimProcess:
+        if args not in self.sims:
+            self.sims[args] = start_simulator(list(args))
+        return self.sims[args]
+
+    def _launch(self, name: str) -> None:
+        if name in self.pending:
+            self.pending.remove(name)
+        sc = self.scenarios[name]
+        where = self.base / name
+        where.mkdir(parents=True, exist_ok=True)
+        sim = self._sim(sc.sim) if sc.sim is not None else None
+        args = [a for arg in sc.args for a in ([arg] if isinstance(arg, str) else arg())]
+        # the command tests.helpers.run_locust runs (only_summary, no csv_prefix)
+        cmd = [LOCUST, "-f", str(ROOT / "locustfiles" / sc.locustfile), "--headless", "--only-summary",
+               "--loglevel", "WARNING", *(["--host", sim.url] if sim is not None else []), *args]
+        report = where / "r"
+        if sc.report:
+            cmd += ["--llm-report", str(report)]
+        out, err = where / "stdout.txt", where / "stderr.txt"
+        files = [out.open("wb"), err.open("wb")]
+        popen = subprocess.Popen(cmd, cwd=ROOT, env=locust_env(dict(sc.env or {})), stdin=subprocess.DEVNULL,
+                                 stdout=files[0], stderr=files[1], preexec_fn=die_with_parent())
+        self.starts += 1
+        self.running[name] = _Started(popen, cmd, time.monotonic(), out, err, report, sim, files)
+
+    def _reap(self) -> None:
+        for name, st in list(self.running.items()):
+            timeout = self.scenarios[name].timeout
+            if st.popen.poll() is None:
+                if time.monotonic() - st.started <= timeout:
+                    continue
+                st.popen.kill()
+                st.popen.wait()
+                timed_out = True
+            else:
+                timed_out = False
+            for f in st.files:
+                f.close()
+            del self.running[name]
+            seconds = time.monotonic() - st.started
+            stdout = st.out.read_text(errors="replace")
+            stderr = st.err.read_text(errors="replace")
+            if timed_out:
+                self.done[name] = TimeoutError(
+                    f"{name}: locust did not end within {timeout:g} s: {' '.join(st.cmd)}\n"
+                    f"stdout tail:\n{stdout[-2000:]}\nstderr tail:\n{stderr[-3000:]}")
+                continue
+            proc = subprocess.CompletedProcess(st.cmd, st.popen.returncode, stdout, stderr)
+            try:
+                trace = get_json(st.sim.url + "/_sim/trace") if self.scenarios[name].trace and st.sim else None
+            except Exception as e:  # noqa: BLE001 - kept for the test that asks for this run
+                self.done[name] = RuntimeError(f"{name}: the simulator's trace: {e!r}; locust exited "
+                                               f"{proc.returncode}, stderr tail:\n{stderr[-3000:]}")
+                continue
+            self.done[name] = Run(proc, st.report, trace, st.sim.url if st.sim else None, seconds)
+
+
+def wanted(request: Any, needs: Callable[[Any], Sequence[str]]) -> list[str]:
+    """The scenarios the selected tests of the requesting module need (``needs(item)``), in the
+    order those tests run."""
+    out: list[str] = []
+    for item in request.session.items:
+        if getattr(item, "module", None) is request.module:
+            out += [n for n in needs(item) if n not in out]
+    return out
+
+
+def pool_in(request: Any, base: Path, scenarios: Mapping[str, Scenario], needs: Callable[[Any], Sequence[str]],
+            parallel: int = 4) -> Iterator[Pool]:
+    """For a module-scoped fixture: ``yield from pool_in(...)``."""
+    with Pool(scenarios, base, wanted(request, needs), parallel) as pool:
+        yield pool
+
+
+def params(item: Any) -> dict[str, Any]:
+    """A test item's parameters (none: {})."""
+    spec = getattr(item, "callspec", None)
+    return dict(spec.params) if spec is not None else {}
