@@ -38,6 +38,7 @@ def send(client: StreamClient, fault: str | None = None, **kw) -> RequestRecord:
     return rec
 
 
+@pytest.mark.serial  # the first stamp before the simulator's last write (a 95 ms window): run alone
 def test_success_timing_and_usage(sim) -> None:
     """Each chunk stamped as it arrives, judged against the simulator's own trace on the one
     monotonic clock both stamp with (not against the machine's speed): the request went out

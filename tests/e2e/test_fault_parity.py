@@ -341,6 +341,7 @@ def slow_first_token_sim():
     s.stop()
 
 
+@pytest.mark.serial  # TTFB read within the simulator's 300 ms before its first token: run alone
 @pytest.mark.parametrize("backend", list(USERS))
 def test_ttfb_is_the_response_head_in_both_modes(backend: str, slow_first_token_sim, monkeypatch) -> None:
     """The simulator sends the head at once and the first token 300 ms later, as real servers
