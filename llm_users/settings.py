@@ -19,6 +19,7 @@ from llm_users.client.cancel import CancelPlan, parse_cancel
 from llm_users.durations import parse_duration_s, parse_seconds
 from llm_users.errors import ConfigError
 from llm_users.key_scope import KeyScope, scope_of, warn_withheld
+from llm_users.protocols.limits import whole_count
 from llm_users.protocols.sampling import Sampling
 from llm_users.protocols.tools import ToolSpec, check_route, parse_tool_options
 
@@ -152,7 +153,8 @@ def settings_for(user_cls: Any, options: Any) -> Settings:
     endpoint = str(get("llm_endpoint", user_cls.endpoint))
     descriptor = getattr(user_cls, "descriptor", None)
     tools = parse_tool_options(get("llm_tools", None), get("llm_response_format", None))
-    batch = _batch_size(get("llm_batch_size", getattr(user_cls, "batch_size", 1)))
+    batch = whole_count(get("llm_batch_size", getattr(user_cls, "batch_size", 1)), "--llm-batch-size",
+                        "inputs per request")
     if descriptor is not None:
         route = descriptor.route(endpoint)  # ConfigError naming the endpoints there are
         check_route(tools, route.protocol, route.path, descriptor.name)
@@ -187,16 +189,6 @@ def settings_for(user_cls: Any, options: Any) -> Settings:
         batch_size=batch,
         key_scope=scope_of(options),
     )
-
-
-def _batch_size(value: Any) -> int:
-    try:
-        n = int(str(value).strip())
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise ConfigError(f"--llm-batch-size must be a whole number of inputs per request, at least 1, got {value!r}")
-    return n
 
 
 def _jitter(text: Any) -> float:

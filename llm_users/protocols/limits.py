@@ -104,7 +104,7 @@ def parse_limits(options: Mapping[str, Any] | None) -> Limits:
         event_bytes=_size(options.get("llm_max_event_bytes"), "--llm-max-event-bytes", DEFAULT_EVENT_BYTES),
         body_bytes=_size(options.get("llm_max_body_bytes"), "--llm-max-body-bytes", DEFAULT_BODY_BYTES),
         header_bytes=_size(options.get("llm_max_header_bytes"), "--llm-max-header-bytes", DEFAULT_HEADER_BYTES),
-        chunks=None if chunks is None or str(chunks).strip() == "" else _count(chunks, "--llm-max-chunks"),
+        chunks=None if chunks is None or str(chunks).strip() == "" else whole_count(chunks, "--llm-max-chunks", "chunks"),
     )
 
 
@@ -122,13 +122,14 @@ def _size(value: Any, option: str, default: int) -> int:
     return default if value is None or str(value).strip() == "" else parse_size(value, option)
 
 
-def _count(value: Any, option: str) -> int:
+def whole_count(value: Any, option: str, what: str) -> int:
+    """A count option: a whole number of ``what``, at least 1; ConfigError naming ``option``."""
     try:
         n = int(str(value).strip())
     except ValueError:
         n = 0
     if n < 1:
-        raise ConfigError(f"{option} must be a whole number of chunks, at least 1, got {value!r}")
+        raise ConfigError(f"{option} must be a whole number of {what}, at least 1, got {value!r}")
     return n
 
 
