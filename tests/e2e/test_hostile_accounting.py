@@ -18,7 +18,7 @@ import pytest
 
 from tests.helpers import LOCUSTFILES, get_json, read_records, read_summary, run_locust
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # the run-end bound (-t + --stop-timeout + 5 s) is wall clock: run alone
 
 RUN_S, STOP_TIMEOUT_S = 4, 1
 SDK_ENV = {"OPENAI_API_KEY": "sk-any"}

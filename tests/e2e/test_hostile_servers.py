@@ -22,7 +22,7 @@ import pytest
 
 from tests.helpers import ROOT, get_json, read_records, run_locust
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # each run must end within -t + --stop-timeout + 5 s (the bound, wall clock): run alone
 
 RUN_S, STOP_TIMEOUT_S = 3, 5
 RSS_BOUND_KB = 200 * 1024

@@ -17,6 +17,9 @@ import pytest
 
 from tests.helpers import get_json
 
+# freed before the next event was due (1.5-3.5 s away): a wall-clock bound, so run alone (tests/sharding.py)
+pytestmark = pytest.mark.serial
+
 TTFT_S, ITL_S = 1.5, 2.0  # the slow simulator's: a stream's first chunk is due TTFT_S after it arrived
 
 
