@@ -9,7 +9,7 @@ TIME   ?= 30s
 SIM    ?= --ttft-ms 120 --ttft-dist lognormal --ttft-sd-ms 30 --itl-ms 15 --itl-dist normal \
           --itl-sd-ms 2 --output-tokens 256 --max-batch 48
 
-.PHONY: install demo demo-real test test-real test-fast lint bench sim real-servers clean
+.PHONY: install demo demo-real test test-loaded test-real test-fast lint bench sim real-servers clean
 
 install: $(VENV)/.installed
 
@@ -49,6 +49,13 @@ test-real: real-servers
 SHARDS ?= 3
 test: real-servers
 	@$(BIN)/python -m tests.sharding -j $(SHARDS) tests
+
+# The suite on a loaded machine (issue 55): the shards beside two busy loops, the serial lane
+# beside one, LOADED_RUNS times in a row; stops at the first run that does not pass.
+LOADED_RUNS ?= 3
+test-loaded: real-servers
+	@for i in $$(seq $(LOADED_RUNS)); do echo "make test-loaded: run $$i of $(LOADED_RUNS)"; \
+	$(BIN)/python -m tests.sharding -j $(SHARDS) --busy 2 --busy-serial 1 tests || exit 1; done
 
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow" tests

@@ -157,6 +157,13 @@ def _end(procs: list[subprocess.Popen[bytes]], grace: float = 10.0) -> None:
             p.wait()
 
 
+def busy_loops(n: int) -> list[subprocess.Popen[bytes]]:
+    """``n`` processes that each keep a core busy (``while 1: pass``) until ended: the load of a
+    shared CI machine, for ``make test-loaded``. They die with this process."""
+    return [subprocess.Popen([sys.executable, "-c", "while 1: pass"], preexec_fn=die_with_parent())
+            for _ in range(n)]
+
+
 def slowest(durations: dict[str, float], n: int = SLOWEST) -> list[str]:
     """The ``n`` slowest tests, one line each: seconds and node id."""
     top = sorted(durations.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
@@ -167,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.sharding", description=__doc__.split("\n\n")[0])
     ap.add_argument("-j", "--shards", type=int, default=3, help="pytest processes at once (default 3)")
     ap.add_argument("--record", action="store_true", help=f"write each test's seconds to {DURATIONS.name}")
+    ap.add_argument("--busy", type=int, default=0, metavar="N",
+                    help="N busy loops beside the shards, as on a loaded machine (make test-loaded)")
+    ap.add_argument("--busy-serial", type=int, default=0, metavar="N", help="N busy loops beside the serial lane")
     ap.add_argument("pytest_args", nargs="*", default=["tests"], help="passed to every pytest (default: tests)")
     a = ap.parse_args(argv)
     logs = Path(os.environ.get("LLM_TEST_LOGS", ".test-shards"))
@@ -195,9 +205,13 @@ def main(argv: list[str] | None = None) -> int:
             return None
 
     _stop_on_signals()
+    if a.busy or a.busy_serial:
+        sys.stdout.write(f"make test: {a.busy} busy loop(s) beside the shards, {a.busy_serial} beside the serial lane\n")
     lanes: dict[str, float] = {}
     codes: dict[str, int] = {}
     try:
+        loops = busy_loops(a.busy)
+        procs += loops
         shards = [(f"shard{k}", start(f"shard{k}", f"{k}/{a.shards}", a.pytest_args,
                                       (logs / f"shard{k}.log").open("wb"))) for k in range(a.shards)]
         while len(codes) < len(shards):  # each shard's output as soon as it ends
@@ -208,6 +222,9 @@ def main(argv: list[str] | None = None) -> int:
                     sys.stdout.write(f"\n===== {name}: exit {codes[name]} after {lanes[name]:.0f} s =====\n")
                     sys.stdout.write((logs / f"{name}.log").read_text(errors="replace"))
                     sys.stdout.flush()
+        _end(loops)
+        loops = busy_loops(a.busy_serial)
+        procs += loops
         begun = time.monotonic()
         sys.stdout.write(f"\n===== serial: the timing-bound tests, alone, from {begun - t0:.0f} s =====\n")
         sys.stdout.flush()
@@ -216,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             pass
         codes["serial"] = code
         lanes["serial"] = time.monotonic() - begun
+        _end(loops)
     except Stopped as e:
         sys.stdout.write(f"\nmake test: stopped ({e}): ending every test process\n")
         sys.stdout.flush()

@@ -134,3 +134,43 @@ def test_a_stopped_run_leaves_nothing_running(tmp_path: Path, how: str) -> None:
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+BUSY_COUNTER = '''
+import os
+from pathlib import Path
+
+
+def test_count_the_busy_loops():
+    mine = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmd = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == os.getppid() and b"while 1: pass" in cmd:
+            mine.append(stat.parent.name)
+    with open(os.environ["BUSY_SEEN"], "a") as f:
+        f.write(os.environ["LLM_TEST_SHARD"] + " " + ",".join(mine) + "\\n")
+'''
+
+
+def test_loaded_lanes_run_beside_busy_loops_that_end_with_them(tmp_path: Path) -> None:
+    """Issue 55 item 3: ``make test-loaded``'s ``--busy 2 --busy-serial 1``: two busy loops beside
+    the shards, one beside the serial lane (the shards' ended first), none left at the end."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "test_busy.py").write_text(BUSY_COUNTER)
+    seen = tmp_path / "seen"
+    env = {**os.environ, "LLM_TEST_LOGS": str(tmp_path / "logs"), "BUSY_SEEN": str(seen)}
+    proc = subprocess.run([sys.executable, "-m", "tests.sharding", "-j", "1", "--busy", "2", "--busy-serial", "1",
+                           str(tmp_path / "test_busy.py")], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "2 busy loop(s) beside the shards, 1 beside the serial lane" in proc.stdout
+    lanes = dict(line.split(" ") for line in seen.read_text().splitlines())
+    shard, serial = lanes["0/1"].split(","), lanes["serial"].split(",")
+    assert len(shard) == 2 and len(serial) == 1 and not set(shard) & set(serial)
+    assert all(_gone(int(pid)) for pid in shard + serial)
