@@ -9,7 +9,7 @@ TIME   ?= 30s
 SIM    ?= --ttft-ms 120 --ttft-dist lognormal --ttft-sd-ms 30 --itl-ms 15 --itl-dist normal \
           --itl-sd-ms 2 --output-tokens 256 --max-batch 48
 
-.PHONY: install demo demo-real test test-loaded test-real test-fast lint bench sim real-servers clean
+.PHONY: install demo demo-real test test-loaded coverage test-real test-fast lint bench sim real-servers clean
 
 install: $(VENV)/.installed
 
@@ -56,6 +56,13 @@ LOADED_RUNS ?= 3
 test-loaded: real-servers
 	@for i in $$(seq $(LOADED_RUNS)); do echo "make test-loaded: run $$i of $(LOADED_RUNS)"; \
 	$(BIN)/python -m tests.sharding -j $(SHARDS) --busy 2 --busy-serial 1 tests || exit 1; done
+
+# The product's line coverage under the whole suite (every process a test starts; pyproject's
+# [tool.coverage]), into coverage.json; compare two with python -m tests.coverage_compare.
+coverage: real-servers
+	@rm -rf .coverage-data; $(BIN)/coverage run -m tests.sharding -j $(SHARDS) tests; rc=$$?; \
+	$(BIN)/coverage combine -q && $(BIN)/coverage json -q -o coverage.json && \
+	echo "make coverage: $$($(BIN)/coverage report --format=total)% of the product's lines (coverage.json)"; exit $$rc
 
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow" tests
