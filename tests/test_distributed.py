@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from llm_users.distributed import Collector, Shipper
 from llm_users.metrics import RequestRecord, StatsByName
 
@@ -104,7 +106,6 @@ def test_the_web_forms_slos_are_taken_before_the_first_record_only() -> None:
 
 
 def test_the_merge_reports_its_lag_and_cpu_per_record() -> None:
-    import time
 
     s = Shipper("w1")
     for i in range(3):
@@ -224,3 +225,25 @@ def test_packed_gaps_round_trip_and_a_torn_pack_is_an_error() -> None:
     d = rec(1).to_dict()
     merged = RequestRecord.from_dict({**d, "itl_ns": pack_gaps(d["itl_ns"])})
     assert merged.to_dict() == d and type(merged.to_dict()["itl_ns"]) is list
+
+
+def record(i: int) -> RequestRecord:
+    return RequestRecord(request_id=f"r{i}", name="n", backend="b", model="m", start_time=float(i))
+
+
+def test_shipper_keeps_records_until_the_master_confirms() -> None:
+    s = Shipper("w1")
+    for i in range(3):
+        s.add(record(i))
+    p1 = s.payload()
+    s.add(record(3))
+    p2 = s.payload()
+    s.add(record(4))  # not shipped yet
+    assert [d["request_id"] for d in s.unconfirmed_records()] == ["r0", "r1", "r2", "r3", "r4"]
+    s.confirm(p1["seq"])
+    assert s.confirmed == 3
+    assert [d["request_id"] for d in s.unconfirmed_records()] == ["r3", "r4"]
+    s.confirm(p1["seq"])  # twice: counted once
+    s.confirm(p2["seq"])
+    assert s.confirmed == 4
+    assert [d["request_id"] for d in s.unconfirmed_records()] == ["r4"]

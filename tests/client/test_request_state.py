@@ -71,3 +71,43 @@ def test_a_cancel_before_the_bound_is_still_a_cancel() -> None:
     beyond = _state(8, cancel_chunks=10_000)  # asked past the bound: the bound cuts first
     with pytest.raises(RunawayStream):
         _stream(beyond, 10_000)
+
+
+def rec(**kw: object) -> RequestRecord:
+    fields: dict = {"request_id": "r", "name": "/v1/chat/completions", "backend": "vllm", "model": "m", **kw}
+    return RequestRecord(**fields)
+
+
+def test_request_state_passes_the_reasoning_flag() -> None:
+    r = rec()
+    st = RequestState(r, OpenAIStreamParser())
+    r.t0_ns = 0
+    st.handle([Content("think", reasoning=True)], 10)
+    st.handle([Content("think", reasoning=True), Content("Hi")], 20)  # one delta with both: two chunks
+    st.handle([Usage(3, 4, 2)], 30)
+    assert (r.ttft_ns, r.ttst_ns, r.ttfo_ns, r.reasoning_chunks, r.output_chars) == (10, 20, 20, 2, 2)
+
+
+def test_a_tool_delta_is_a_chunk_and_marks_the_record() -> None:
+    r = RequestRecord(request_id="a", name="n", backend="vllm", model="m", t0_ns=1_000, reply=[])
+    state = RequestState(r, OpenAIStreamParser())
+    state.handle([Content('{"city":', tool=True)], 5_000)
+    assert r.ttft_ns == 4_000 and r.tool_call  # TTFT from the first argument piece
+    state.handle([Content('"Paris"}', tool=True)], 9_000)
+    assert (r.ttft_ns, r.itl_ns, r.chunks, r.tool_call) == (4_000, [4_000], 2, True)
+    assert "".join(r.reply) == '{"city":"Paris"}'  # kept to judge a forced-tool JSON answer
+    text = RequestRecord(request_id="b", name="n", backend="vllm", model="m", t0_ns=0)
+    RequestState(text, OpenAIStreamParser()).handle([Content("hi")], 10)
+    assert text.tool_call is False and text.structured_valid is None
+    assert {"tool_call", "structured_valid"} <= set(text.to_dict())
+
+
+def test_a_tool_call_after_reasoning_is_the_first_output() -> None:
+    """TTFO (issue 30 item 3) counts a tool call's first arguments piece as the answer's start."""
+    r = RequestRecord(request_id="c", name="n", backend="vllm", model="m", t0_ns=0)
+    state = RequestState(r, OpenAIStreamParser())
+    state.handle([Content("let me think", reasoning=True)], 100)
+    state.handle([Content('{"a":', tool=True)], 250)
+    state.handle([Content("1}", tool=True)], 300)
+    assert (r.ttft_ns, r.ttfo_ns, r.ttst_ns, r.chunks, r.tool_call) == (100, 250, 250, 3, True)
+    assert r.output_chars == len('{"a":1}')  # the arguments are output text; reasoning is not

@@ -13,6 +13,7 @@ import json
 import logging
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -20,9 +21,17 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from exporters.discover import discover
 from exporters.nvml import GPUCollector, serve
 from exporters.scrape import Scraper, metrics_url
-from exporters.series import GPU_SAMPLES, SERVER_SAMPLES, ServerSeries, energy_between, gpu_series, parse
+from exporters.series import (
+    GPU_SAMPLES,
+    SERVER_SAMPLES,
+    ServerSeries,
+    energy_between,
+    gpu_series,
+    parse,
+)
 from tests.exporters.fake_nvml import FakeGPU, FakeNVML, fixed_fake
 from tests.helpers import read_summary, run_locust
 
@@ -300,3 +309,61 @@ def test_page_client_reads_pages_says_http_errors_and_survives_a_server_restart(
         free = s.getsockname()[1]
     with pytest.raises(OSError):
         pages(f"http://127.0.0.1:{free}/metrics", 2.0)
+
+
+LLAMA = """# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.
+# TYPE llamacpp:prompt_tokens_total counter
+llamacpp:prompt_tokens_total {prompt}
+llamacpp:tokens_predicted_total {gen}
+llamacpp:prompt_seconds_total 1.5
+llamacpp:tokens_predicted_seconds_total 3.2
+llamacpp:n_decode_total 400
+llamacpp:n_busy_slots_per_decode 1.8
+llamacpp:prompt_tokens_seconds 850.2
+llamacpp:predicted_tokens_seconds 120.5
+llamacpp:requests_processing {running}
+llamacpp:requests_deferred {deferred}
+llamacpp:n_tokens_max 512
+"""
+
+
+def test_a_page_found_mid_round_joins_the_next_round() -> None:
+    from exporters.scrape import Scraper
+
+    rows: list[dict[str, float]] = []
+    page = LLAMA.format(prompt=1, gen=1, running=2, deferred=1)
+
+    def fetch(url: str, timeout: float) -> str:
+        if "sidecar" in url:
+            scraper.set_server("http://llama:8080/metrics")  # discovery finishing during a round
+            return "gpu_utilization_ratio{gpu=\"0\"} 0.5\n"
+        return page
+
+    scraper = Scraper(["sidecar:9835"], None, 1.0, lambda t, v: rows.append(v), fetch=fetch)
+    first = scraper.scrape_once(100.0)
+    assert first == {"gpu_0_utilization_ratio": 0.5}
+    second = scraper.scrape_once(101.0)
+    assert second["server_num_requests_running"] == 2 and second["server_num_requests_waiting"] == 1
+    assert scraper.sections(None, None, 0)["server"]["dialect"] == "llamacpp"
+
+
+def test_the_page_discovery_read_is_the_first_sample_at_once() -> None:
+    """The seconds before the next round have the server's figures: discovery's own read is
+    ingested when the page is found (a 3 s first stage had one second of them, not two)."""
+    from exporters.scrape import Scraper
+
+    seconds: dict[int, dict[str, float]] = {}
+    page = LLAMA.format(prompt=1, gen=1, running=3, deferred=2)
+    found = discover("http://llama:8080/v1", lambda url, timeout: page)
+    assert found.url == "http://llama:8080/metrics" and found.samples["llamacpp:requests_processing"] == [({}, 3.0)]
+
+    scraper = Scraper(["sidecar:9835"], None, 1.0, lambda t, v: seconds.setdefault(int(t), {}).update(v),
+                      fetch=lambda url, timeout: "gpu_utilization_ratio{gpu=\"0\"} 0.5\n" if "sidecar" in url else page)
+    scraper.scrape_once(100.1)
+    scraper.set_server(found.url, samples=found.samples, now=100.4)
+    assert seconds[100]["server_num_requests_running"] == 3 and seconds[100]["server_num_requests_waiting"] == 2
+    assert seconds[100]["gpu_0_utilization_ratio"] == 0.5  # the round's columns of that second are kept
+    server = next(t for t in scraper.targets if t.kind == "server")
+    assert server.scrapes == 1 and server.errors == 0
+    scraper.scrape_once(101.1)
+    assert seconds[101]["server_num_requests_running"] == 3 and server.scrapes == 2

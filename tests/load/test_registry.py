@@ -18,6 +18,7 @@ from llm_users.load.profiles.open_loop import OpenLoopConfig
 from llm_users.load.profiles.stages import StagesConfig
 from llm_users.load.profiles.sweep import SweepConfig
 from llm_users.load.profiles.trace import TraceConfig
+from llm_users.load.registry import describe, parse_options
 from llm_users.load.search import Tolerance
 
 OPTIONS = ("llm_rate", "llm_arrival", "llm_seed", "llm_max_inflight", "llm_stages", "llm_steps", "llm_settle",
@@ -150,3 +151,22 @@ def test_the_configuration_side_imports_no_locust_gevent_or_users() -> None:
             "or m in ('llm_users.users', 'llm_users.options', 'llm_users.load.openloop')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize(("opts", "kind", "text"), [
+    ({"llm_steps": "8:64:8:2s"}, "stages", "8 stages of 2 s: 8 to 64 users, step 8"),
+    ({"llm_stages": "5:3s,10:2s", "llm_arrival": "constant"}, "stages",
+     "2 stages: 5 req/s for 3 s, 10 req/s for 2 s; constant arrivals"),
+    ({"llm_sweep": "concurrency", "llm_sweep_start": "4", "llm_sweep_points": "6"}, "sweep",
+     "SLO sweep of concurrency: from 4 users, at most 6 points, target 95% of requests meeting every SLO, "
+     "bisection to within 1 user"),
+    ({"llm_sweep": "rate", "llm_arrival": "gamma:2", "llm_seed": "1"}, "sweep",
+     "SLO sweep of rate: from 1 req/s, at most 12 points, target 95% of requests meeting every SLO, "
+     "bisection to within 5%; "
+     "gamma:2 arrivals (seed 1)"),
+    ({"llm_rate": "20", "llm_max_inflight": "4", "llm_seed": "3"}, "open_loop",
+     "open loop: 20 req/s, poisson arrivals (seed 3), at most 4 in flight"),
+    ({"llm_trace": "t.jsonl", "llm_trace_speedup": "2"}, "trace", "trace replay of t.jsonl, 2x faster"),
+])
+def test_each_profile_says_its_plan(opts, kind, text) -> None:
+    assert describe(parse_options(Namespace(**opts))) == {kind: text}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from llm_users.load.schedule_series import COLUMNS, ScheduleSeries
 from llm_users.metrics import RequestRecord
 
@@ -49,3 +51,25 @@ def test_an_hour_keeps_a_few_bytes_a_second() -> None:
     tracemalloc.stop()
     assert per_second < 80, per_second  # five float columns; a dict of slotted seconds took ~250
     assert len(s.rows()) == 3600 + 4
+
+
+def _rec(i: int, send: float, lag_ms: float, e2e_s: float) -> RequestRecord:
+    t0 = 10_000_000_000 + i
+    return RequestRecord(request_id=str(i), name="/x", backend="b", model="m", start_time=send, t0_ns=t0,
+                         scheduled_ns=t0 - int(lag_ms * 1e6), e2e_ns=int(e2e_s * 1e9))
+
+
+def test_schedule_series_counts_offered_sent_in_flight_and_lag() -> None:
+    series = ScheduleSeries()
+    series.add(_rec(0, 100.2, 1.0, 0.5))  # due and sent in second 100, in flight 100.2-100.7
+    series.add(_rec(1, 100.6, 2.0, 1.0))  # in flight 100.6-101.6
+    series.add(_rec(2, 101.1, 300.0, 0.2))  # due at 100.8 (second 100), sent in 101 300 ms late
+    series.add(RequestRecord(request_id="c", name="/x", backend="b", model="m", start_time=100.0, t0_ns=5))
+    rows = series.rows()
+    assert sorted(rows) == [100, 101]
+    a, b = rows[100], rows[101]
+    assert (a["offered_rps"], a["sent_rps"], b["offered_rps"], b["sent_rps"]) == (3, 2, 0, 1)
+    assert a["in_flight"] == pytest.approx(0.5 + 0.4, abs=1e-6)
+    assert b["in_flight"] == pytest.approx(0.6 + 0.2, abs=1e-6)
+    assert a["schedule_lag_mean_ms"] == pytest.approx(1.5, abs=1e-3) and a["schedule_lag_max_ms"] == 2.0
+    assert b["schedule_lag_max_ms"] == pytest.approx(300.0, abs=1e-3)

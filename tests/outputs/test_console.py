@@ -6,10 +6,18 @@ from __future__ import annotations
 
 import json
 
+from llm_users.health.verdict import first_answer_ms
 from llm_users.metrics import RequestRecord, StatsByName
 from llm_users.metrics.tokens import TokenCounts
 from llm_users.outputs import console
-from llm_users.outputs.console import MIN_PERCENTILE_SAMPLES, few_samples, summary_table, token_line
+from llm_users.outputs.console import (
+    MIN_PERCENTILE_SAMPLES,
+    few_samples,
+    kinds_line,
+    summary_table,
+    token_line,
+    tools_line,
+)
 from llm_users.outputs.final import FinalData
 
 
@@ -191,3 +199,43 @@ def test_requests_jsonl_is_named_only_when_it_is_written() -> None:
     """Issue 53 item 10: "kept in requests.jsonl" was printed by a run without --llm-report."""
     assert "requests.jsonl" not in console.interrupted_lines(2, {}, kept=False)[0]
     assert "kept in requests.jsonl" in console.interrupted_lines(2, {}, kept=True)[0]
+
+
+def test_console_line() -> None:
+    assert tools_line({"tool_calls": 0, "structured_valid": 0, "structured_invalid": 0}) is None
+    assert tools_line({"tool_calls": 3, "successes": 4}) == "answers: 3 of 4 answers were tool calls"
+    assert tools_line({"structured_valid": 3, "structured_invalid": 1}) == \
+        "answers: structured output: 3 valid, 1 invalid (75.0% valid)"
+
+
+def embed(i: int, *, inputs: int = 4, tokens: int = 256, e2e_ms: float = 50.0, kind: str = "embed",
+          ok: bool = True) -> RequestRecord:
+    r = RequestRecord(f"r{i}", "/v1/embeddings" if kind == "embed" else "/v1/rerank", "vllm", "m",
+                      start_time=1000.0 + i * 0.1, t0_ns=1, ttfb_ns=int(e2e_ms * 1e6), e2e_ns=int(e2e_ms * 1e6),
+                      input_tokens=tokens, input_tokens_source="usage", status="ok" if ok else "error")
+    r.kind, r.inputs = kind, inputs
+    if not ok:
+        r.error_category = "wrong_result_count"
+    return r
+
+
+def stats() -> StatsByName:
+    s = StatsByName()
+    for i in range(100):  # 10 s: 100 embed requests of 4 inputs, 256 tokens each; 10 rerank of 8
+        s.add(embed(i, e2e_ms=40 + i % 10))
+    for i in range(10):
+        s.add(embed(i * 10, inputs=8, tokens=100, kind="rerank"))
+    s.add(embed(5, ok=False))
+    return s
+
+
+def test_console_line_and_self_check_reference() -> None:
+    summary = stats().summary()
+    ov = summary["overall"]
+    line = kinds_line(ov)
+    assert line is not None and line.startswith("embeddings/rerank (embed 101, rerank 10 requests): ")
+    assert f"{ov['inputs_per_s']:.1f} inputs/s" in line and "E2E p50" in line
+    assert line in summary_table(summary)
+    assert first_answer_ms(ov) == (ov["e2e"]["p50"], ov["e2e"]["p99"])  # no TTFT: judged against E2E
+    chat = {"ttft": {"p50": 5.0, "p99": 9.0}, "e2e": {"p50": 50.0}, "request_kinds": {}}
+    assert first_answer_ms(chat) == (5.0, 9.0)

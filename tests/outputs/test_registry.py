@@ -4,9 +4,12 @@ again (as ``GET /llm/summary.json`` does) writes nothing, the vLLM bench export 
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from argparse import Namespace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from locust.env import Environment
@@ -123,3 +126,27 @@ def test_llm_html_takes_on_or_off() -> None:
 
     with pytest.raises(ConfigError, match="--llm-html"):
         RunConfig.from_options(Namespace(llm_html="maybe"), [VLLM])
+
+
+class _Out:
+    def __init__(self, name: str, fail: bool = False) -> None:
+        self.name, self.fail, self.dirs = name, fail, []
+
+    def write(self, final: Any, directory: str | None) -> None:
+        self.dirs.append(directory)
+        if self.fail and directory:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), f"{directory}/x.json")
+
+
+def test_write_outputs_goes_on_without_the_directory(monkeypatch, capsys, tmp_path: Path) -> None:
+    a, bad, c = _Out("a"), _Out("bad", fail=True), _Out("c")
+    monkeypatch.setattr(registry, "OUTPUTS", [a, bad, c])
+    line = registry.write_outputs(FinalData({}, [], None), str(tmp_path))
+    assert line == f"locust-llm: cannot write {tmp_path}/x.json (No space left on device); the files after it were not written"
+    assert (a.dirs, bad.dirs, c.dirs) == ([str(tmp_path)], [str(tmp_path)], [None])
+    out = capsys.readouterr().out
+    assert line in out and "report written" not in out
+    assert registry.write_outputs(FinalData({}, [], None), str(tmp_path / "ok")) is not None  # bad fails again
+    monkeypatch.setattr(registry, "OUTPUTS", [a, c])
+    assert registry.write_outputs(FinalData({}, [], None), str(tmp_path)) is None
+    assert f"locust-llm: report written to {tmp_path}/" in capsys.readouterr().out

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import random
 import statistics
 
 import anthropic
 import openai
 import pytest
 
+from llm_users.sim.config import FAULT_KINDS
+from llm_users.sim.faults import Fault, FaultHeaderError, draw_fault, parse_fault_header
+from llm_users.sim.launcher import start_simulator
 from tests.sim import simhttp
 from tests.sim.simsettings import ITL_MS, OUTPUT_TOKENS, STALL_MS
 
@@ -195,7 +199,6 @@ def test_bad_fault_header(sim):
 
 
 def test_fault_rate_is_seeded():
-    from llm_users.sim.launcher import start_simulator
 
     args = ["--fault-rate", "0.5", "--fault-kinds", "http_503", "--ttft-ms", "0", "--itl-ms", "0", "--output-tokens",
             "2", "--seed", "9"]
@@ -205,3 +208,24 @@ def test_fault_rate_is_seeded():
             runs.append([simhttp.request(s.url, "/v1/chat/completions", CHAT).status for _ in range(20)])
     assert runs[0] == runs[1]
     assert set(runs[0]) == {200, 503}
+
+
+def test_fault_header_parsing():
+    assert parse_fault_header("reset") == Fault("reset", None)
+    assert parse_fault_header(" truncate ; after=3 ") == Fault("truncate", 3)
+    assert parse_fault_header("HTTP_429").http_status == 429
+    for bad in ("boom", "reset;after=x", "reset;after=-1", "reset;when=2"):
+        with pytest.raises(FaultHeaderError):
+            parse_fault_header(bad)
+    assert Fault("reset", 100).chunk_index(10) == 9
+    assert Fault("reset").chunk_index(10) == 5 and Fault("reset").chunk_index(1) == 0
+
+
+def test_fault_draw():
+    rng = random.Random(3)
+    draws = [draw_fault(rng, 0.3, FAULT_KINDS, 10) for _ in range(2000)]
+    hit = [d for d in draws if d is not None]
+    assert 0.25 < len(hit) / len(draws) < 0.35
+    assert {d.kind for d in hit} == set(FAULT_KINDS)
+    assert all(0 <= d.after < 10 for d in hit)
+    assert draw_fault(rng, 0.0, FAULT_KINDS, 10) is None

@@ -3,6 +3,7 @@ are absolute (no drift), and the capacity model queues what does not fit in the 
 
 from __future__ import annotations
 
+import random
 import statistics
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -10,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from llm_users.sim.launcher import start_simulator
+from llm_users.sim.timing import Dist, request_rng
 from tests.sim import simhttp
 from tests.sim.simsettings import ITL_MS, OUTPUT_TOKENS, TTFT_MS
 
@@ -117,3 +119,13 @@ def test_itl_slope_and_cold_start():
         # Each request came on its own new connection: all had the cold start.
         assert all(r["cold_start"] for r in recs)
         assert all(abs((r["chunks"][0][0] - r["arrival_ns"]) / MS - 60) <= 3 for r in recs)
+
+
+@pytest.mark.parametrize("kind", ["normal", "lognormal"])
+def test_distributions_seeded_and_non_negative(kind):
+    d = Dist(kind, 10.0, 8.0)
+    a = [d.sample_ns(request_rng(7, i, "timing")) for i in range(2000)]
+    b = [d.sample_ns(request_rng(7, i, "timing")) for i in range(2000)]
+    assert a == b and min(a) >= 0
+    assert abs(statistics.fmean(a) / 1e6 - 10.0) < 1.5
+    assert Dist("fixed", 10.0, 8.0).sample_ns(random.Random(1)) == 10_000_000

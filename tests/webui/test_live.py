@@ -6,6 +6,7 @@ import pytest
 
 from llm_users.metrics import RequestRecord
 from llm_users.webui.live import LiveView, gpu_utilization, server_point
+from llm_users.webui.tab import rows
 
 
 def rec(start: float, e2e_ms: float, ttft_ms: float = 50, tokens: int = 10, ok: bool = True,
@@ -161,3 +162,28 @@ def test_a_late_record_adds_its_tokens_to_settled_points() -> None:
     assert sum(p["outTokS"] for p in after.values()) == 220
     assert after[1001]["itlP50"] == before[1001]["itlP50"] == 100.0  # percentiles stay
     assert after[1020]["reqS"] == 1
+
+
+def embed(i: int, *, inputs: int = 4, tokens: int = 256, e2e_ms: float = 50.0, kind: str = "embed",
+          ok: bool = True) -> RequestRecord:
+    r = RequestRecord(f"r{i}", "/v1/embeddings" if kind == "embed" else "/v1/rerank", "vllm", "m",
+                      start_time=1000.0 + i * 0.1, t0_ns=1, ttfb_ns=int(e2e_ms * 1e6), e2e_ns=int(e2e_ms * 1e6),
+                      input_tokens=tokens, input_tokens_source="usage", status="ok" if ok else "error")
+    r.kind, r.inputs = kind, inputs
+    if not ok:
+        r.error_category = "wrong_result_count"
+    return r
+
+
+def test_live_tab_rows() -> None:
+    live = LiveView(lag_s=1)
+    live.reset(999.0)
+    for i in range(100):
+        r = embed(i)
+        live.stats.add(r)
+        live.count(r)
+    table = {row["name"]: row for row in rows(live, 1020.0)}
+    agg = live.stats.summary()["overall"]
+    assert table["Aggregated"]["inputsS"] == pytest.approx(agg["inputs_per_s"], abs=0.1)
+    assert table["/v1/embeddings"]["inTokS"] == pytest.approx(agg["input_tokens_per_s"], abs=1)
+    assert table["Aggregated"]["reqS"] > 0 and table["Aggregated"]["ttftP50"] == ""

@@ -7,8 +7,10 @@ import argparse
 import pytest
 
 from llm_users.errors import ConfigError
+from llm_users.metrics import RequestRecord
 from llm_users.options import RunConfig
 from llm_users.users import VLLMUser
+from llm_users.webui.live import LiveView
 from llm_users.webui.tab import check_form
 
 
@@ -128,7 +130,6 @@ def test_the_connection_per_request_note_since_the_reset() -> None:
     """The tab says what the console says when most requests opened their own connection (the
     openai SDK's habit), over the requests since the last reset."""
     from llm_users.metrics import RequestRecord
-    from llm_users.webui.live import LiveView
     from llm_users.webui.tab import notes
 
     def rec(i: int, connect_ns: int | None) -> RequestRecord:
@@ -146,3 +147,16 @@ def test_the_connection_per_request_note_since_the_reset() -> None:
     for i in range(3):  # after the reset: reused connections, no note
         live.stats.add(rec(10 + i, None))
     assert notes(live) == []
+
+
+def test_live_tab_shows_the_columns_for_an_embeddings_run() -> None:
+    from types import SimpleNamespace
+
+    from llm_users.settings import settings_for
+    from llm_users.users import VLLMEmbedUser, VLLMUser
+    from llm_users.webui.tab import _has_kinds
+
+    def run(*classes: type) -> SimpleNamespace:
+        return SimpleNamespace(current_config=SimpleNamespace(user_settings={c: settings_for(c, None) for c in classes}))
+
+    assert _has_kinds(run(VLLMUser, VLLMEmbedUser)) and not _has_kinds(run(VLLMUser))

@@ -1,5 +1,5 @@
-"""The worker's watch on its master (health/master_watch.py) and the Shipper's record of what
-the master confirmed (distributed.py): the parts of issue 33 item 3 without processes."""
+"""The worker's watch on its master (health/master_watch.py): the parts of issue 33 item 3
+without processes."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from types import SimpleNamespace
 
 import gevent
 
-from llm_users.distributed import Shipper
 from llm_users.health.master_watch import MasterWatch, master_answers, unshipped_path, write_unshipped
 from llm_users.metrics import RequestRecord
 from tests.helpers import free_port
@@ -20,24 +19,6 @@ from tests.helpers import free_port
 
 def record(i: int) -> RequestRecord:
     return RequestRecord(request_id=f"r{i}", name="n", backend="b", model="m", start_time=float(i))
-
-
-def test_shipper_keeps_records_until_the_master_confirms() -> None:
-    s = Shipper("w1")
-    for i in range(3):
-        s.add(record(i))
-    p1 = s.payload()
-    s.add(record(3))
-    p2 = s.payload()
-    s.add(record(4))  # not shipped yet
-    assert [d["request_id"] for d in s.unconfirmed_records()] == ["r0", "r1", "r2", "r3", "r4"]
-    s.confirm(p1["seq"])
-    assert s.confirmed == 3
-    assert [d["request_id"] for d in s.unconfirmed_records()] == ["r3", "r4"]
-    s.confirm(p1["seq"])  # twice: counted once
-    s.confirm(p2["seq"])
-    assert s.confirmed == 4
-    assert [d["request_id"] for d in s.unconfirmed_records()] == ["r4"]
 
 
 def _runner(port: int, last: float | None) -> SimpleNamespace:

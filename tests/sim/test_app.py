@@ -1,9 +1,11 @@
-"""Server-level behaviour: /metrics, overload answers, API keys, cold start on keep-alive
-connections, validation, and the small GET routes."""
+"""sim/app.py, the server as built: /metrics, overload answers, API keys, cold start on
+keep-alive connections, validation, the small GET routes, and nothing done at import."""
 
 from __future__ import annotations
 
 import http.client
+import subprocess
+import sys
 import threading
 import time
 from urllib.parse import urlsplit
@@ -12,6 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from llm_users.sim.launcher import start_simulator
+from llm_users.sim.text import expected_tokens
 from tests.sim import simhttp
 
 MS = 1_000_000
@@ -220,7 +223,6 @@ def chunky():
 
 
 def test_tokens_per_chunk(chunky):
-    from llm_users.sim.text import expected_tokens
 
     words = expected_tokens(5, "hello", 10)
     r = simhttp.request(chunky.url, "/v1/chat/completions", {**CHAT, "max_tokens": 50}, {"X-Request-Id": "k1"})
@@ -248,3 +250,11 @@ def test_tgi_non_streaming_shapes(sim):
     assert {"x-queue-time", "x-inference-time", "x-time-per-token", "x-prompt-tokens"} <= set(r.headers)
     r = simhttp.request(sim.url, "/", body)  # the compat route answers a list, like the Inference API
     assert isinstance(r.json(), list) and r.json()[0]["generated_text"] == out["generated_text"]
+
+
+def test_import_has_no_side_effects():
+    code = ("import sys, asyncio; import llm_users.sim, llm_users.sim.app, llm_users.sim.cli, llm_users.sim.launcher;"
+            "import prometheus_client; assert not list(prometheus_client.REGISTRY._names_to_collectors.keys() "
+            "& {'vllm:num_requests_running'}); print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert out.stdout.strip() == "ok", out.stderr

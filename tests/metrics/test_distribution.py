@@ -1,4 +1,5 @@
-"""metrics.py: records, exact distributions, lossless merge through the wire form."""
+"""metrics/distribution.py: exact distributions, lossless merge through the wire form, packed
+and folded counts, histograms made only when read and freed without the cycle collector."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import random
 import msgpack
 import pytest
 
-from llm_users.metrics import Distribution, RequestRecord, Stats, StatsByName
+from llm_users.metrics import Distribution, RequestRecord, StatsByName
 
 
 def rec(i: int, **kw) -> RequestRecord:
@@ -16,13 +17,6 @@ def rec(i: int, **kw) -> RequestRecord:
                 output_tokens=11, input_tokens=7, tokens_source="usage")
     base.update(kw)
     return RequestRecord(**base)
-
-
-def test_tpot_definition() -> None:
-    r = rec(0, ttft_ns=50_000_000, e2e_ns=150_000_000, output_tokens=11)
-    assert r.tpot_ns == pytest.approx(10_000_000)  # (150 - 50) / (11 - 1) ms
-    assert rec(0, output_tokens=1).tpot_ns is None
-    assert rec(0, ttft_ns=None).tpot_ns is None
 
 
 def test_sub_millisecond_values_survive() -> None:
@@ -102,89 +96,6 @@ def test_add_many_clamps_out_of_range() -> None:
     assert d.count == 3 and d.summary_ms()["p50"] is not None
 
 
-def test_stats_excludes_warmup_and_counts_failures() -> None:
-    s = StatsByName()
-    s.add(rec(0, warmup=True))
-    s.add(rec(1))
-    s.add(rec(2, status="error", error_category="http_429"))
-    s.add(rec(3, cooldown=True))
-    out = s.summary()["overall"]
-    assert out["requests"] == 2 and out["failures"] == 1 and out["successes"] == 1
-    assert out["excluded_warmup"] == 1 and out["excluded_cooldown"] == 1
-    assert out["failures_by_category"] == {"http_429": 1}
-    assert out["ttft"]["count"] == 1 and out["itl"]["count"] == 10
-    assert out["output_tokens"] == 11
-
-
-def test_stats_by_name_wire_roundtrip() -> None:
-    a, b = StatsByName(), StatsByName()
-    for i in range(50):
-        (a if i % 2 else b).add(rec(i, name=f"/n{i % 3}"))
-    merged = StatsByName()
-    merged.merge_wire(a.to_wire())
-    merged.merge_wire(b.to_wire())
-    direct = StatsByName()
-    for i in range(50):
-        direct.add(rec(i, name=f"/n{i % 3}"))
-    assert merged.summary() == direct.summary()
-
-
-def test_throughput_over_measured_window() -> None:
-    s = Stats()
-    s.add(rec(0, start_time=10.0, e2e_ns=1_000_000_000, output_tokens=100))
-    s.add(rec(1, start_time=11.0, e2e_ns=1_000_000_000, output_tokens=100))
-    out = s.summary()
-    assert out["duration_s"] == pytest.approx(2.0)
-    assert out["output_tokens_per_s"] == pytest.approx(100.0)
-    assert out["requests_per_s"] == pytest.approx(1.0)
-
-
-def test_record_dict_roundtrip() -> None:
-    r = rec(5, server={"eval_count": 3})
-    d = r.to_dict()
-    assert d["tpot_ns"] == r.tpot_ns
-    assert RequestRecord.from_dict(d) == r
-
-
-def test_interrupted_reconnects_and_sampling_issues_count_and_merge() -> None:
-    """Issue 9: interrupted requests are counted apart from successes and failures (their TTFT
-    is in no histogram); stale reconnects and sampling issues are counted; all merge exactly."""
-    a, b = Stats(), Stats()
-    a.add(rec(1, status="interrupted", error_category="interrupted", ttft_ns=7_000_000))
-    a.add(rec(2, reconnected=True, sampling_issues=["over_max_tokens", "model_mismatch"]))
-    b.add(rec(3, sampling_issues=["over_max_tokens"]))
-    b.add(rec(4, status="error", error_category="empty_response", reconnected=True))
-    merged = Stats()
-    for s in (a, b):
-        merged.merge_wire(msgpack.unpackb(msgpack.packb(s.to_wire())))
-    out = merged.summary()
-    assert out["interrupted"] == 1 and out["requests"] == 3 and out["failures"] == 1
-    assert out["ttft"]["count"] == 2  # the interrupted request's 7 ms is not among them
-    assert out["stale_reconnects"] == 2
-    assert {k: v["requests"] for k, v in out["sampling_issues"].items()} == {"over_max_tokens": 2,
-                                                                            "model_mismatch": 1}
-    assert all(v["hint"] for v in out["sampling_issues"].values())
-    assert out["failures_by_category"] == {"empty_response": 1}
-
-
-def test_connections_opened_count_measured_requests_and_merge_exactly() -> None:
-    """A measured request that opened its own connection (connect_ns) counts, failed or not;
-    warm-up and interrupted ones do not; the connect times merge exactly across workers."""
-    a, b = Stats(), Stats()
-    a.add(rec(1, connect_ns=400_000))
-    a.add(rec(2, connect_ns=9_000_000, warmup=True))  # excluded with its request
-    a.add(rec(3, connect_ns=9_000_000, status="interrupted", error_category="interrupted"))
-    b.add(rec(4, connect_ns=2_400_000, status="error", error_category="connection_reset"))
-    b.add(rec(5))  # a reused connection
-    merged = Stats()
-    for s in (a, b):
-        merged.merge_wire(msgpack.unpackb(msgpack.packb(s.to_wire())))
-    out = merged.summary()
-    assert out["requests"] == 3 and out["connections_opened"] == 2
-    assert out["connect"]["count"] == 2 and out["connect"]["min"] == 0.4 and out["connect"]["max"] == 2.4
-    assert Stats().summary()["connections_opened"] == 0
-
-
 def test_pending_counts_stay_bounded_and_exact() -> None:
     """Issue 10: the pending counts were keyed per microsecond, so a long run that never read
     the histogram kept one dict entry per distinct value seen (a worker's or local run's memory
@@ -241,69 +152,6 @@ def test_histograms_are_freed_without_the_cycle_collector() -> None:
         assert after == before  # nothing left for the cycle collector
     finally:
         gc.enable()
-
-
-def _streamed(chunks: int, text: str = "ab") -> RequestRecord:
-    rec = RequestRecord("r", "n", "b", "m", t0_ns=0)
-    for i in range(chunks):
-        rec.token_chunk(1000 * (i + 1), 1000 * i, len(text))
-    return rec
-
-
-def test_check_usage_believes_counts_that_can_be_true() -> None:
-    from llm_users.metrics import check_usage
-
-    rec = _streamed(4)
-    rec.usage(10, 4)
-    check_usage(rec, chunk_has_a_token=True, prompt_tokens=lambda: 99)
-    assert (rec.output_tokens, rec.tokens_source, rec.tokens_reason) == (4, "usage", None)
-    assert (rec.input_tokens, rec.input_tokens_source) == (10, "usage")
-    multi = _streamed(4)
-    multi.usage(10, 3)  # fewer tokens than chunks: possible where a chunk may carry none (Gemini thoughts)
-    check_usage(multi, chunk_has_a_token=False, prompt_tokens=lambda: 99)
-    assert (multi.output_tokens, multi.tokens_source) == (3, "usage")
-
-
-def test_check_usage_replaces_counts_that_cannot_be_true() -> None:
-    from llm_users.metrics import check_usage, prompt_tokens_guess
-
-    zero = _streamed(5)
-    zero.usage(0, 0)
-    check_usage(zero, chunk_has_a_token=False, prompt_tokens=lambda: 42)
-    assert (zero.output_tokens, zero.tokens_source, zero.tokens_reason) == (5, "estimated", "usage_implausible")
-    assert (zero.input_tokens, zero.input_tokens_source) == (42, "estimated")
-    short = _streamed(5)
-    short.usage(7, 3)  # one token a chunk at least: 3 < 5 cannot be
-    check_usage(short, chunk_has_a_token=True, prompt_tokens=lambda: 42)
-    assert (short.output_tokens, short.tokens_reason, short.input_tokens) == (5, "usage_implausible", 7)
-    reasoning_only = _streamed(3, text="")  # reasoning chunks (no visible text) with 0 output tokens
-    reasoning_only.usage(7, 0, reasoning_tokens=3)
-    check_usage(reasoning_only, chunk_has_a_token=False, prompt_tokens=lambda: 1)
-    assert reasoning_only.tokens_source == "usage"
-    assert prompt_tokens_guess([{"role": "user", "content": "x" * 40}]) == 10
-    assert prompt_tokens_guess([{"role": "user", "content": ""}]) is None
-
-
-def test_token_reasons_are_counted_and_merge_exactly() -> None:
-    from llm_users.metrics import Stats, check_usage
-
-    a, b = Stats(), Stats()
-    for stats, n in ((a, 2), (b, 3)):
-        for _ in range(n):
-            rec = _streamed(2)
-            rec.e2e_ns = 5000
-            rec.usage(0, 0)
-            check_usage(rec, chunk_has_a_token=True, prompt_tokens=lambda: 4)
-            stats.add(rec)
-        plain = _streamed(2)
-        plain.e2e_ns = 5000
-        plain.settle_tokens()  # no usage at all
-        stats.add(plain)
-    a.merge_wire(b.to_wire())
-    s = a.summary()
-    assert s["estimated_token_requests"] == 7
-    assert {k: v["requests"] for k, v in s["estimated_token_reasons"].items()} == {"no_usage": 2,
-                                                                                  "usage_implausible": 5}
 
 
 def test_a_few_buckets_travel_as_counts_and_merge_exactly() -> None:

@@ -1,0 +1,89 @@
+"""exporters/series.py: the LLM server's /metrics read the same way for vLLM, SGLang, TGI and
+llama.cpp, and the queue-time quantiles from bucket deltas."""
+
+from __future__ import annotations
+
+import pytest
+
+from exporters.series import SERVER_SAMPLES, ServerSeries, bucket_quantile, delta_quantiles, parse
+
+
+def sglang_page(queued: int, running: int, usage: float, prompt: float, gen: float, retracted: float,
+                q_buckets: dict[str, float], q_sum: float) -> str:
+    lab = 'model_name="m"'
+    lines = [f"sglang:num_running_reqs{{{lab}}} {running}", f"sglang:num_queue_reqs{{{lab}}} {queued}",
+             f"sglang:token_usage{{{lab}}} {usage}", f"sglang:prompt_tokens_total{{{lab}}} {prompt}",
+             f"sglang:generation_tokens_total{{{lab}}} {gen}",
+             f"sglang:num_retracted_requests_total{{{lab}}} {retracted}"]
+    for le, n in q_buckets.items():
+        lines.append(f'sglang:queue_time_seconds_bucket{{le="{le}",{lab}}} {n}')
+    lines += [f"sglang:queue_time_seconds_sum{{{lab}}} {q_sum}",
+              f"sglang:queue_time_seconds_count{{{lab}}} {q_buckets['+Inf']}"]
+    return "# HELP sglang:num_running_reqs x\n# TYPE sglang:num_running_reqs gauge\n" + "\n".join(lines) + "\n"
+
+
+def test_sglang_page_maps_onto_the_common_columns() -> None:
+    s = ServerSeries()
+    first = s.update(parse(sglang_page(0, 2, 0.25, 1000, 500, 0, {"0.1": 10, "0.5": 10, "1.0": 10, "+Inf": 10}, 0.2),
+                           SERVER_SAMPLES), 10.0)
+    assert s.dialect == "sglang"
+    assert first == {"server_num_requests_running": 2, "server_num_requests_waiting": 0,
+                     "server_kv_cache_usage_ratio": 0.25}
+    # 2 s later: 100 more queue observations, 50 in (0.1, 0.5] and 50 in (0.5, 1.0]
+    cols = s.update(parse(sglang_page(7, 8, 0.97, 3000, 1500, 4, {"0.1": 10, "0.5": 60, "1.0": 110, "+Inf": 110},
+                                      60.2), SERVER_SAMPLES), 12.0)
+    assert cols["server_num_requests_waiting"] == 7 and cols["server_kv_cache_usage_ratio"] == 0.97
+    assert cols["server_prompt_tokens_per_s"] == pytest.approx(1000.0)
+    assert cols["server_generation_tokens_per_s"] == pytest.approx(500.0)
+    assert cols["server_preemptions_per_s"] == pytest.approx(2.0)
+    assert cols["server_queue_time_mean_ms"] == pytest.approx(600.0)
+    assert cols["server_queue_time_p50_ms"] == pytest.approx(500.0)  # the 50th of 100 ends the first bucket
+    assert cols["server_queue_time_p99_ms"] == pytest.approx(500 + 500 * 49 / 50)
+
+
+LLAMA = """# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.
+# TYPE llamacpp:prompt_tokens_total counter
+llamacpp:prompt_tokens_total {prompt}
+llamacpp:tokens_predicted_total {gen}
+llamacpp:prompt_seconds_total 1.5
+llamacpp:tokens_predicted_seconds_total 3.2
+llamacpp:n_decode_total 400
+llamacpp:n_busy_slots_per_decode 1.8
+llamacpp:prompt_tokens_seconds 850.2
+llamacpp:predicted_tokens_seconds 120.5
+llamacpp:requests_processing {running}
+llamacpp:requests_deferred {deferred}
+llamacpp:n_tokens_max 512
+"""
+
+
+def test_llamacpp_page_maps_running_deferred_and_token_rates() -> None:
+    s = ServerSeries()
+    s.update(parse(LLAMA.format(prompt=100, gen=200, running=1, deferred=0), SERVER_SAMPLES), 0.0)
+    assert s.dialect == "llamacpp"
+    cols = s.update(parse(LLAMA.format(prompt=300, gen=600, running=4, deferred=3), SERVER_SAMPLES), 4.0)
+    assert cols == {"server_num_requests_running": 4, "server_num_requests_waiting": 3,
+                    "server_prompt_tokens_per_s": 50.0, "server_generation_tokens_per_s": 100.0}
+
+
+def test_no_rate_over_a_few_milliseconds() -> None:
+    s = ServerSeries()
+    s.update(parse(LLAMA.format(prompt=100, gen=200, running=1, deferred=0), SERVER_SAMPLES), 0.0)
+    # the last pull at the stop, 50 ms after the one before: no 2000 tokens/s burst
+    short = s.update(parse(LLAMA.format(prompt=100, gen=300, running=1, deferred=0), SERVER_SAMPLES), 0.05)
+    assert "server_generation_tokens_per_s" not in short and short["server_num_requests_running"] == 1
+    later = s.update(parse(LLAMA.format(prompt=100, gen=400, running=1, deferred=0), SERVER_SAMPLES), 1.0)
+    assert later["server_generation_tokens_per_s"] == pytest.approx(200.0)  # the rise over the whole second
+
+
+def test_bucket_quantiles() -> None:
+    cum = [(0.1, 0.0), (0.5, 50.0), (1.0, 100.0), (float("inf"), 100.0)]
+    assert bucket_quantile(0.5, cum) == pytest.approx(0.5)
+    assert bucket_quantile(0.25, cum) == pytest.approx(0.3)
+    assert bucket_quantile(0.5, [(1.0, 0.0), (float("inf"), 4.0)]) == 1.0  # in +Inf: the last finite bound
+    assert bucket_quantile(0.5, [(1.0, 0.0), (float("inf"), 0.0)]) is None
+    prev = {0.1: 5.0, 1.0: 5.0, float("inf"): 5.0}
+    assert delta_quantiles(prev, prev) is None  # nothing observed in the interval
+    assert delta_quantiles({0.1: 5.0, 1.0: 15.0, float("inf"): 15.0}, prev) == pytest.approx((0.55, 0.991))
+    assert delta_quantiles({0.1: 1.0, 1.0: 1.0, float("inf"): 1.0}, prev) is None  # counter reset
+    assert delta_quantiles(prev, None) is None

@@ -1,0 +1,95 @@
+"""outputs/study_slo.py on known points: the target percentile, which SLO failed, each point's
+verdict, the knee."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llm_users.outputs.study_slo import (
+    kind_of,
+    load_label,
+    point_verdict,
+    slo_misses,
+    stage_knee,
+    target_percentile,
+    verdicts,
+)
+
+LIMITS = {"ttft": 500.0, "tpot": 20.0}
+
+
+def _point(index: int, users: float, ttft95: float, tpot95: float, shares: dict[str, float], n: int = 100,
+           failures: int = 0, **extra: Any) -> dict[str, Any]:
+    all_share = min(shares.values()) - failures / n
+    return {"index": index, "users": users, "requests": n, "excluded": 3, "failures": failures,
+            "successes": n - failures, "requests_per_s": users * 5.0, "output_tokens_per_s": users * 50.0,
+            "output_tokens": (n - failures) * 10,
+            "ttft": {"p50": ttft95 / 2, "p95": ttft95, "p99": ttft95 * 1.2, "mean": ttft95 / 2},
+            "tpot": {"p50": tpot95 * 0.9, "p95": tpot95, "p99": tpot95 * 1.1},
+            "e2e": {"p50": 100.0 + users, "p99": 120.0 + users, "mean": 100.0 + users},
+            "slo": {"limits_ms": LIMITS, "share_meeting": shares, "share_meeting_all": all_share,
+                    "goodput_rps": users * 5.0 * all_share},
+            **extra}
+
+
+def _stages_summary() -> dict[str, Any]:
+    points = [
+        _point(0, 4, 60, 13, {"ttft": 1.0, "tpot": 1.0}),
+        _point(1, 8, 70, 18, {"ttft": 1.0, "tpot": 0.97}),
+        _point(2, 16, 812, 26, {"ttft": 0.81, "tpot": 0.30}),
+        _point(3, 32, 900, 35, {"ttft": 0.70, "tpot": 0.0}, failures=12),
+    ]
+    return {"overall": {"slo": {"limits_ms": LIMITS, "goodput_rps": 42.0, "share_meeting_all": 0.6,
+                                "pooled_over_loads": True}},
+            "stages": points}
+
+
+def test_target_percentile_and_labels() -> None:
+    assert [target_percentile(t) for t in (0.5, 0.9, 0.95, 0.97, 0.99, 0.999, 1.0)] == \
+        ["p50", "p90", "p95", "p99", "p99", "p99.9", "p99.9"]
+    assert load_label({"users": 16}) == "16 u" and load_label({"rate": 7.5}) == "7.5 r/s"
+    assert load_label({"users": 16, "concurrency": 16}) == "16 u"
+    assert kind_of([{"users": 1, "concurrency": 1}]) == "concurrency" and kind_of([{"rate": 2}]) == "rate"
+
+
+def test_slo_misses_names_the_metric_its_percentile_and_the_limit() -> None:
+    p = _stages_summary()["stages"][2]
+    assert slo_misses(p, LIMITS, 0.95) == ["ttft p95 812 ms > 500 ms (81% met)", "tpot p95 26.0 ms > 20 ms (30% met)"]
+    # a metric met by enough requests is not named; failures are
+    p3 = _stages_summary()["stages"][3]
+    assert slo_misses(p3, {"tpot": 20.0}, 0.95) == ["tpot p95 35.0 ms > 20 ms (0% met)", "12 of 100 requests failed"]
+    # ITL's SLO bounds each request's largest gap: its share, no percentile
+    itl = {"slo": {"share_meeting": {"itl": 0.5}, "share_meeting_all": 0.5}, "requests": 10}
+    assert slo_misses(itl, {"itl": 40.0}, 0.95) == ["largest ITL ≤ 40 ms met by 50.0% < 95%"]
+    # each alone held, together not
+    both = {"slo": {"share_meeting": {"ttft": 0.96, "tpot": 0.96}, "share_meeting_all": 0.92}, "requests": 50}
+    assert slo_misses(both, LIMITS, 0.95) == ["every SLO together met by 92.0% < 95%"]
+
+
+def test_point_verdicts_stages_and_sweep() -> None:
+    s = _stages_summary()
+    vs = verdicts(s, s["stages"])
+    assert [v.passed for v in vs] == [True, True, False, False]
+    assert vs[0].text == "pass: 100.0% met every SLO" and vs[1].text == "pass: 97.0% met every SLO"
+    assert vs[2].text == "fail: ttft p95 812 ms > 500 ms (81% met); tpot p95 26.0 ms > 20 ms (30% met)"
+    assert [v.knee for v in vs] == [False, True, False, False]  # the highest passing below every failing
+    # too few requests
+    few = _point(0, 2, 10, 5, {"ttft": 1.0, "tpot": 1.0}, n=3)
+    assert point_verdict(few, LIMITS, 0.95).text == "fail: only 3 requests measured"
+    # a sweep point: the sweep's own judgement, its reason kept when saturated
+    sat = _point(5, 64, 2000, 40, {"ttft": 0.4, "tpot": 0.1}, passed=False, reason="over-saturated")
+    v = point_verdict(sat, LIMITS, 0.95)
+    assert v.passed is False and v.text.startswith("fail: over-saturated") and "tpot p95 40.0 ms > 20 ms" in v.text
+    assert point_verdict({"index": 1, "users": 3, "passed": None, "reason": "not judged (run stopped)"}, LIMITS,
+                         0.95).text == "not judged (run stopped)"
+    # no SLOs: no verdicts at all
+    assert verdicts({"overall": {}}, s["stages"]) == []
+
+
+def test_stage_knee_is_below_every_failing_load() -> None:
+    s = _stages_summary()
+    vs = verdicts(s, s["stages"])
+    assert stage_knee(vs) == 1
+    # a pass above a failure is no knee (the load that passed again is noise, not capacity)
+    s["stages"][3] = _point(3, 32, 60, 13, {"ttft": 1.0, "tpot": 1.0})
+    assert stage_knee(verdicts(s, s["stages"])) == 1
