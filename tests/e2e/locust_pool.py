@@ -228,3 +228,136 @@ def params(item: Any) -> dict[str, Any]:
     """A test item's parameters (none: {})."""
     spec = getattr(item, "callspec", None)
     return dict(spec.params) if spec is not None else {}
+
+
+#: What a :class:`Driven` scenario yields: seconds to wait, or ``(cond, timeout, what)`` (optionally a
+#: 4th item, the polling step in seconds, default 0.2): until ``cond()`` is true, whose value is sent
+#: back; past ``timeout`` seconds an AssertionError naming ``what`` is thrown into the scenario.
+Wait = float | tuple[Any, ...]
+
+
+@dataclass
+class _Live:
+    gen: Any  # the scenario's generator
+    wake: float = 0.0  # monotonic: when to poll (or resume) next
+    cond: Callable[[], Any] | None = None
+    deadline: float = 0.0
+    step: float = 0.2
+    what: str = ""
+    timeout: float = 0.0
+
+
+class Driven:
+    """Scenarios that act on their processes mid-run (a kill, a stall, a restart), several at once
+    (issue 55): each is a generator function that starts its processes, yields what it waits for
+    (:data:`Wait`) and acts between the waits, and returns its result (or raises). ``get(name)``
+    returns that result, advancing every live scenario until that one has ended; meanwhile the
+    next wanted ones start, ``parallel`` at most. No threads: nothing advances while a test checks
+    a result, so a scenario's waits are lower bounds (a wait may end a little late, never early).
+    Closing throws GeneratorExit into the live ones (their ``finally`` clauses stop their processes).
+    """
+
+    def __init__(
+        self, makers: Mapping[str, Callable[[], Any]], wanted: Sequence[str] = (), parallel: int = 4
+    ) -> None:
+        self.makers = makers
+        self.parallel = parallel
+        self.pending = [n for n in wanted if n in makers]
+        self.live: dict[str, _Live] = {}
+        self.done: dict[str, Any] = {}
+        self.failed: dict[str, BaseException] = {}
+
+    def get(self, name: str) -> Any:
+        if name not in self.makers:
+            raise KeyError(f"no scenario {name!r}")
+        while name not in self.done and name not in self.failed:
+            self._fill(first=name)
+            self._tick()
+        self._fill()
+        if name in self.failed:
+            raise self.failed[name]
+        return self.done[name]
+
+    def close(self) -> None:
+        for live in self.live.values():
+            live.gen.close()
+        self.live.clear()
+
+    def __enter__(self) -> Driven:
+        self._fill()  # the first ones start now, before any test asks
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _fill(self, first: str | None = None) -> None:
+        order = ([first] if first is not None else []) + [n for n in self.pending if n != first]
+        for name in order:
+            if name in self.live or name in self.done or name in self.failed:
+                continue
+            if len(self.live) >= self.parallel and name != first:
+                return
+            if name in self.pending:
+                self.pending.remove(name)
+            live = _Live(None)
+            try:
+                live.gen = self.makers[name]()
+            except Exception as e:  # noqa: BLE001 - kept for the test that asks for this scenario
+                self.failed[name] = e
+                continue
+            self.live[name] = live
+            self._resume(name, lambda live=live: live.gen.send(None))
+
+    def _resume(self, name: str, step: Callable[[], Any]) -> None:
+        live = self.live[name]
+        try:
+            wait = step()
+        except StopIteration as e:
+            self.done[name] = e.value
+            del self.live[name]
+            return
+        except BaseException as e:  # noqa: BLE001 - kept for the test that asks for this scenario
+            self.failed[name] = e
+            del self.live[name]
+            return
+        now = time.monotonic()
+        if isinstance(wait, int | float):
+            live.cond, live.wake = None, now + wait
+        else:
+            live.cond, live.timeout, live.what = wait[0], wait[1], wait[2]
+            live.step = wait[3] if len(wait) > 3 else 0.2
+            live.deadline, live.wake = now + live.timeout, now
+
+    def _tick(self) -> None:
+        for name, live in list(self.live.items()):
+            now = time.monotonic()
+            if now < live.wake:
+                continue
+            if live.cond is None:
+                self._resume(name, lambda live=live: live.gen.send(None))
+                continue
+            try:
+                got = live.cond()
+            except Exception as e:  # noqa: BLE001 - the scenario's own to handle or raise
+                self._resume(name, lambda live=live, e=e: live.gen.throw(e))
+                continue
+            if got:
+                self._resume(name, lambda live=live, got=got: live.gen.send(got))
+            elif time.monotonic() > live.deadline:
+                err = AssertionError(f"{name}: {live.what}: not within {live.timeout:g} s")
+                self._resume(name, lambda live=live, err=err: live.gen.throw(err))
+            else:
+                live.wake = time.monotonic() + live.step
+        if self.live:
+            time.sleep(max(0.0, min(0.05, min(v.wake for v in self.live.values()) - time.monotonic())))
+
+
+def driven_in(
+    request: Any,
+    makers: Mapping[str, Callable[[], Any]],
+    needs: Callable[[Any], Sequence[str]],
+    parallel: int = 4,
+) -> Iterator[Driven]:
+    """For a module-scoped fixture: ``yield from driven_in(...)`` (the selected tests' scenarios, ahead)."""
+    with Driven(makers, wanted(request, needs), parallel) as driven:
+        yield driven
