@@ -8,7 +8,8 @@ axis, and a knee that explains itself, on simulator step runs whose cause is kno
   service time: the sentence must name queueing, with those figures.
 - Decode slope: ``--itl-slope-ms 1`` (ITL = 10 + (running - 1) ms), an unlimited batch and
   4, 14, 24 users, TPOT SLO 20 ms: nothing waits, the batch grows and each token slows; the
-  sentence must name decode, never queueing.
+  sentence must name decode, never queueing (tests/e2e/test_studies.py's
+  ``test_decode_slope_knee_named``: on the run of its SLO steps, the same study).
 - The same server in a distributed run (``--processes 2``, SDK mode; the records merged on the
   master, which alone scrapes).
 
@@ -73,12 +74,30 @@ def gpu() -> Iterator[GPUFollowingTheBatch]:
 
 @pytest.mark.serial  # two scrapes in each 3 s stage: run alone (tests/sharding.py)
 def test_queueing_knee_named_with_the_servers_and_gpus_figures(sim_factory, gpu, tmp_path) -> None:
-    sim = sim_factory("--max-batch", "4", "--ttft-ms", "20", "--itl-ms", "10", "--output-tokens", "20", "--seed", "1")
+    sim = sim_factory(
+        "--max-batch", "4", "--ttft-ms", "20", "--itl-ms", "10", "--output-tokens", "20", "--seed", "1"
+    )
     gpu.follow(sim.url)
     report = tmp_path / "r"
-    proc = run_locust("vllm.py", "--llm-html", "on", "--host", sim.url, "--llm-stages", "2:3s,4:3s,8:3s", "--llm-slo", "ttft=150ms",
-                      "--llm-gpu-sidecar", gpu.url, "--llm-scrape-interval", "0.5", "--llm-prometheus-port", "0",
-                      report=report, timeout=150)
+    proc = run_locust(
+        "vllm.py",
+        "--llm-html",
+        "on",
+        "--host",
+        sim.url,
+        "--llm-stages",
+        "2:3s,4:3s,8:3s",
+        "--llm-slo",
+        "ttft=150ms",
+        "--llm-gpu-sidecar",
+        gpu.url,
+        "--llm-scrape-interval",
+        "0.5",
+        "--llm-prometheus-port",
+        "0",
+        report=report,
+        timeout=150,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     s = read_summary(report)
     # found without any option
@@ -88,8 +107,17 @@ def test_queueing_knee_named_with_the_servers_and_gpus_figures(sim_factory, gpu,
     assert s["scrape"]["errors"] == 0
     stages = s["stages"]
     assert [st["users"] for st in stages] == [2, 4, 8]
-    windows = [(st["users"], st["start"], st["settle_s"], st["measured_s"], st["end"],
-                st["server_metrics"]["server_num_requests_running"]["samples"]) for st in stages]
+    windows = [
+        (
+            st["users"],
+            st["start"],
+            st["settle_s"],
+            st["measured_s"],
+            st["end"],
+            st["server_metrics"]["server_num_requests_running"]["samples"],
+        )
+        for st in stages
+    ]
     for st in stages:  # every stage has the server's figures over its own window
         assert st["server_metrics"]["server_num_requests_running"]["samples"] >= 2, (windows, s["scrape"])
     assert stages[0]["server_metrics"]["server_num_requests_waiting"]["max"] == 0
@@ -105,7 +133,9 @@ def test_queueing_knee_named_with_the_servers_and_gpus_figures(sim_factory, gpu,
     assert "queueing in the server (waiting requests " in why and "decode" not in why, why
     m = re.search(r"waiting requests ([\d.]+) -> ([\d.]+), queue time mean ([\d.]+) -> ([\d.]+) ms", why)
     assert m, why
-    assert float(m.group(2)) == pytest.approx(waiting, abs=0.051) and float(m.group(4)) == pytest.approx(queue, rel=0.01)
+    assert float(m.group(2)) == pytest.approx(waiting, abs=0.051) and float(m.group(4)) == pytest.approx(
+        queue, rel=0.01
+    )
     # the GPU on the same axis and in the sentence: 2 users run 1 or 2 of 4 (25-50%), 8 fill the batch
     util = [st["server_metrics"]["gpu_0_utilization_ratio"]["mean"] for st in stages]
     assert 0.2 <= util[0] <= 0.55 and util[2] >= 0.9, util
@@ -114,7 +144,9 @@ def test_queueing_knee_named_with_the_servers_and_gpus_figures(sim_factory, gpu,
     # the console, the report, timeseries.csv
     assert f"why the knee: {why}" in proc.stdout
     html = (report / "report.html").read_text()
-    assert "Why the knee:" in html and "Server latency beside ours" in html and "Server batch and queue" in html
+    assert (
+        "Why the knee:" in html and "Server latency beside ours" in html and "Server batch and queue" in html
+    )
     with (report / "timeseries.csv").open() as f:
         rows = list(csv.DictReader(f))
     col = [float(r["server_num_requests_waiting"]) for r in rows if r.get("server_num_requests_waiting")]
@@ -122,42 +154,18 @@ def test_queueing_knee_named_with_the_servers_and_gpus_figures(sim_factory, gpu,
     assert any(r.get("server_queue_time_p99_ms") for r in rows)
 
 
-DECODE_SIM = ("--ttft-ms", "20", "--itl-ms", "10", "--itl-slope-ms", "1", "--output-tokens", "10", "--seed", "1")
-
-
-def test_decode_slope_knee_named(sim_factory, tmp_path) -> None:
-    sim = sim_factory(*DECODE_SIM)
-    report = tmp_path / "r"
-    proc = run_locust("vllm.py", "--host", sim.url, "--llm-steps", "4:24:10:3s", "--llm-slo", "tpot=20ms,ttft=500ms",
-                      "--llm-scrape-interval", "0.5", "--llm-prometheus-port", "0", report=report, timeout=150)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    s = read_summary(report)
-    found = s["server_metrics"]  # on --host, without any option
-    assert (found["mode"], found["dialect"], found["url"]) == ("auto", "vllm", sim.url + "/metrics")
-    stages = s["stages"]
-    assert [st["users"] for st in stages] == [4, 14, 24]
-    for st in stages:
-        assert st["server_metrics"]["server_num_requests_waiting"]["max"] == 0  # nothing ever queues
-    itl = stages[1]["server_metrics"]["server_itl_mean_ms"]["mean"]
-    running = stages[1]["server_metrics"]["server_num_requests_running"]["mean"]
-    itl_24 = stages[2]["server_metrics"]["server_itl_mean_ms"]["mean"]
-    running_24 = stages[2]["server_metrics"]["server_num_requests_running"]["mean"]
-    # Figures the simulator decides, not the machine's pace: the batch (one request a user at most)
-    # and the gap it schedules, 10 + (running - 1) ms, whose mean over a stage is that schedule's (a
-    # late timer is caught up on the next chunks: the mean moves by the lateness over ~1,800 gaps);
-    # the histogram's gaps trail the gauge a little (tokens of requests that began at a smaller batch)
-    figures = (running, itl, running_24, itl_24)
-    assert 8 <= running <= 14 and running_24 <= 24 and itl_24 > itl + 3, figures
-    assert abs(itl - (10 + running - 1)) <= 3 and abs(itl_24 - (10 + running_24 - 1)) <= 3, figures
-    knee = s["knee"]
-    assert (knee["users"], knee["first_failing_users"]) == (4, 14)
-    why = knee["explanation"]
-    assert why.startswith("TPOT p95 passes 20 ms from 14 u ("), why
-    assert "decode slowing as the batch grows (running requests " in why and "queueing" not in why, why
-    m = re.search(r"running requests ([\d.]+) -> ([\d.]+), server time per token ([\d.]+) -> ([\d.]+) ms", why)
-    assert m and float(m.group(2)) == pytest.approx(running, abs=0.051), why
-    assert float(m.group(4)) == pytest.approx(itl, abs=0.051)
-    assert f"why the knee: {why}" in proc.stdout
+DECODE_SIM = (
+    "--ttft-ms",
+    "20",
+    "--itl-ms",
+    "10",
+    "--itl-slope-ms",
+    "1",
+    "--output-tokens",
+    "10",
+    "--seed",
+    "1",
+)
 
 
 def test_distributed_sdk_run_scrapes_on_the_master_and_explains(sim_factory, tmp_path) -> None:
@@ -169,10 +177,29 @@ def test_distributed_sdk_run_scrapes_on_the_master_and_explains(sim_factory, tmp
     sim = sim_factory(*DECODE_SIM)
     report = tmp_path / "r"
     port = str(free_port())
-    proc = run_locust("vllm.py", "--host", sim.url, "--processes", "2", "--master-bind-port", port,
-                      "--master-port", port, "--llm-client", "sdk", "--llm-stages", "4:9s,24:5s",
-                      "--llm-slo", "tpot=20ms,ttft=2000ms", "--llm-scrape-interval", "0.5",
-                      "--llm-prometheus-port", "0", report=report, timeout=180)
+    proc = run_locust(
+        "vllm.py",
+        "--host",
+        sim.url,
+        "--processes",
+        "2",
+        "--master-bind-port",
+        port,
+        "--master-port",
+        port,
+        "--llm-client",
+        "sdk",
+        "--llm-stages",
+        "4:9s,24:5s",
+        "--llm-slo",
+        "tpot=20ms,ttft=2000ms",
+        "--llm-scrape-interval",
+        "0.5",
+        "--llm-prometheus-port",
+        "0",
+        report=report,
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     s = read_summary(report)
     found = s["server_metrics"]
@@ -182,8 +209,10 @@ def test_distributed_sdk_run_scrapes_on_the_master_and_explains(sim_factory, tmp
     for st in stages:
         assert st["server_metrics"]["server_num_requests_waiting"]["max"] == 0
         assert st["server_metrics"]["server_num_requests_running"]["samples"] >= 3
-    assert stages[1]["server_metrics"]["server_num_requests_running"]["max"] > \
-        stages[0]["server_metrics"]["server_num_requests_running"]["max"]
+    assert (
+        stages[1]["server_metrics"]["server_num_requests_running"]["max"]
+        > stages[0]["server_metrics"]["server_num_requests_running"]["max"]
+    )
     why = (s.get("knee") or {}).get("explanation")
     if why and why.startswith("TPOT"):
         assert "queueing" not in why, why
@@ -192,5 +221,6 @@ def test_distributed_sdk_run_scrapes_on_the_master_and_explains(sim_factory, tmp
         # decode is named when the server's time per token rose with its batch; clients too busy to
         # fill the batch (a loaded machine) leave it flat, and the sentence blames no server part
         assert "decode slowing as the batch grows" in why or (
-            saturated and "the server's queue, batch and per-token time did not move" in why), why
+            saturated and "the server's queue, batch and per-token time did not move" in why
+        ), why
         assert f"why the knee: {why}" in proc.stdout
