@@ -117,8 +117,10 @@ def ensure_installed(log: Path | None = None) -> Path:
             return venv_python()
         if venv.exists():
             subprocess.run(["rm", "-rf", str(venv)], check=True)
-        steps = ([sys.executable, "-m", "venv", str(venv)],
-                 [str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", *PINS])
+        steps = (
+            [sys.executable, "-m", "venv", str(venv)],
+            [str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", *PINS],
+        )
         for cmd in steps:
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode:
@@ -225,22 +227,35 @@ def die_with_parent() -> Callable[[], None]:
 PR_SET_PDEATHSIG = 1
 
 
-def _spawn(name: str, cmd: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+def _spawn(
+    name: str, cmd: list[str], log: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as out:
-        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=env, start_new_session=True, preexec_fn=die_with_parent())
+        return subprocess.Popen(
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+            preexec_fn=die_with_parent(),
+        )
 
 
-def wait_ready(server: ServerProcess, path: str, timeout: float, headers: dict[str, str] | None = None) -> None:
+def wait_ready(
+    server: ServerProcess, path: str, timeout: float, headers: dict[str, str] | None = None
+) -> None:
     """Until ``GET path`` answers 200; RuntimeError with the log's tail if the child dies or
     ``timeout`` seconds pass (the child is then stopped)."""
     deadline = time.monotonic() + timeout
     last = ""
     while time.monotonic() < deadline:
         if not server.alive():
-            raise RuntimeError(f"{server.name} exited with {server.process.returncode} before it was ready; "
-                               f"log {server.log}:\n{server.log_tail()}")
+            raise RuntimeError(
+                f"{server.name} exited with {server.process.returncode} before it was ready; "
+                f"log {server.log}:\n{server.log_tail()}"
+            )
         try:
             req = urllib.request.Request(server.url + path, headers=headers or {})
             with urllib.request.urlopen(req, timeout=2) as r:
@@ -250,12 +265,21 @@ def wait_ready(server: ServerProcess, path: str, timeout: float, headers: dict[s
             last = str(e)
         time.sleep(0.25)
     server.stop()
-    raise RuntimeError(f"{server.name} was not ready at {server.url}{path} within {timeout:.0f} s ({last}); "
-                       f"log {server.log}:\n{server.log_tail()}")
+    raise RuntimeError(
+        f"{server.name} was not ready at {server.url}{path} within {timeout:.0f} s ({last}); "
+        f"log {server.log}:\n{server.log_tail()}"
+    )
 
 
-def start_llama(log_dir: Path, *, slots: int = 4, ctx_per_slot: int = 1024, port: int | None = None,
-                timeout: float = 120.0, metrics: bool = True) -> ServerProcess:
+def start_llama(
+    log_dir: Path,
+    *,
+    slots: int = 4,
+    ctx_per_slot: int = 1024,
+    port: int | None = None,
+    timeout: float = 120.0,
+    metrics: bool = True,
+) -> ServerProcess:
     """llama.cpp's server with ``slots`` parallel slots of ``ctx_per_slot`` tokens of context
     (``metrics``: its /metrics on, as ``llama-server --metrics``)."""
     python = ensure_installed()
@@ -264,8 +288,18 @@ def start_llama(log_dir: Path, *, slots: int = 4, ctx_per_slot: int = 1024, port
     template.write_text(GEMMA_TEMPLATE)
     port = port or free_port()
     log = log_dir / f"llama-{port}.log"
-    cmd = [str(python), "-c", LLAMA_MAIN, str(model), str(port), str(slots), str(ctx_per_slot), str(template), MODEL,
-           *([] if metrics else ["no-metrics"])]
+    cmd = [
+        str(python),
+        "-c",
+        LLAMA_MAIN,
+        str(model),
+        str(port),
+        str(slots),
+        str(ctx_per_slot),
+        str(template),
+        MODEL,
+        *([] if metrics else ["no-metrics"]),
+    ]
     server = ServerProcess("llama.cpp", _spawn("llama.cpp", cmd, log), f"http://127.0.0.1:{port}", log)
     wait_ready(server, "/health", timeout)
     return server
@@ -291,15 +325,18 @@ while True:
 """
 
 
-def start_llama_embeddings(log_dir: Path, *, slots: int = 2, port: int | None = None,
-                           timeout: float = 120.0) -> ServerProcess:
+def start_llama_embeddings(
+    log_dir: Path, *, slots: int = 2, port: int | None = None, timeout: float = 120.0
+) -> ServerProcess:
     """llama.cpp's server in embedding mode (the same Gemma model, mean pooling): ``/v1/embeddings``."""
     python = ensure_installed()
     model = ensure_model(python)
     port = port or free_port()
     log = log_dir / f"llama-embed-{port}.log"
     cmd = [str(python), "-c", LLAMA_EMBED_MAIN, str(model), str(port), str(slots), MODEL]
-    server = ServerProcess("llama.cpp embeddings", _spawn("llama.cpp", cmd, log), f"http://127.0.0.1:{port}", log)
+    server = ServerProcess(
+        "llama.cpp embeddings", _spawn("llama.cpp", cmd, log), f"http://127.0.0.1:{port}", log
+    )
     wait_ready(server, "/health", timeout)
     return server
 
@@ -310,9 +347,14 @@ def litellm_config(llama_url: str) -> dict[str, object]:
     base = llama_url.rstrip("/") + "/v1"
     return {
         "model_list": [
-            {"model_name": MODEL, "litellm_params": {"model": f"openai/{MODEL}", "api_base": base, "api_key": "none"}},
-            {"model_name": f"{MODEL}-bridge",
-             "litellm_params": {"model": f"hosted_vllm/{MODEL}", "api_base": base, "api_key": "none"}},
+            {
+                "model_name": MODEL,
+                "litellm_params": {"model": f"openai/{MODEL}", "api_base": base, "api_key": "none"},
+            },
+            {
+                "model_name": f"{MODEL}-bridge",
+                "litellm_params": {"model": f"hosted_vllm/{MODEL}", "api_base": base, "api_key": "none"},
+            },
         ],
         "litellm_settings": {"drop_params": True},
         "router_settings": {"num_retries": 0},  # else a backend 400 is retried twice (~5 s)
@@ -320,17 +362,33 @@ def litellm_config(llama_url: str) -> dict[str, object]:
     }
 
 
-def start_litellm(llama_url: str, log_dir: Path, *, port: int | None = None, timeout: float = 120.0) -> ServerProcess:
+def start_litellm(
+    llama_url: str, log_dir: Path, *, port: int | None = None, timeout: float = 120.0
+) -> ServerProcess:
     """The LiteLLM proxy (one worker) in front of ``llama_url``, with no network: the local cost map."""
     python = ensure_installed()
     port = port or free_port()
     config = log_dir / f"litellm-{port}.json"  # JSON is YAML: no YAML writer needed
     log_dir.mkdir(parents=True, exist_ok=True)
     config.write_text(json.dumps(litellm_config(llama_url), indent=2))
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_TELEMETRY": "False",
-           "LITELLM_LOG": "INFO", "NO_PROXY": "127.0.0.1,localhost"}
-    cmd = [str(python.parent / "litellm"), "--config", str(config), "--host", "127.0.0.1", "--port", str(port),
-           "--num_workers", "1"]
+    env = {
+        **os.environ,
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "LITELLM_TELEMETRY": "False",
+        "LITELLM_LOG": "INFO",
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
+    cmd = [
+        str(python.parent / "litellm"),
+        "--config",
+        str(config),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--num_workers",
+        "1",
+    ]
     log = log_dir / f"litellm-{port}.log"
     server = ServerProcess("litellm", _spawn("litellm", cmd, log, env), f"http://127.0.0.1:{port}", log)
     wait_ready(server, "/health/liveliness", timeout)
@@ -347,10 +405,17 @@ def main(argv: list[str] | None = None) -> int:
     common.add_argument("--ctx", type=int, default=1024, help="context tokens per slot")
     common.add_argument("--port", type=int, default=None)
     common.add_argument("--log-dir", type=Path, default=cache_dir() / "logs")
-    sub.add_parser("up", parents=[common], help="start llama.cpp (and LiteLLM), print the URLs, serve until "
-                                                "SIGTERM/Ctrl-C")
-    run = sub.add_parser("run", parents=[common], help="start the servers, run a command ({llama} and {litellm} "
-                                                       "in it become their URLs), stop them; exits with its code")
+    sub.add_parser(
+        "up",
+        parents=[common],
+        help="start llama.cpp (and LiteLLM), print the URLs, serve until SIGTERM/Ctrl-C",
+    )
+    run = sub.add_parser(
+        "run",
+        parents=[common],
+        help="start the servers, run a command ({llama} and {litellm} "
+        "in it become their URLs), stop them; exits with its code",
+    )
     run.add_argument("command", nargs=argparse.REMAINDER)
     args = ap.parse_args(argv)
     if args.cmd == "install":
@@ -368,10 +433,15 @@ def main(argv: list[str] | None = None) -> int:
             lite = start_litellm(llama.url, args.log_dir)
             started.append(lite)
             urls["litellm"] = lite.url
-            print(f"litellm ({LITELLM}): {lite.url} (its key: LITELLM_KEY in tests/real/servers.py)", flush=True)
+            print(
+                f"litellm ({LITELLM}): {lite.url} (its key: LITELLM_KEY in tests/real/servers.py)", flush=True
+            )
         if args.cmd == "run":
-            command = [a.replace("{llama}", urls["llama"]).replace("{litellm}", urls["litellm"])
-                       for a in args.command if a != "--"]
+            command = [
+                a.replace("{llama}", urls["llama"]).replace("{litellm}", urls["litellm"])
+                for a in args.command
+                if a != "--"
+            ]
             return subprocess.run(command).returncode if command else 0
         while all(s.alive() for s in started):
             time.sleep(0.5)

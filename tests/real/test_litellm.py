@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import read_records, read_summary, run_locust
-from tests.real.observe import Window, exit_code_for, held
+from tests.helpers import read_records, read_summary
+from tests.real.observe import Window, exit_code_for, held, launched, run_until
 from tests.real.servers import LITELLM_KEY
 
 pytestmark = pytest.mark.slow
@@ -24,20 +24,44 @@ KEYS = {"ANTHROPIC_API_KEY": LITELLM_KEY, "GEMINI_API_KEY": LITELLM_KEY}
 
 
 def run_through(litellm, llama, locustfile: str, client: str, tmp_path):
-    """One 8 s run through the gateway: (proc, report, every record, the ok ones, gateway window)."""
+    """One run through the gateway, until the model has launched two generations: (proc, report, every record, the ok ones, gateway window)."""
     report = tmp_path / "r"
     gateway, backend = Window.open(litellm), Window.open(llama)
     # warm-up 0: each user's first request measured (a loaded CI machine takes 2-6 s for one)
-    proc = run_locust(locustfile, "--host", litellm.url, "-u", "2", "-r", "2", "-t", "8s", "--stop-timeout", "60",
-                      "--llm-model", "gemma-3-270m", "--llm-max-tokens", str(MAX_TOKENS), "--llm-client", client,
-                      "--llm-preflight", "off",  # each generation the model runs is a record
-                      "--llm-warmup", "0", report=report, env=KEYS, timeout=180)
+    # stopped once the model has launched two generations (a race's request never reaches it): the stop
+    # lets the requests in flight end
+    proc = run_until(
+        locustfile,
+        "--host",
+        litellm.url,
+        "-u",
+        "2",
+        "-r",
+        "2",
+        "--stop-timeout",
+        "60",
+        "--llm-model",
+        "gemma-3-270m",
+        "--llm-max-tokens",
+        str(MAX_TOKENS),
+        "--llm-client",
+        client,
+        "--llm-preflight",
+        "off",  # each generation the model runs is a record
+        "--llm-warmup",
+        "0",
+        report=report,
+        until=launched(llama, 2),
+        env=KEYS,
+    )
     log = gateway.log_text()
     # a failure says what the gateway and the model server logged meanwhile (a 500 or a reset from
     # LiteLLM is otherwise only its status line)
-    logs = ("\n--- LiteLLM log in the run (errors):\n"
-            + "\n".join(ln for ln in log.splitlines() if "rror" in ln or "xception" in ln)[-4000:]
-            + f"\n--- llama.cpp log in the run:\n{backend.log_text()[-2000:]}")
+    logs = (
+        "\n--- LiteLLM log in the run (errors):\n"
+        + "\n".join(ln for ln in log.splitlines() if "rror" in ln or "xception" in ln)[-4000:]
+        + f"\n--- llama.cpp log in the run:\n{backend.log_text()[-2000:]}"
+    )
     records = read_records(report)
     ok = gateway.ok_but_races(records, logs)  # seen in CI: one request in 10-30, at a run's start
     assert proc.returncode == exit_code_for(records), proc.stderr[-3000:] + logs
@@ -54,8 +78,10 @@ def test_claude_through_litellm(litellm, llama, client: str, tmp_path) -> None:
     proc, report, records, ok, gateway = run_through(litellm, llama, "claude.py", client, tmp_path)
     gateway.assert_answered("/v1/messages", records)
     assert all(r["tokens_source"] == "usage" and r["input_tokens_source"] == "usage" for r in ok)
-    assert all(r["input_tokens"] > 0 and r["output_tokens"] == MAX_TOKENS or r["finish_reason"] == "end_turn"
-               for r in ok)
+    assert all(
+        r["input_tokens"] > 0 and r["output_tokens"] == MAX_TOKENS or r["finish_reason"] == "end_turn"
+        for r in ok
+    )
     assert read_summary(report)["overall"]["estimated_token_requests"] == 0
 
 

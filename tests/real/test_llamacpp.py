@@ -9,11 +9,14 @@ carries it); the sampling checks stay quiet when the server honours the request.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 
 from tests.helpers import read_records, read_summary, run_locust
 from tests.real.conftest import SLOTS
-from tests.real.observe import Window
+from tests.real.observe import Window, any_records, launched, run_until
 
 pytestmark = pytest.mark.slow
 
@@ -21,11 +24,16 @@ MAX_TOKENS = 16
 KEYS = {"OPENAI_API_KEY": "sk-real-tier-unused", "ANTHROPIC_API_KEY": "sk-ant-real-tier-unused"}
 
 CASES = [
-    ("vllm.py", "chat", "raw"), ("vllm.py", "chat", "sdk"),
-    ("vllm.py", "completions", "raw"), ("vllm.py", "completions", "sdk"),
-    ("openai.py", "chat", "raw"), ("openai.py", "chat", "sdk"),
-    ("openai.py", "completions", "raw"), ("openai.py", "completions", "sdk"),
-    ("claude.py", None, "raw"), ("claude.py", None, "sdk"),
+    ("vllm.py", "chat", "raw"),
+    ("vllm.py", "chat", "sdk"),
+    ("vllm.py", "completions", "raw"),
+    ("vllm.py", "completions", "sdk"),
+    ("openai.py", "chat", "raw"),
+    ("openai.py", "chat", "sdk"),
+    ("openai.py", "completions", "raw"),
+    ("openai.py", "completions", "sdk"),
+    ("claude.py", None, "raw"),
+    ("claude.py", None, "sdk"),
 ]
 
 
@@ -34,25 +42,68 @@ def prompt_tokens(r: dict) -> int:
     return r["input_tokens"] + (r["server"] or {}).get("cache_read_input_tokens", 0)
 
 
-def run_against(server, locustfile: str, tmp_path, *args: str, users: int = 2, seconds: int = 6):
+def run_against(
+    server,
+    locustfile: str,
+    tmp_path,
+    *args: str,
+    users: int = 2,
+    seconds: int = 6,
+    until: Callable[[Path], object] | None = None,
+    launches: int | None = None,
+):
+    """A run of ``users`` users against ``server``: for ``seconds`` (``-t``), or, with ``until``,
+    until that holds, or, with ``launches``, until the server has launched that many generations
+    (:func:`run_until`: the stop lets the requests in flight end, so the records are the same kind;
+    the seconds a fixed ``-t`` spent generating what no assertion reads are saved)."""
     report = tmp_path / "r"
     window = Window.open(server)
-    proc = run_locust(locustfile, "--host", server.url, "-u", str(users), "-r", str(users), "-t", f"{seconds}s",
-                      "--stop-timeout", "60", "--llm-model", "gemma-3-270m",
-                      "--llm-preflight", "off",  # every generation the server counts is a record
-                      # each user's first request measured: a loaded CI machine's CPU model takes 2-6 s
-                      # a request, so a 6-s run may hold only one a user
-                      "--llm-warmup", "0",
-                      *args, report=report, env=KEYS,
-                      timeout=180)
+    if launches is not None:
+        until = launched(server, launches)
+    common = (
+        "--host",
+        server.url,
+        "-u",
+        str(users),
+        "-r",
+        str(users),
+        "--stop-timeout",
+        "60",
+        "--llm-model",
+        "gemma-3-270m",
+        "--llm-preflight",
+        "off",  # every generation the server counts is a record
+        # each user's first request measured: a loaded CI machine's CPU model takes 2-6 s
+        # a request, so a 6-s run may hold only one a user
+        "--llm-warmup",
+        "0",
+        *args,
+    )
+    if until is None:
+        proc = run_locust(locustfile, "-t", f"{seconds}s", *common, report=report, env=KEYS, timeout=180)
+    else:
+        proc = run_until(locustfile, *common, report=report, until=until, env=KEYS)
     return proc, report, window
 
 
 @pytest.mark.parametrize(("locustfile", "endpoint", "client"), CASES)
-def test_locustfile_against_llamacpp(llama, locustfile: str, endpoint: str | None, client: str, tmp_path) -> None:
+def test_locustfile_against_llamacpp(
+    llama, locustfile: str, endpoint: str | None, client: str, tmp_path
+) -> None:
     extra = ["--llm-endpoint", endpoint] if endpoint else []
-    proc, report, window = run_against(llama, locustfile, tmp_path, "--llm-max-tokens", str(MAX_TOKENS),
-                                       "--llm-client", client, *extra)
+    # two answers are all the checks need: stopped once the server has launched each user's first
+    # request (the stop lets both end), so no user sends a second
+    proc, report, window = run_against(
+        llama,
+        locustfile,
+        tmp_path,
+        "--llm-max-tokens",
+        str(MAX_TOKENS),
+        "--llm-client",
+        client,
+        *extra,
+        launches=2,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = read_records(report)
     assert len(records) >= 2, proc.stderr[-2000:]  # each user's first request at least
@@ -61,8 +112,9 @@ def test_locustfile_against_llamacpp(llama, locustfile: str, endpoint: str | Non
     assert window.generations() == len(records)
     assert all(r["tokens_source"] == "usage" and r["input_tokens_source"] == "usage" for r in records)
     assert sum(r["output_tokens"] for r in records) == window.delta("tokens_predicted_total")
-    assert sum(prompt_tokens(r) for r in records) == (window.delta("prompt_tokens_total")
-                                                       + window.delta("prompt_tokens_cached_total"))
+    assert sum(prompt_tokens(r) for r in records) == (
+        window.delta("prompt_tokens_total") + window.delta("prompt_tokens_cached_total")
+    )
     for r in records:
         assert 0 < r["output_tokens"] <= MAX_TOKENS
         assert r["ttfb_ns"] <= r["ttft_ns"] <= r["e2e_ns"], r
@@ -79,17 +131,31 @@ def test_locustfile_against_llamacpp(llama, locustfile: str, endpoint: str | Non
     assert "gemma-3-270m" in {r["server_model"] for r in records} | {r["model"] for r in records}
 
 
-@pytest.mark.parametrize(("locustfile", "client"), [("vllm.py", "raw"), ("vllm.py", "sdk"), ("claude.py", "raw"),
-                                                  ("claude.py", "sdk")])
-def test_prompt_over_the_context_is_http_400_before_any_event(llama, locustfile: str, client: str,
-                                                              tmp_path) -> None:
+@pytest.mark.parametrize(
+    ("locustfile", "client"),
+    [("vllm.py", "raw"), ("vllm.py", "sdk"), ("claude.py", "raw"), ("claude.py", "sdk")],
+)
+def test_prompt_over_the_context_is_http_400_before_any_event(
+    llama, locustfile: str, client: str, tmp_path
+) -> None:
     """llama.cpp answers an over-long streamed prompt with an immediate HTTP 400 JSON
     (``exceed_context_size_error``), on /v1/messages too: a categorized failure with no TTFT,
     never a crash, each request sent once."""
     prompts = tmp_path / "long.jsonl"
     prompts.write_text('{"prompt": "%s"}\n' % ("word " * 3000))
-    proc, report, window = run_against(llama, locustfile, tmp_path, "--llm-dataset", str(prompts),
-                                       "--llm-max-tokens", "8", "--llm-client", client, users=1, seconds=3)
+    proc, report, window = run_against(
+        llama,
+        locustfile,
+        tmp_path,
+        "--llm-dataset",
+        str(prompts),
+        "--llm-max-tokens",
+        "8",
+        "--llm-client",
+        client,
+        users=1,
+        until=any_records(1),
+    )
     assert proc.returncode == 1, proc.stderr[-2000:]  # every request failed
     records = read_records(report)
     assert records and all(r["status"] == "error" and r["error_category"] == "http_400" for r in records)
@@ -103,9 +169,22 @@ def test_context_filled_mid_generation_ends_with_finish_length(llama, client: st
     """A prompt that leaves the slot a few hundred tokens: the server stops when the context is
     full, HTTP 200 and ``finish_reason: length``: a success with the server's (short) count."""
     prompts = tmp_path / "fill.jsonl"
-    prompts.write_text('{"prompt": "%s"}\n' % ("lorem ipsum " * 420))
-    proc, report, window = run_against(llama, "vllm.py", tmp_path, "--llm-dataset", str(prompts),
-                                       "--llm-max-tokens", "512", "--llm-client", client, users=1, seconds=4)
+    # 980 tokens with the chat template (measured on /tokenize: 850 for 420 words' pairs, 2 a pair):
+    # the slot's 1024 fill after some 44 generated tokens, where 420 pairs took 174 (seconds of decode)
+    prompts.write_text('{"prompt": "%s"}\n' % ("lorem ipsum " * 485))
+    proc, report, window = run_against(
+        llama,
+        "vllm.py",
+        tmp_path,
+        "--llm-dataset",
+        str(prompts),
+        "--llm-max-tokens",
+        "512",
+        "--llm-client",
+        client,
+        users=1,
+        launches=1,
+    )
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
     done = [r for r in read_records(report) if r["status"] == "ok"]
     assert done, proc.stderr[-2000:]
@@ -125,8 +204,20 @@ def test_more_users_than_slots_queue_in_the_server_and_the_client_is_not_blamed(
     llama.cpp's threads on 2 cores did delay the client's loop (p99 236 ms), and then the
     self-check rightly said so."""
     users = 2 * SLOTS
-    proc, report, window = run_against(llama, "vllm.py", tmp_path, "--llm-max-tokens", "24",
-                                       "--llm-spawn-spread", "off", users=users, seconds=8)
+    # -t 3 s: every user (spawned within 1 s, no spread) has sent its first request, and the first half
+    # is still generating (24 tokens on 4 slots: some 4 s), so no user sends a second; the stop lets
+    # all 8 first requests end (--stop-timeout)
+    proc, report, window = run_against(
+        llama,
+        "vllm.py",
+        tmp_path,
+        "--llm-max-tokens",
+        "24",
+        "--llm-spawn-spread",
+        "off",
+        users=users,
+        seconds=3,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = [r for r in read_records(report) if r["status"] == "ok"]
     assert len(records) >= users
@@ -152,56 +243,118 @@ def _decoding_slots(url: str, tokens: int = 3) -> int:
             slots = json.loads(r.read())
     except OSError:
         return 0
-    return sum(1 for s in slots if s.get("is_processing")
-               and any(t.get("n_decoded", 0) >= tokens for t in s.get("next_token") or []))
+    return sum(
+        1
+        for s in slots
+        if s.get("is_processing") and any(t.get("n_decoded", 0) >= tokens for t in s.get("next_token") or [])
+    )
 
 
-@pytest.mark.parametrize("client", ["raw", "sdk"])
-def test_server_killed_mid_stream_is_connection_reset_then_connect_error(real_logs, client: str, tmp_path) -> None:
-    """SIGKILL of the server while users stream: the streams in flight end as
-    ``connection_reset`` (kept, never resent), the requests after it fail fast as
-    ``connect_error``; nothing crashes and the run ends on its own."""
+KILL_CLIENTS = ("raw", "sdk")
+KILL_USERS = 2  # a run's users; the two runs share one server, a slot a user
+
+
+@pytest.fixture(scope="module")
+def killed_mid_stream(real_logs, tmp_path_factory) -> dict[str, dict]:
+    """One llama.cpp server of its own, SIGKILLed while a raw run and an SDK run (two users each, at
+    the same time, a slot a user) stream from it: each run's records and exit, judged per client by
+    the test below. Nothing here compares a run with the server's counters, so the two runs sharing
+    the server (and its one kill) leave each run's records what a run alone would make."""
     import subprocess
     import time
 
-    from tests.helpers import LOCUST, ROOT
+    from tests.helpers import start_locust
     from tests.real.servers import start_llama
 
-    server = start_llama(real_logs, slots=2, ctx_per_slot=512)
-    report = tmp_path / "r"
+    tmp = tmp_path_factory.mktemp("killed")
+    server = start_llama(real_logs, slots=KILL_USERS * len(KILL_CLIENTS), ctx_per_slot=512)
+    runs: dict[str, tuple[subprocess.Popen, Path, Path]] = {}
     try:
-        proc = subprocess.Popen(
-            [LOCUST, "-f", str(ROOT / "locustfiles" / "vllm.py"), "--headless", "--only-summary", "--loglevel",
-             "WARNING", "--host", server.url, "-u", "2", "-r", "2", "-t", "10s", "--stop-timeout", "10",
-             "--llm-max-tokens", "300", "--llm-warmup", "0", "--llm-client", client, "--llm-report", str(report),
-             "--llm-preflight", "off"],  # the first slot launched is a user's stream
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        # both users' streams producing tokens (8 or more), as the server's /slots says: on a busy machine the
+        for client in KILL_CLIENTS:
+            report, log = tmp / client, tmp / f"{client}.log"
+            # -t: the kill comes 2-4 s into the run (every stream decoding); a late one (a loaded machine)
+            # still finds the 300-token streams going, through the stop (--stop-timeout)
+            args = [
+                "--headless",
+                "--only-summary",
+                "--host",
+                server.url,
+                "-u",
+                str(KILL_USERS),
+                "-r",
+                str(KILL_USERS),
+                "-t",
+                "6s",
+                "--stop-timeout",
+                "30",
+                "--llm-max-tokens",
+                "300",
+                "--llm-warmup",
+                "0",
+                "--llm-client",
+                client,
+                "--llm-report",
+                str(report),
+                "--llm-preflight",
+                "off",
+            ]  # the first slot launched is a user's stream
+            runs[client] = (start_locust(args, log, loglevel="WARNING"), report, log)
+        # every user's stream producing tokens (8 or more), as the server's /slots says: on a busy machine the
         # second request or a prompt's evaluation can take seconds (a fixed 2 s sleep killed one before its first)
+        streams = KILL_USERS * len(KILL_CLIENTS)
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and _decoding_slots(server.url, tokens=8) < 2:
+        while time.monotonic() < deadline and _decoding_slots(server.url, tokens=8) < streams:
             time.sleep(0.1)
-        both_decoding = time.monotonic() < deadline
+        all_decoding = time.monotonic() < deadline
         time.sleep(0.3)  # the chunks have reached the users, not only the socket
         killed_at = time.time()
         server.kill()
-        out, err = proc.communicate(timeout=120)
+        for proc, _, _ in runs.values():
+            proc.wait(120)
     finally:
+        for proc, _, _ in runs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
         server.stop()
-    assert both_decoding, "llama.cpp's /slots never showed both users' streams decoding within 60 s"
-    records = read_records(report)
-    seen = [{k: r[k] for k in ("status", "error_category", "ttft_ns", "chunks", "error_message", "start_time")}
-            for r in records]
+    return {
+        client: {
+            "all_decoding": all_decoding,
+            "killed_at": killed_at,
+            "returncode": proc.returncode,
+            "records": read_records(report),
+            "output": log.read_text(errors="replace"),  # stdout and stderr
+        }
+        for client, (proc, report, log) in runs.items()
+    }
+
+
+@pytest.mark.parametrize("client", KILL_CLIENTS)
+def test_server_killed_mid_stream_is_connection_reset_then_connect_error(
+    killed_mid_stream, client: str
+) -> None:
+    """SIGKILL of the server while users stream: the streams in flight end as
+    ``connection_reset`` (kept, never resent), the requests after it fail fast as
+    ``connect_error``; nothing crashes and the run ends on its own."""
+    run = killed_mid_stream[client]
+    killed_at, records, err = run["killed_at"], run["records"], run["output"]
+    assert run["all_decoding"], "llama.cpp's /slots never showed every user's stream decoding within 60 s"
+    seen = [
+        {k: r[k] for k in ("status", "error_category", "ttft_ns", "chunks", "error_message", "start_time")}
+        for r in records
+    ]
     # the streams in flight at the kill (started before it, not finished): each a connection_reset,
     # mid-stream ones among them; a stream that ended just before the kill is ok and its user's
     # next request, sent before or after the kill, is a reset or a connect_error
     inflight = [r for r in records if r["start_time"] < killed_at and r["status"] != "ok"]
     assert inflight and all(r["error_category"] == "connection_reset" for r in inflight), seen
     assert any(r["ttft_ns"] is not None and r["chunks"] > 0 for r in inflight), seen  # mid-stream
-    assert all(r["start_time"] + r["e2e_ns"] / 1e9 < killed_at + 0.05 for r in records if r["status"] == "ok"), seen
+    assert all(
+        r["start_time"] + r["e2e_ns"] / 1e9 < killed_at + 0.05 for r in records if r["status"] == "ok"
+    ), seen
     later = [r["error_category"] for r in records if r["start_time"] >= killed_at]
     assert set(later) <= {"connection_reset", "connect_error"}, seen
-    assert proc.returncode == 1, err[-2000:]
+    assert run["returncode"] == 1, err[-2000:]
     assert "Traceback" not in err, err[-3000:]
 
 
@@ -214,7 +367,9 @@ def test_a_server_that_cannot_start_fails_loudly_with_its_log(tmp_path) -> None:
 
     log = tmp_path / "dead.log"
     code = "import sys; print('model file not found', flush=True); sys.exit(3)"
-    dead = ServerProcess("llama.cpp", _spawn("llama.cpp", [sys.executable, "-c", code], log), "http://127.0.0.1:9", log)
+    dead = ServerProcess(
+        "llama.cpp", _spawn("llama.cpp", [sys.executable, "-c", code], log), "http://127.0.0.1:9", log
+    )
     with pytest.raises(RuntimeError, match=r"(?s)exited with 3 before it was ready.*model file not found"):
         wait_ready(dead, "/health", timeout=20)
 
@@ -225,9 +380,29 @@ def test_the_preflight_passes_on_a_real_server_with_one_generation(llama, client
     to llama.cpp and passes; the server runs exactly one generation more than the records."""
     report = tmp_path / "r"
     window = Window.open(llama)
-    proc = run_locust("vllm.py", "--host", llama.url, "-u", "1", "-r", "1", "-t", "3s", "--stop-timeout", "60",
-                      "--llm-model", "gemma-3-270m", "--llm-max-tokens", "8", "--llm-client", client,
-                      "--llm-warmup", "0", report=report, env=KEYS, timeout=180)
+    # stopped once the server has launched the preflight's generation and the user's first
+    proc = run_until(
+        "vllm.py",
+        "--host",
+        llama.url,
+        "-u",
+        "1",
+        "-r",
+        "1",
+        "--stop-timeout",
+        "60",
+        "--llm-model",
+        "gemma-3-270m",
+        "--llm-max-tokens",
+        "8",
+        "--llm-client",
+        client,
+        "--llm-warmup",
+        "0",
+        report=report,
+        until=launched(llama, 2),
+        env=KEYS,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "locust-llm: the preflight" not in proc.stderr
     records = read_records(report)

@@ -34,8 +34,20 @@ def _busy_slots(url: str) -> int:
 
 @pytest.mark.parametrize("client", ["raw", "sdk"])
 def test_llamacpp_frees_the_slot_of_a_cancelled_request(llama, client: str, tmp_path) -> None:
-    proc, report, window = run_against(llama, "vllm.py", tmp_path, "--llm-max-tokens", "200", "--llm-client", client,
-                                       "--llm-cancel-after", "3tokens", "--llm-warmup", "0", seconds=6)
+    proc, report, window = run_against(
+        llama,
+        "vllm.py",
+        tmp_path,
+        "--llm-max-tokens",
+        "200",
+        "--llm-client",
+        client,
+        "--llm-cancel-after",
+        "3tokens",
+        "--llm-warmup",
+        "0",
+        seconds=6,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     done = time.perf_counter()
     records = read_records(report)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import read_records, read_summary, run_locust
+from tests.helpers import read_records, read_summary
+from tests.real.observe import ok_records, run_until
 
 pytestmark = pytest.mark.slow
 
@@ -20,14 +21,37 @@ def test_embeddings_user_against_llamacpp(llama_embeddings, client: str, tmp_pat
     report = tmp_path / "r"
     # a batch takes 0.3-1.8 s on two busy cores (CI's 5-s runs ended only each user's warm-up
     # request; 10-s runs ended 3 on an AVX2-only core beside other shards): every request
-    # measured, and time for several
-    proc = run_locust("embeddings.py", "--host", llama_embeddings.url, "-u", "2", "-r", "2", "-t", "16s",
-                      "--llm-warmup", "0", "--stop-timeout", "30", "--llm-batch-size", str(BATCH), "--llm-input-tokens", str(TOKENS),
-                      "--llm-client", client, "--llm-prometheus-port", "0", report=report, timeout=180)
+    # measured, and the run stopped once 4 answers are in (the stop lets those in flight end)
+    proc = run_until(
+        "embeddings.py",
+        "--host",
+        llama_embeddings.url,
+        "-u",
+        "2",
+        "-r",
+        "2",
+        "--llm-warmup",
+        "0",
+        "--stop-timeout",
+        "30",
+        "--llm-batch-size",
+        str(BATCH),
+        "--llm-input-tokens",
+        str(TOKENS),
+        "--llm-client",
+        client,
+        "--llm-prometheus-port",
+        "0",
+        report=report,
+        until=ok_records(4),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = [r for r in read_records(report) if r["status"] != "interrupted"]
     assert len(records) >= 4 and [r["error_message"] for r in records if r["status"] != "ok"] == []
-    assert all((r["kind"], r["inputs"], r["vector_dim"], r["client"]) == ("embed", BATCH, DIM, client) for r in records)
+    assert all(
+        (r["kind"], r["inputs"], r["vector_dim"], r["client"]) == ("embed", BATCH, DIM, client)
+        for r in records
+    )
     assert all(r["ttft_ns"] is None and r["e2e_ns"] >= r["ttfb_ns"] > 0 for r in records)
     # the server's own count of every batch: the synthetic target exactly (template-free route)
     assert all(r["input_tokens_source"] == "usage" for r in records)

@@ -7,12 +7,13 @@ with what to do, while the run goes on.
 from __future__ import annotations
 
 import csv
+from pathlib import Path
 
 import pytest
 
 from tests.helpers import read_summary, run_locust
 from tests.real.conftest import SLOTS
-from tests.real.observe import Window
+from tests.real.observe import Window, launched, run_until
 from tests.real.servers import start_llama
 
 pytestmark = pytest.mark.slow
@@ -20,10 +21,33 @@ pytestmark = pytest.mark.slow
 
 def run(server, tmp_path, users: int, seconds: int):
     report = tmp_path / "r"
-    proc = run_locust("vllm.py", "--llm-html", "on", "--host", server.url, "-u", str(users), "-r", str(users),
-                      "-t", f"{seconds}s", "--stop-timeout", "60", "--llm-model", "gemma-3-270m", "--llm-max-tokens", "16",
-                      "--llm-warmup", "0",  # a loaded CI machine's CPU model: 2-6 s a request, one a user
-                      "--llm-scrape-interval", "0.5", "--llm-prometheus-port", "0", report=report, timeout=180)
+    proc = run_locust(
+        "vllm.py",
+        "--llm-html",
+        "on",
+        "--host",
+        server.url,
+        "-u",
+        str(users),
+        "-r",
+        str(users),
+        "-t",
+        f"{seconds}s",
+        "--stop-timeout",
+        "60",
+        "--llm-model",
+        "gemma-3-270m",
+        "--llm-max-tokens",
+        "16",
+        "--llm-warmup",
+        "0",  # a loaded CI machine's CPU model: 2-6 s a request, one a user
+        "--llm-scrape-interval",
+        "0.5",
+        "--llm-prometheus-port",
+        "0",
+        report=report,
+        timeout=180,
+    )
     return proc, report
 
 
@@ -34,7 +58,9 @@ def test_llamacpp_metrics_found_without_any_option_and_plotted(llama, tmp_path) 
     assert proc.returncode == 0, proc.stderr[-3000:]
     s = read_summary(report)
     found = s["server_metrics"]
-    assert (found["mode"], found["dialect"], found["url"]) == ("auto", "llamacpp", llama.url + "/metrics"), found
+    assert (found["mode"], found["dialect"], found["url"]) == ("auto", "llamacpp", llama.url + "/metrics"), (
+        found
+    )
     assert s["scrape"]["errors"] == 0
     series = found["series"]
     # 4 users on 4 slots: the server says it processes up to 4 at once, never defers more than it gets
@@ -54,10 +80,44 @@ def test_llamacpp_metrics_found_without_any_option_and_plotted(llama, tmp_path) 
     assert "Server batch and queue" in html and "Server latency beside ours" in html
 
 
+def _stderr(report: Path) -> str:
+    """What a :func:`run_until` run has written to its stderr so far."""
+    try:
+        return (report.parent / f"{report.name}.stderr").read_text(errors="replace")
+    except OSError:
+        return ""
+
+
 def test_llamacpp_without_metrics_is_named_and_the_run_goes_on(real_logs, tmp_path) -> None:
     server = start_llama(real_logs, slots=1, ctx_per_slot=512, metrics=False)
+    first = launched(server, 2)  # the preflight's generation, then the user's first request
     try:
-        proc, report = run(server, tmp_path, users=1, seconds=3)
+        # stopped once the run has named the missing page and the server has launched the user's first
+        # request (the stop lets it end), not after a fixed 3 s
+        report = tmp_path / "r"
+        proc = run_until(
+            "vllm.py",
+            "--host",
+            server.url,
+            "-u",
+            "1",
+            "-r",
+            "1",
+            "--stop-timeout",
+            "60",
+            "--llm-model",
+            "gemma-3-270m",
+            "--llm-max-tokens",
+            "16",
+            "--llm-warmup",
+            "0",
+            "--llm-scrape-interval",
+            "0.5",
+            "--llm-prometheus-port",
+            "0",
+            report=report,
+            until=lambda r: first(r) and "has its /metrics off" in _stderr(r),
+        )
     finally:
         server.stop()
     assert proc.returncode == 0, proc.stderr[-3000:]

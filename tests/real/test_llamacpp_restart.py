@@ -8,19 +8,23 @@ log's ``launch_slot_`` lines) is a record: records == generations across both li
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import LOCUST, ROOT, read_records, read_summary
+from tests.helpers import LOCUST, ROOT, read_records, read_summary, wait_until
 from tests.real.servers import free_port, start_llama
 
 pytestmark = pytest.mark.slow
 
 USERS = 2
 DOWN_S = 2.0
+#: a generation of this many tokens on 2 slots takes 2-3 s: both users are mid-stream 0.5 s after the
+#: third launch (the kill), and the stop waits for no more than that
+MAX_TOKENS = 32
 
 
 def _launches(log: Path) -> int:
@@ -47,12 +51,44 @@ def test_llamacpp_killed_and_restarted_on_the_same_port(client: str, tmp_path) -
     second = None
     report = tmp_path / "r"
     proc = subprocess.Popen(
-        [LOCUST, "-f", str(ROOT / "locustfiles" / "vllm.py"), "--headless", "--only-summary", "--loglevel",
-         "WARNING", "--host", first.url, "-u", str(USERS), "-r", str(USERS), "-t", "40s", "--stop-timeout", "60",
-         "--llm-model", "gemma-3-270m", "--llm-max-tokens", "64", "--llm-warmup", "0", "--llm-client", client,
-         "--llm-preflight", "off",  # every generation the server ran is a record
-         "--exit-code-on-error", "0", "--llm-report", str(report)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            LOCUST,
+            "-f",
+            str(ROOT / "locustfiles" / "vllm.py"),
+            "--headless",
+            "--only-summary",
+            "--loglevel",
+            "WARNING",
+            "--host",
+            first.url,
+            "-u",
+            str(USERS),
+            "-r",
+            str(USERS),
+            "-t",
+            "40s",
+            "--stop-timeout",
+            "60",
+            "--llm-model",
+            "gemma-3-270m",
+            "--llm-max-tokens",
+            str(MAX_TOKENS),
+            "--llm-warmup",
+            "0",
+            "--llm-client",
+            client,
+            "--llm-preflight",
+            "off",  # every generation the server ran is a record
+            "--exit-code-on-error",
+            "0",
+            "--llm-report",
+            str(report),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and _launches(first.log) < USERS + 1:
@@ -64,6 +100,10 @@ def test_llamacpp_killed_and_restarted_on_the_same_port(client: str, tmp_path) -
         restarted_at = time.time()
         second = start_llama(tmp_path / "life2", slots=USERS, ctx_per_slot=512, port=port)
         ready_at = time.time()
+        # recovering: the second life has launched a generation. Then the run is stopped (SIGTERM stops it as
+        # -t does: the requests in flight end, so that one is the recovery), not left to run out its 40 s
+        wait_until(lambda: _launches(second.log) >= 1, timeout=120, step=0.1)
+        proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=240)
     finally:
         if proc.poll() is None:
@@ -79,8 +119,11 @@ def test_llamacpp_killed_and_restarted_on_the_same_port(client: str, tmp_path) -
     assert cats <= {"ok", "connection_reset", "connect_error", "http_503"}, cats
     life1 = [r for r in records if r["start_time"] < killed_at]
     down = [r for r in records if killed_at < r["start_time"] < restarted_at]
-    life2 = [r for r in records if r["start_time"] > restarted_at and r["error_category"] not in ("connect_error",
-                                                                                                  "http_503")]
+    life2 = [
+        r
+        for r in records
+        if r["start_time"] > restarted_at and r["error_category"] not in ("connect_error", "http_503")
+    ]
     # records == generations, each life; nothing resent. A request sent in the instant before the
     # kill that the server never launched (no answer: no TTFB) is reset too, but is no generation
     # (seen once in CI: a user's next request went out as the kill came)
@@ -101,8 +144,11 @@ def test_llamacpp_killed_and_restarted_on_the_same_port(client: str, tmp_path) -
     assert o["failures"] == len(failed)
     assert abs(o["start"] - killed_at) < 0.5
     assert o["recovered_at"] > ready_at - 1.0  # not before the server was back (503 while loading)
-    first_ok = min(r["start_time"] + r["e2e_ns"] / 1e9 for r in records
-                   if r["status"] == "ok" and r["start_time"] + r["e2e_ns"] / 1e9 > o["end"])
+    first_ok = min(
+        r["start_time"] + r["e2e_ns"] / 1e9
+        for r in records
+        if r["status"] == "ok" and r["start_time"] + r["e2e_ns"] / 1e9 > o["end"]
+    )
     assert o["recovered_at"] == pytest.approx(first_ok, abs=0.002)
     assert o["recovery_s"] == pytest.approx(o["recovered_at"] - o["start"], abs=0.002)
     assert DOWN_S < o["recovery_s"] < 40

@@ -23,8 +23,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers import read_records, read_summary, run_locust, start_locust, wait_until
-from tests.real.observe import Window, exit_code_for, held
+from tests.helpers import read_records, read_summary, start_locust, wait_until
+from tests.real.observe import Window, exit_code_for, held, launched, records_so_far, run_until
 from tests.real.servers import LITELLM_KEY
 from tests.real.test_llamacpp import MAX_TOKENS, prompt_tokens, run_against
 
@@ -43,15 +43,28 @@ def _check(records: list[dict[str, Any]], window: Window, stderr: str, cut: int 
         assert r["ttfb_ns"] <= r["ttft_ns"] <= r["e2e_ns"], r
 
 
-@pytest.mark.parametrize(("locustfile", "client"), [("vllm.py", "raw"), ("vllm.py", "sdk"), ("openai.py", "raw")])
+@pytest.mark.parametrize(
+    ("locustfile", "client"), [("vllm.py", "raw"), ("vllm.py", "sdk"), ("openai.py", "raw")]
+)
 def test_llamacpp_native_responses(llama, locustfile: str, client: str, tmp_path) -> None:
-    proc, report, window = run_against(llama, locustfile, tmp_path, "--llm-endpoint", "responses",
-                                       "--llm-max-tokens", str(MAX_TOKENS), "--llm-client", client)
+    proc, report, window = run_against(
+        llama,
+        locustfile,
+        tmp_path,
+        "--llm-endpoint",
+        "responses",
+        "--llm-max-tokens",
+        str(MAX_TOKENS),
+        "--llm-client",
+        client,
+        launches=2,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = read_records(report)
     _check(records, window, proc.stderr)
-    assert sum(prompt_tokens(r) for r in records) == (window.delta("prompt_tokens_total")
-                                                       + window.delta("prompt_tokens_cached_total"))
+    assert sum(prompt_tokens(r) for r in records) == (
+        window.delta("prompt_tokens_total") + window.delta("prompt_tokens_cached_total")
+    )
     for r in records:
         assert r["finish_reason"] == "completed"  # llama.cpp: completed, never incomplete, at the maximum
         timings = r["server"]["timings"]  # the server's own prefill: our TTFT includes it
@@ -74,15 +87,27 @@ def _has_turn(report: Path, turn: int) -> bool:
     run is still writing it)."""
     path = report / "requests.jsonl"
     lines = path.read_text().splitlines(keepends=True) if path.exists() else []
-    return any((r := json.loads(ln)).get("turn") == turn and r.get("status") == "ok" for ln in lines if ln.endswith("\n"))
+    return any(
+        (r := json.loads(ln)).get("turn") == turn and r.get("status") == "ok"
+        for ln in lines
+        if ln.endswith("\n")
+    )
+
+
+def _later_turn(report: Path) -> bool:
+    """A record of a second or later turn written (a run condition)."""
+    return any((r.get("turn") or 0) > 1 for r in records_so_far(report))
 
 
 def test_llamacpp_sessions_whole_history_and_no_previous_response_id(llama, tmp_path) -> None:
     """Whole history: each turn's prompt holds the last one and its reply. previous_id: llama.cpp
     answers the chained turn with HTTP 400 naming previous_response_id, every time."""
     args = ("--llm-endpoint", "responses", "--llm-max-tokens", "8", "--llm-turns", "3", "--llm-warmup", "0")
-    proc, report, _ = run_against(llama, "vllm.py", tmp_path / "full", *args, "--llm-responses-chain", "full",
-                                  seconds=8)
+    # two users' first three launches hold a second turn (a user's turns go one after another): stopped
+    # then, the requests in flight end
+    proc, report, _ = run_against(
+        llama, "vllm.py", tmp_path / "full", *args, "--llm-responses-chain", "full", launches=3
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = [r for r in read_records(report) if r["status"] != "interrupted"]
     assert all(r["status"] == "ok" for r in records), [r["error_message"] for r in records][:3]
@@ -90,8 +115,9 @@ def test_llamacpp_sessions_whole_history_and_no_previous_response_id(llama, tmp_
     assert done
     for s in done:
         assert s[2]["input_tokens"] >= s[1]["input_tokens"] + s[1]["output_tokens"]
-    proc, report, _ = run_against(llama, "vllm.py", tmp_path / "chain", *args, "--llm-responses-chain",
-                                  "previous_id", seconds=6)
+    proc, report, _ = run_against(
+        llama, "vllm.py", tmp_path / "chain", *args, "--llm-responses-chain", "previous_id", until=_later_turn
+    )
     records = [r for r in read_records(report) if r["status"] != "interrupted"]
     later = [r for r in records if r["turn"] > 1]
     assert later and all(r["status"] == "ok" for r in records if r["turn"] == 1)
@@ -105,18 +131,46 @@ def test_litellm_bridge(litellm, llama, tmp_path) -> None:
     fixed-size synthetic messages, as the default dataset's next prompt may be longer than a turn and
     its reply together)."""
     # LiteLLM's first Responses request loads its bridge (seconds on 2 busy cores): not in a window
-    warm = httpx.post(litellm.url + "/v1/responses", headers={"Authorization": f"Bearer {LITELLM_KEY}"}, timeout=120,
-                      json={"model": "gemma-3-270m-bridge", "input": "Hi", "max_output_tokens": 2, "stream": True})
+    warm = httpx.post(
+        litellm.url + "/v1/responses",
+        headers={"Authorization": f"Bearer {LITELLM_KEY}"},
+        timeout=120,
+        json={"model": "gemma-3-270m-bridge", "input": "Hi", "max_output_tokens": 2, "stream": True},
+    )
     assert warm.status_code == 200 and "response.completed" in warm.text, warm.text[:500]
     for client in ("raw", "sdk"):
         report = tmp_path / client
         backend = Window.open(llama)
         gateway = Window.open(litellm)
-        proc = run_locust("vllm.py", "--host", litellm.url, "-u", "2", "-r", "2", "-t", "6s", "--stop-timeout", "60",
-                          "--llm-model", "gemma-3-270m-bridge", "--llm-endpoint", "responses",
-                          "--llm-max-tokens", str(MAX_TOKENS), "--llm-client", client, "--llm-api-key-env",
-                          "LITELLM_TEST_KEY", "--llm-preflight", "off", "--llm-warmup", "0", report=report,
-                          env={"LITELLM_TEST_KEY": LITELLM_KEY}, timeout=180)
+        # stopped once the model has launched two generations (a race's request never reaches it)
+        proc = run_until(
+            "vllm.py",
+            "--host",
+            litellm.url,
+            "-u",
+            "2",
+            "-r",
+            "2",
+            "--stop-timeout",
+            "60",
+            "--llm-model",
+            "gemma-3-270m-bridge",
+            "--llm-endpoint",
+            "responses",
+            "--llm-max-tokens",
+            str(MAX_TOKENS),
+            "--llm-client",
+            client,
+            "--llm-api-key-env",
+            "LITELLM_TEST_KEY",
+            "--llm-preflight",
+            "off",
+            "--llm-warmup",
+            "0",
+            report=report,
+            until=launched(llama, 2),
+            env={"LITELLM_TEST_KEY": LITELLM_KEY},
+        )
         records = read_records(report)
         ok = gateway.ok_but_races(records)  # the gateway's keep-alive race with llama.cpp (seen in CI)
         assert proc.returncode == exit_code_for(records), proc.stderr[-3000:]
@@ -133,12 +187,47 @@ def test_litellm_bridge(litellm, llama, tmp_path) -> None:
     # a second turn is recorded, then stops on SIGTERM (which keeps every record): no wall-clock
     # guess of how slow the machine is.
     log = tmp_path / "chain.log"
-    proc = start_locust(["--headless", "--only-summary", "--host", litellm.url, "-u", "2", "-r", "2", "-t", "170s",
-                         "--stop-timeout", "60", "--llm-model", "gemma-3-270m-bridge", "--llm-endpoint", "responses",
-                         "--llm-max-tokens", "8", "--llm-input-tokens", "32", "--llm-turns", "3",
-                         "--llm-responses-chain", "previous_id", "--llm-api-key-env", "LITELLM_TEST_KEY",
-                         "--llm-preflight", "off", "--llm-warmup", "0", "--llm-prometheus-port", "0",
-                         "--llm-report", str(report)], log, loglevel="WARNING", env={"LITELLM_TEST_KEY": LITELLM_KEY})
+    proc = start_locust(
+        [
+            "--headless",
+            "--only-summary",
+            "--host",
+            litellm.url,
+            "-u",
+            "2",
+            "-r",
+            "2",
+            "-t",
+            "170s",
+            "--stop-timeout",
+            "60",
+            "--llm-model",
+            "gemma-3-270m-bridge",
+            "--llm-endpoint",
+            "responses",
+            "--llm-max-tokens",
+            "8",
+            "--llm-input-tokens",
+            "32",
+            "--llm-turns",
+            "3",
+            "--llm-responses-chain",
+            "previous_id",
+            "--llm-api-key-env",
+            "LITELLM_TEST_KEY",
+            "--llm-preflight",
+            "off",
+            "--llm-warmup",
+            "0",
+            "--llm-prometheus-port",
+            "0",
+            "--llm-report",
+            str(report),
+        ],
+        log,
+        loglevel="WARNING",
+        env={"LITELLM_TEST_KEY": LITELLM_KEY},
+    )
     try:
         second = wait_until(lambda: _has_turn(report, 2), timeout=150, step=0.5)
         proc.send_signal(signal.SIGTERM)
