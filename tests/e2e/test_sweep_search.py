@@ -17,7 +17,10 @@ import pytest
 from tests.e2e.test_studies import CLOSED_KNEE, KNEE_SIM, OPEN_KNEE, SLO
 from tests.helpers import read_summary, run_locust
 
-pytestmark = [pytest.mark.slow, pytest.mark.serial]  # knees found from measured latencies: run alone (tests/sharding.py)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.serial,
+]  # knees found from measured latencies: run alone (tests/sharding.py)
 
 SATURATION_RATE = 1 / (9 * 0.001)  # 111 req/s: (n - 1) s = 9 ms per request of batch growth
 
@@ -25,8 +28,20 @@ SATURATION_RATE = 1 / (9 * 0.001)  # 111 req/s: (n - 1) s = 9 ms per request of 
 def _search(sim_factory, tmp_path, *args: str) -> tuple[dict, str]:
     sim = sim_factory(*KNEE_SIM)
     report = tmp_path / "r"
-    proc = run_locust("vllm.py", "--host", sim.url, "--llm-slo", SLO, "--llm-seed", "1",
-                      "--llm-prometheus-port", "0", *args, report=report, timeout=150)
+    proc = run_locust(
+        "vllm.py",
+        "--host",
+        sim.url,
+        "--llm-slo",
+        SLO,
+        "--llm-seed",
+        "1",
+        "--llm-prometheus-port",
+        "0",
+        *args,
+        report=report,
+        timeout=150,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return read_summary(report)["sweep"], proc.stdout
 
@@ -36,9 +51,22 @@ def _points(sw: dict, key: str) -> list[tuple]:
 
 
 def test_closed_loop_search_finds_the_knee_within_one_user(sim_factory, tmp_path) -> None:
-    # 4, 8, 16, 32 then four halvings of [16, 32): 8 points; 9 for slack, each of ~4 s
-    sw, stdout = _search(sim_factory, tmp_path, "-t", "40s", "--llm-sweep", "concurrency", "--llm-sweep-start", "4",
-                         "--llm-sweep-points", "9", "--llm-sweep-tolerance", "1")
+    # 12, 24 then the bracket's middles 18, 21, 22: 5 points (6 when 21 fails: 19, 20); 7 for slack, each
+    # of 3 s (2.9 s: settle 0.6, measurement 1.4, tail ~0.7; the shape ticks once a second)
+    sw, stdout = _search(
+        sim_factory,
+        tmp_path,
+        "-t",
+        "23s",
+        "--llm-sweep",
+        "concurrency",
+        "--llm-sweep-start",
+        "12",
+        "--llm-sweep-points",
+        "7",
+        "--llm-sweep-tolerance",
+        "1",
+    )
     assert sw["tolerance"] == {"value": 1.0, "relative": False, "text": "1 user"}
     assert sw["converged"] is True and sw["stopped"] == "converged", _points(sw, "concurrency")
     lo, hi = sw["bracket"]
@@ -49,8 +77,27 @@ def test_closed_loop_search_finds_the_knee_within_one_user(sim_factory, tmp_path
 
 
 def test_open_loop_search_finds_the_knee_within_five_percent(sim_factory, tmp_path) -> None:
-    sw, stdout = _search(sim_factory, tmp_path, "-t", "40s", "--llm-sweep", "rate", "--llm-arrival", "constant",
-                         "--llm-sweep-start", "150", "--llm-sweep-points", "10", "--llm-sweep-tolerance", "5%")
+    # 150, 75, then the bracket's middles to within 5%: 7 points, each measured 1.9 s (a shorter window
+    # leaves the guard too few requests to see 150 req/s saturate); a settle of 0.2 s (the running
+    # count is steady within one E2E, 0.3 s) and the tail make each point 3 s (the shape ticks once a second)
+    sw, stdout = _search(
+        sim_factory,
+        tmp_path,
+        "-t",
+        "40s",
+        "--llm-sweep",
+        "rate",
+        "--llm-arrival",
+        "constant",
+        "--llm-sweep-start",
+        "150",
+        "--llm-sweep-points",
+        "10",
+        "--llm-sweep-tolerance",
+        "5%",
+        "--llm-settle",
+        "0.2s",
+    )
     assert sw["tolerance"] == {"value": 0.05, "relative": True, "text": "5%"}
     assert sw["converged"] is True, _points(sw, "rate")
     lo, hi = sw["bracket"]
