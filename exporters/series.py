@@ -11,6 +11,12 @@
   milliseconds, like the client columns); counter rates (prompt and generated tokens/s,
   preemptions/s).
 
+A quantile read from buckets is only as fine as they are (vLLM's queue and prefill histograms
+start at 0.3 s): ``<q>_lo_ms``/``<q>_hi_ms`` name the bucket it fell in, and ``<q>_ms`` holds a
+value only where that bucket lies between two finite bounds (interpolated, as Prometheus's
+histogram_quantile: approximate). In the first bucket it is only ``< hi`` (interpolating there
+made up 150 ms for an empty queue), in the +Inf bucket only ``> lo``: no value, the bound alone.
+
 The columns are documented in docs/prometheus.md.
 """
 
@@ -71,27 +77,37 @@ _MEANS = {
     "llamacpp": {},
 }
 # prefix of p50/p99 columns -> histogram base name: quantiles of the observations made in each
-# scrape interval, from the bucket deltas (linear inside a bucket, as Prometheus's
-# histogram_quantile), in ms.
+# scrape interval, from the bucket deltas, in ms: the bucket's bounds always, a value only where
+# it lies between two finite bounds (:func:`quantile_columns`).
 _QUANTILES = {
-    "vllm": {"server_queue_time": "vllm:request_queue_time_seconds",
-             "server_prefill_time": "vllm:request_prefill_time_seconds"},
+    "vllm": {
+        "server_queue_time": "vllm:request_queue_time_seconds",
+        "server_prefill_time": "vllm:request_prefill_time_seconds",
+    },
     "sglang": {"server_queue_time": "sglang:queue_time_seconds"},
     "tgi": {"server_queue_time": "tgi_request_queue_duration"},
     "llamacpp": {},
 }
 # column -> counter-like sample names (the first present wins): per-second rate over the interval.
 _RATES = {
-    "vllm": {"server_generation_tokens_per_s": ("vllm:generation_tokens_total",),
-             "server_prompt_tokens_per_s": ("vllm:prompt_tokens_total",),
-             "server_preemptions_per_s": ("vllm:num_preemptions_total",)},
-    "sglang": {"server_generation_tokens_per_s": ("sglang:generation_tokens_total",),
-               "server_prompt_tokens_per_s": ("sglang:prompt_tokens_total",),
-               "server_preemptions_per_s": ("sglang:num_retracted_requests_total",)},
-    "tgi": {"server_generation_tokens_per_s": ("tgi_request_generated_tokens_sum",),
-            "server_prompt_tokens_per_s": ("tgi_request_input_length_sum",)},
-    "llamacpp": {"server_generation_tokens_per_s": ("llamacpp:tokens_predicted_total",),
-                 "server_prompt_tokens_per_s": ("llamacpp:prompt_tokens_total",)},
+    "vllm": {
+        "server_generation_tokens_per_s": ("vllm:generation_tokens_total",),
+        "server_prompt_tokens_per_s": ("vllm:prompt_tokens_total",),
+        "server_preemptions_per_s": ("vllm:num_preemptions_total",),
+    },
+    "sglang": {
+        "server_generation_tokens_per_s": ("sglang:generation_tokens_total",),
+        "server_prompt_tokens_per_s": ("sglang:prompt_tokens_total",),
+        "server_preemptions_per_s": ("sglang:num_retracted_requests_total",),
+    },
+    "tgi": {
+        "server_generation_tokens_per_s": ("tgi_request_generated_tokens_sum",),
+        "server_prompt_tokens_per_s": ("tgi_request_input_length_sum",),
+    },
+    "llamacpp": {
+        "server_generation_tokens_per_s": ("llamacpp:tokens_predicted_total",),
+        "server_prompt_tokens_per_s": ("llamacpp:prompt_tokens_total",),
+    },
 }
 #: a rate needs at least this long since the previous pull (the last pull at the stop may come
 #: a few ms after the one before: its counter rise then waits, and is not turned into a rate)
@@ -100,13 +116,21 @@ MIN_RATE_S = 0.2
 PREFIXES = (("vllm", "vllm:"), ("sglang", "sglang:"), ("tgi", "tgi_"), ("llamacpp", "llamacpp:"))
 
 
-GPU_SAMPLES = frozenset({"gpu_utilization_ratio", "gpu_memory_used_bytes", "gpu_memory_total_bytes",
-                         "gpu_power_watts", "gpu_energy_joules_total"})
+GPU_SAMPLES = frozenset(
+    {
+        "gpu_utilization_ratio",
+        "gpu_memory_used_bytes",
+        "gpu_memory_total_bytes",
+        "gpu_power_watts",
+        "gpu_energy_joules_total",
+    }
+)
 SERVER_SAMPLES = frozenset(
     {n for table in _GAUGES.values() for names in table.values() for n in names}
     | {b + suffix for table in _MEANS.values() for b in table.values() for suffix in ("_sum", "_count")}
     | {b + "_bucket" for table in _QUANTILES.values() for b in table.values()}
-    | {n for table in _RATES.values() for names in table.values() for n in names})
+    | {n for table in _RATES.values() for names in table.values() for n in names}
+)
 
 
 #: Sample lines parsed between two ``pause()`` calls. prometheus_client's text parser takes
@@ -119,7 +143,9 @@ PARSE_SLICE = 4
 SCAN_SLICE = 200
 
 
-def parse(text: str, wanted: frozenset[str] | None = None, pause: Callable[[], None] | None = None) -> Samples:
+def parse(
+    text: str, wanted: frozenset[str] | None = None, pause: Callable[[], None] | None = None
+) -> Samples:
     """Prometheus text -> {sample name: [(labels, value), ...]} (raises ValueError if malformed).
 
     With ``wanted``, only those samples' lines are parsed (comments dropped, so they read as
@@ -168,8 +194,9 @@ def _total(samples: Samples, name: str) -> float | None:
     return None if not values else sum(v for _, v in values)
 
 
-def gpu_series(samples: Samples, node: str | None = None) -> tuple[dict[str, float], dict[str, float],
-                                                                   dict[str, dict[str, Any]]]:
+def gpu_series(
+    samples: Samples, node: str | None = None
+) -> tuple[dict[str, float], dict[str, float], dict[str, dict[str, Any]]]:
     """One sidecar scrape -> (columns, energy joules per GPU key, GPU info per key)."""
     per: dict[str, dict[str, float]] = {}
     info: dict[str, dict[str, Any]] = {}
@@ -215,26 +242,54 @@ def buckets(samples: Samples, base: str) -> dict[float, float]:
     return out
 
 
-def bucket_quantile(q: float, cumulative: list[tuple[float, float]]) -> float | None:
-    """The q-quantile of cumulative ``(upper bound, count)`` pairs (sorted), linear inside the
-    bucket as Prometheus's histogram_quantile; None without observations; the last finite bound
-    when it falls in the +Inf bucket."""
+@dataclass(frozen=True)
+class Quantile:
+    """A quantile of histogram buckets: the bucket ``(lo, hi]`` it fell in and ``value``,
+    interpolated inside it as Prometheus's histogram_quantile does (``lo`` in the +Inf bucket).
+    ``first``: the first bucket (``lo`` 0): all that is known is ``< hi``."""
+
+    value: float
+    lo: float
+    hi: float
+    first: bool
+
+    @property
+    def kind(self) -> str:
+        """``<`` (first bucket: below ``hi``), ``>`` (+Inf bucket: above ``lo``) or ``~``
+        (between two finite bounds: ``value`` is an estimate)."""
+        return "<" if self.first else ">" if self.hi == float("inf") else "~"
+
+
+def bucket_range(q: float, cumulative: list[tuple[float, float]]) -> Quantile | None:
+    """The q-quantile of cumulative ``(upper bound, count)`` pairs (sorted) with its bucket;
+    None without observations."""
     if not cumulative or cumulative[-1][1] <= 0:
         return None
     rank = q * cumulative[-1][1]
     lo_bound, lo_count = 0.0, 0.0
-    for bound, count in cumulative:
+    for i, (bound, count) in enumerate(cumulative):
         if count >= rank:
             if bound == float("inf"):
-                return lo_bound
+                return Quantile(lo_bound, lo_bound, bound, False)  # only "> lo" (0 with no finite bound)
             if count == lo_count:
-                return bound
-            return lo_bound + (bound - lo_bound) * (rank - lo_count) / (count - lo_count)
+                return Quantile(bound, lo_bound, bound, i == 0)
+            value = lo_bound + (bound - lo_bound) * (rank - lo_count) / (count - lo_count)
+            return Quantile(value, lo_bound, bound, i == 0)
         lo_bound, lo_count = bound, count
-    return lo_bound
+    return Quantile(lo_bound, lo_bound, float("inf"), False)
 
 
-def delta_quantiles(now: dict[float, float], prev: dict[float, float] | None) -> tuple[float, float] | None:
+def bucket_quantile(q: float, cumulative: list[tuple[float, float]]) -> float | None:
+    """The q-quantile as Prometheus's histogram_quantile gives it: linear inside the bucket,
+    the last finite bound in the +Inf bucket; None without observations. A number even where
+    only a bound is known: :func:`bucket_range` says which."""
+    r = bucket_range(q, cumulative)
+    return None if r is None else r.value
+
+
+def delta_quantiles(
+    now: dict[float, float], prev: dict[float, float] | None
+) -> tuple[Quantile, Quantile] | None:
     """(p50, p99) of the observations between two cumulative bucket snapshots; None when none
     (or on a counter reset)."""
     if prev is None or set(now) != set(prev):
@@ -242,8 +297,23 @@ def delta_quantiles(now: dict[float, float], prev: dict[float, float] | None) ->
     delta = [(le, now[le] - prev[le]) for le in sorted(now)]
     if any(d < 0 for _, d in delta) or not delta or delta[-1][1] <= 0:
         return None
-    p50, p99 = bucket_quantile(0.50, delta), bucket_quantile(0.99, delta)
+    p50, p99 = bucket_range(0.50, delta), bucket_range(0.99, delta)
     return None if p50 is None or p99 is None else (p50, p99)
+
+
+#: suffixes of a bucket quantile's columns: ``<q>_ms`` (an estimate, only between two finite
+#: bounds), ``<q>_lo_ms`` and ``<q>_hi_ms`` (its bucket; no ``_hi_ms`` in the +Inf bucket)
+VALUE, LO, HI = "_ms", "_lo_ms", "_hi_ms"
+
+
+def quantile_columns(prefix: str, r: Quantile) -> dict[str, float]:
+    """One quantile's columns, in ms (``prefix``: e.g. ``server_queue_time_p99``)."""
+    cols = {prefix + LO: r.lo * 1000.0}
+    if r.hi != float("inf"):
+        cols[prefix + HI] = r.hi * 1000.0
+    if r.kind == "~":
+        cols[prefix + VALUE] = r.value * 1000.0
+    return cols
 
 
 class ServerSeries:
@@ -283,7 +353,8 @@ class ServerSeries:
                 hists[col] = b
                 pq = delta_quantiles(b, self._prev_hists.get(col))
                 if pq is not None:
-                    cols[col + "_p50_ms"], cols[col + "_p99_ms"] = pq[0] * 1000.0, pq[1] * 1000.0
+                    cols.update(quantile_columns(col + "_p50", pq[0]))
+                    cols.update(quantile_columns(col + "_p99", pq[1]))
         dt = t - self._prev_t if self._prev_t is not None else 0.0
         short = self._prev_t is not None and dt < MIN_RATE_S  # e.g. the last pull at the stop
         for col, names in _RATES[d].items():
@@ -311,21 +382,41 @@ class ServerSeries:
 
 @dataclass
 class SeriesStats:
-    """Running mean and max of each column over the scrapes of one run."""
+    """Running mean and max of each column over the scrapes of one run; for a bucket quantile
+    (``<q>_ms`` beside its ``<q>_lo_ms``), the scrapes where it was only a bound are counted apart:
+    ``below_samples`` in the first bucket (``below_ms``: its upper bound), ``above_samples`` in
+    the +Inf one (``above_ms``: the last finite bound), never averaged in as values; the bounds'
+    own columns are left out of the summary (that entry says it)."""
 
     sums: dict[str, float] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     maxima: dict[str, float] = field(default_factory=dict)
+    bounds: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def add(self, values: dict[str, float]) -> None:
         for k, v in values.items():
             self.sums[k] = self.sums.get(k, 0.0) + v
             self.counts[k] = self.counts.get(k, 0) + 1
             self.maxima[k] = max(self.maxima.get(k, v), v)
+            if k.endswith(LO) and k[: -len(LO)] + VALUE not in values:  # a bound only
+                q = k[: -len(LO)]
+                side, bound = ("below", values[q + HI]) if q + HI in values else ("above", v)
+                b = self.bounds.setdefault(q + VALUE, {})
+                b[side + "_samples"] = b.get(side + "_samples", 0) + 1
+                b[side + "_ms"] = max(b.get(side + "_ms", bound), bound)
 
     def summary(self, prefix: str) -> dict[str, dict[str, float | int]]:
-        return {k: {"mean": self.sums[k] / self.counts[k], "max": self.maxima[k], "samples": self.counts[k]}
-                for k in sorted(self.sums) if k.startswith(prefix)}
+        keys = sorted(
+            k for k in {*self.sums, *self.bounds} if k.startswith(prefix) and not k.endswith((LO, HI))
+        )
+        return {
+            k: {
+                **({"mean": self.sums[k] / self.counts[k], "max": self.maxima[k]} if k in self.sums else {}),
+                "samples": self.counts.get(k, 0),
+                **self.bounds.get(k, {}),
+            }
+            for k in keys
+        }
 
 
 def energy_between(samples: list[tuple[float, float]], t0: float, t1: float) -> tuple[float, float]:

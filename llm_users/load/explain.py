@@ -37,26 +37,44 @@ from typing import Any
 from llm_users.outputs.study_slo import kind_of, load_label, slo_limits, target_percentile, verdicts
 
 Figures = dict[str, dict[str, float]]
+#: a server quantile's bucket bounds beside its ``<q>_ms`` (exporters/series.py)
+_BOUNDS = ("_lo_ms", "_hi_ms")
 
 
 def window_figures(extra: dict[int, dict[str, float]], start: float, end: float) -> Figures:
     """Mean and max of every scraped column over a point's measured window ``[start, end)``: the
     seconds whose middle lies in it (a second's row holds its last scrape, so a second that began
     before the window, in the settle time, would speak for the load before); the second holding
-    the window's middle when the window is under a second. Empty when nothing was scraped then."""
+    the window's middle when the window is under a second. Empty when nothing was scraped then.
+    A quantile read from the server's buckets (``<q>_ms`` beside ``<q>_lo_ms``) averages its
+    estimates only; its seconds of a bound only are ``below_samples``/``below_ms`` (first bucket)
+    or ``above_samples``/``above_ms`` (+Inf), as summary.json's ``server.series`` (docs/prometheus.md)."""
     sums: dict[str, float] = {}
     counts: dict[str, int] = {}
     maxima: dict[str, float] = {}
+    bounds: dict[str, dict[str, float]] = {}
     lo, hi = math.ceil(start - 0.5), math.ceil(end - 0.5)
     seconds = range(lo, hi) if hi > lo else (int((start + end) / 2),)
     for t in seconds:
-        for k, v in (extra.get(t) or {}).items():
+        row = extra.get(t) or {}
+        for k, v in row.items():
             if not isinstance(v, int | float) or isinstance(v, bool):
                 continue  # a second a column had no value (a rate not computed, a stage's empty cell)
+            if k.endswith(_BOUNDS):
+                q = k[: -len("_lo_ms")]
+                if k.endswith("_lo_ms") and q + "_ms" not in row:  # the quantile was a bound only
+                    side, bound = ("below", row[q + "_hi_ms"]) if q + "_hi_ms" in row else ("above", v)
+                    b = bounds.setdefault(q + "_ms", {})
+                    b[side + "_samples"] = b.get(side + "_samples", 0) + 1
+                    b[side + "_ms"] = max(b.get(side + "_ms", bound), bound)
+                continue
             sums[k] = sums.get(k, 0.0) + v
             counts[k] = counts.get(k, 0) + 1
             maxima[k] = max(maxima.get(k, v), v)
-    return {k: {"mean": sums[k] / counts[k], "max": maxima[k], "samples": counts[k]} for k in sorted(sums)}
+    out: Figures = {k: {"mean": sums[k] / counts[k], "max": maxima[k], "samples": counts[k]} for k in sums}
+    for k, b in bounds.items():
+        out[k] = {**out.get(k, {"samples": 0}), **b}
+    return dict(sorted(out.items()))
 
 
 def attach_window_figures(points: list[dict[str, Any]], extra: dict[int, dict[str, float]]) -> None:
@@ -83,8 +101,11 @@ def _timing(p: dict[str, Any], part: str, key: str) -> float | None:
 
 
 def _gpu(p: dict[str, Any], suffix: str, how: str) -> float | None:
-    vals = [v.get(how) for k, v in (p.get("server_metrics") or {}).items()
-            if k.startswith("gpu_") and k.endswith(suffix) and v.get(how) is not None]
+    vals = [
+        v.get(how)
+        for k, v in (p.get("server_metrics") or {}).items()
+        if k.startswith("gpu_") and k.endswith(suffix) and v.get(how) is not None
+    ]
     return sum(vals) / len(vals) if vals else None
 
 
@@ -134,8 +155,9 @@ def causes(b: dict[str, float | None], a: dict[str, float | None]) -> list[str]:
     qname, qb, qa = "queue time p99", b["queue_p99"], a["queue_p99"]
     if qa is None:
         qname, qb, qa = "queue time mean", b["queue_mean"], a["queue_mean"]
-    queued = (wa is not None and wa >= 1 and wa > (wb or 0) + 0.5) or \
-        (qa is not None and qa >= 2 * (qb or 0) and qa >= (qb or 0) + 5)
+    queued = (wa is not None and wa >= 1 and wa > (wb or 0) + 0.5) or (
+        qa is not None and qa >= 2 * (qb or 0) and qa >= (qb or 0) + 5
+    )
     if queued:
         figs = []
         if wa is not None:
@@ -153,7 +175,14 @@ def causes(b: dict[str, float | None], a: dict[str, float | None]) -> list[str]:
     if (tb is None or ta is None) and ra is not None:  # a server with a batch but no per-token time
         tb, ta, what = b["tpot_p50"], a["tpot_p50"], "our TPOT p50"
     grew = ra is None or rb is None or ra > rb + 0.5
-    if tb is not None and ta is not None and tb > 0 and ta >= 1.15 * tb and grew and not (queued and ra == rb):
+    if (
+        tb is not None
+        and ta is not None
+        and tb > 0
+        and ta >= 1.15 * tb
+        and grew
+        and not (queued and ra == rb)
+    ):
         running = f"running requests {_change(rb, ra)}, " if ra is not None else ""
         out.append(f"decode slowing as the batch grows ({running}{what} {_change(tb, ta, ' ms')})")
     pb, pa = b["prefill_p99"], a["prefill_p99"]
@@ -162,8 +191,9 @@ def causes(b: dict[str, float | None], a: dict[str, float | None]) -> list[str]:
     return out
 
 
-def explain(before: dict[str, Any] | None, after: dict[str, Any], slo_phrase: str,
-            client_saturated: bool = False) -> str:
+def explain(
+    before: dict[str, Any] | None, after: dict[str, Any], slo_phrase: str, client_saturated: bool = False
+) -> str:
     """One sentence: ``slo_phrase`` (what broke, from which load), then what changed between the
     knee (``before``; None when the first point already failed) and the first failing point.
     ``client_saturated`` (the run's self-check): the load generator's own delay is in our figures,
@@ -178,8 +208,10 @@ def explain(before: dict[str, Any] | None, after: dict[str, Any], slo_phrase: st
     elif server_known:
         text = f"{slo_phrase}: the server's queue, batch and per-token time did not move"
     else:
-        text = (f"{slo_phrase}: the server's own figures are not known (no /metrics scraped, no "
-                f"server timings), so the cause cannot be named")
+        text = (
+            f"{slo_phrase}: the server's own figures are not known (no /metrics scraped, no "
+            f"server timings), so the cause cannot be named"
+        )
     extras = []
     if a["residual"] is not None:
         rb, ra = b["residual"], a["residual"]
@@ -195,8 +227,9 @@ def explain(before: dict[str, Any] | None, after: dict[str, Any], slo_phrase: st
     return text + ("; " + "; ".join(extras) if extras else "")
 
 
-def slo_phrase(summary: dict[str, Any], failing: dict[str, Any], before: dict[str, Any] | None,
-               kind: str) -> str:
+def slo_phrase(
+    summary: dict[str, Any], failing: dict[str, Any], before: dict[str, Any] | None, kind: str
+) -> str:
     """'TPOT p95 passes 50 ms from 48 u (41.2 -> 63.0 ms)': the first SLO the failing point broke."""
     limits = slo_limits(summary)
     target = (summary.get("sweep") or {}).get("target", 0.95)
@@ -228,11 +261,18 @@ def knee_block(summary: dict[str, Any], points: list[dict[str, Any]]) -> dict[st
     fi = min(failing, key=lambda i: vs[i].load)
     before = points[knee_i] if knee_i is not None else None
     after = points[fi]
-    return {"point": None if knee_i is None else vs[knee_i].index,
-            kind: None if knee_i is None else vs[knee_i].load,
-            "first_failing_point": vs[fi].index, f"first_failing_{kind}": vs[fi].load,
-            "explanation": explain(before, after, slo_phrase(summary, after, before, kind),
-                                   bool((summary.get("self_check") or {}).get("saturated")))}
+    return {
+        "point": None if knee_i is None else vs[knee_i].index,
+        kind: None if knee_i is None else vs[knee_i].load,
+        "first_failing_point": vs[fi].index,
+        f"first_failing_{kind}": vs[fi].load,
+        "explanation": explain(
+            before,
+            after,
+            slo_phrase(summary, after, before, kind),
+            bool((summary.get("self_check") or {}).get("saturated")),
+        ),
+    }
 
 
 def annotate(summary: dict[str, Any], extra: dict[int, dict[str, float]]) -> None:

@@ -33,7 +33,7 @@ def svg(fig: Any) -> str:
     fig.savefig(buf, format="svg", bbox_inches="tight")
     plt.close(fig)
     text = buf.getvalue()
-    text = text[text.index("<svg"):]
+    text = text[text.index("<svg") :]
     return re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
 
 
@@ -46,27 +46,49 @@ def fmt(v: Any) -> str:
     return str(v)
 
 
-def time_chart(rows: list[dict[str, Any]], series: dict[str, str], ylabel: str, title: str,
-               users: bool = True, marks: list[float] | None = None,
-               shade: list[tuple[float, float]] | None = None) -> str | None:
+def time_chart(
+    rows: list[dict[str, Any]],
+    series: dict[str, str],
+    ylabel: str,
+    title: str,
+    users: bool = True,
+    marks: list[float] | None = None,
+    shade: list[tuple[float, float]] | None = None,
+    bands: dict[str, tuple[str, str]] | None = None,
+    notes: list[str] | None = None,
+) -> str | None:
     """Per-second series (``rows`` keys -> labels) against seconds since start, with the active
     users on a second axis (``users``: off for open loop, whose users idle) and a dashed line at
     each of ``marks`` (Unix times: stage or sweep-point starts), each of ``shade`` ((start, end)
-    Unix times: the outages) shaded red; None when no series has a value."""
+    Unix times: the outages) shaded red; ``bands``: series key -> (low key, high key), shaded in
+    the series' colour where it has a value (the bucket an interpolated quantile lies in);
+    ``notes``: legend lines with no line drawn (what was left out); None when no series has a value."""
     if not rows:
         return None
     t0 = rows[0]["time"]
     xs = [r["time"] - t0 for r in rows]
     fig, ax = plt.subplots(figsize=(6, 3.6))
     drawn, low = False, 0.0
+    nan = float("nan")
     for key, label in series.items():
         ys = [r.get(key) for r in rows]
         if any(y is not None for y in ys):
-            ax.plot(xs, [float("nan") if y is None else y for y in ys], label=label)
+            dot = "." if key in (bands or {}) else None  # an estimate between gaps may be one second long
+            (line,) = ax.plot(
+                xs, [nan if y is None else y for y in ys], label=label, marker=dot, markersize=3
+            )
             drawn, low = True, min([low, *(y for y in ys if y is not None)])
+            if key in (bands or {}):
+                lo, hi = bands[key]  # type: ignore[index]
+                edge = [
+                    [nan if r.get(key) is None or r.get(k) is None else r[k] for r in rows] for k in (lo, hi)
+                ]
+                ax.fill_between(xs, edge[0], edge[1], color=line.get_color(), alpha=0.15, linewidth=0)
     if not drawn:
         plt.close(fig)
         return None
+    for note in notes or ():
+        ax.plot([], [], " ", label=note)
     if low >= 0:
         ax.set_ylim(bottom=0)  # counts, rates and times: from zero, so a small wobble looks small
     for a, b in shade or ():
@@ -76,7 +98,9 @@ def time_chart(rows: list[dict[str, Any]], series: dict[str, str], ylabel: str, 
     counts = [r.get("users") for r in rows] if users else []
     if any(u is not None for u in counts):
         ax2 = ax.twinx()
-        ax2.plot(xs, [float("nan") if u is None else u for u in counts], color="grey", linestyle=":", label="users")
+        ax2.plot(
+            xs, [float("nan") if u is None else u for u in counts], color="grey", linestyle=":", label="users"
+        )
         ax2.set_ylabel("active users")
         ax2.set_ylim(bottom=0, top=max(u or 0 for u in counts) * 1.15 + 1)
     ax.set_xlabel("seconds since start")

@@ -12,6 +12,7 @@ from typing import Any
 
 from llm_users.outputs.html_base import time_chart
 from llm_users.outputs.html_header import complete_rows
+from llm_users.outputs.html_server import scraped_charts, server_charts
 
 
 def stage_marks(summary: dict[str, Any]) -> list[float]:
@@ -47,46 +48,79 @@ def time_charts(summary: dict[str, Any], rows: list[dict[str, Any]]) -> list[str
     users = not open_loop
     failed = (summary["overall"].get("failures") or 0) > 0
     charts = [
-        time_chart(rows, {"ttft_p50_ms": "TTFT p50", "ttft_p99_ms": "TTFT p99", "itl_p50_ms": "ITL p50",
-                          "itl_p99_ms": "ITL p99"}, "ms",
-                   "Latency over time" + (" vs active users" if users else ""), users, marks),
-        time_chart(whole, {"output_tokens_per_s": "output tokens/s"}, "tokens/s",
-                   "Throughput over time" + (" vs active users" if users else ""), users, marks),
+        time_chart(
+            rows,
+            {
+                "ttft_p50_ms": "TTFT p50",
+                "ttft_p99_ms": "TTFT p99",
+                "itl_p50_ms": "ITL p50",
+                "itl_p99_ms": "ITL p99",
+            },
+            "ms",
+            "Latency over time" + (" vs active users" if users else ""),
+            users,
+            marks,
+        ),
+        time_chart(
+            whole,
+            {"output_tokens_per_s": "output tokens/s"},
+            "tokens/s",
+            "Throughput over time" + (" vs active users" if users else ""),
+            users,
+            marks,
+        ),
     ]
     fails = {"failures": "failures/s"} if failed else {}
     shade = [(o["start"], o.get("recovered_at") or o["end"]) for o in summary.get("outages") or []]
     if open_loop:
-        charts.append(time_chart(with_target(whole, summary), {
-            "target_rps": "asked (--llm-rate or stage)", "offered_rps": "offered (scheduled)",
-            "sent_rps": "achieved (sent)", **fails}, "requests/s", "Arrival rate: offered vs achieved",
-                                 False, marks, shade))
-        charts.append(time_chart(whole, {"in_flight": "requests in flight (mean per second)"}, "requests",
-                                 "In-flight requests over time", False, marks))
-        charts.append(time_chart(rows, {"schedule_lag_mean_ms": "schedule lag mean",
-                                        "schedule_lag_max_ms": "schedule lag max"}, "ms",
-                                 "Schedule lag over time (send - scheduled)", False, marks))
+        charts.append(
+            time_chart(
+                with_target(whole, summary),
+                {
+                    "target_rps": "asked (--llm-rate or stage)",
+                    "offered_rps": "offered (scheduled)",
+                    "sent_rps": "achieved (sent)",
+                    **fails,
+                },
+                "requests/s",
+                "Arrival rate: offered vs achieved",
+                False,
+                marks,
+                shade,
+            )
+        )
+        charts.append(
+            time_chart(
+                whole,
+                {"in_flight": "requests in flight (mean per second)"},
+                "requests",
+                "In-flight requests over time",
+                False,
+                marks,
+            )
+        )
+        charts.append(
+            time_chart(
+                rows,
+                {"schedule_lag_mean_ms": "schedule lag mean", "schedule_lag_max_ms": "schedule lag max"},
+                "ms",
+                "Schedule lag over time (send - scheduled)",
+                False,
+                marks,
+            )
+        )
     else:
-        charts.append(time_chart(whole, {"requests_finished": "requests finished/s", **fails}, "requests/s",
-                                 "Requests over time vs active users", True, marks, shade))
+        charts.append(
+            time_chart(
+                whole,
+                {"requests_finished": "requests finished/s", **fails},
+                "requests/s",
+                "Requests over time vs active users",
+                True,
+                marks,
+                shade,
+            )
+        )
     charts += server_charts(rows, users, marks)
-    extra = sorted({k for r in rows for k in r if k.startswith(("gpu_", "server_"))})
-    if extra:
-        charts.append(time_chart(rows, {k: k for k in extra}, "value", "Server and GPU series", users, marks))
+    charts += scraped_charts(rows, users, marks)
     return charts
-
-
-def server_charts(rows: list[dict[str, Any]], users: bool, marks: list[float]) -> list[str | None]:
-    """The server's own figures (its /metrics, scraped: exporters/) beside ours on the same time
-    axis: its queue and TTFT against our TTFT p99, and its running and waiting requests."""
-    if not any(k.startswith("server_") for r in rows for k in r):
-        return []
-    return [
-        time_chart(rows, {"ttft_p99_ms": "our TTFT p99", "server_ttft_mean_ms": "server TTFT mean",
-                          "server_queue_time_mean_ms": "server queue time mean",
-                          "server_queue_time_p99_ms": "server queue time p99",
-                          "server_prefill_time_p99_ms": "server prefill p99"}, "ms",
-                   "Server latency beside ours", users, marks),
-        time_chart(rows, {"server_num_requests_running": "server running requests",
-                          "server_num_requests_waiting": "server waiting requests"}, "requests",
-                   "Server batch and queue", users, marks),
-    ]
