@@ -37,7 +37,9 @@ class Scenario:
     with ``args`` (a callable among them gives its arguments at start), ``--llm-report`` into the
     run's own dir when ``report``, ``env`` added to the environment. ``sim``: the simulator's
     arguments; the run gets ``--host`` of the pool's simulator started with them. ``trace``: keep
-    that simulator's ``/_sim/trace`` as read once the run has ended."""
+    that simulator's ``/_sim/trace`` as read once the run has ended. ``only_summary``,
+    ``loglevel``: Locust's options; ``merge_output``: stderr into ``proc.stdout`` (``proc.stderr``
+    empty), interleaved as a terminal shows them."""
 
     locustfile: str
     args: tuple[str | LateArg, ...]
@@ -47,6 +49,9 @@ class Scenario:
     timeout: float = 120
     alone: bool = False
     trace: bool = False
+    only_summary: bool = True
+    loglevel: str = "WARNING"
+    merge_output: bool = False  # stderr into stdout, in the order a terminal shows them
 
 
 @dataclass
@@ -163,15 +168,17 @@ class Pool:
         sim = self._sim(sc.sim) if sc.sim is not None else None
         args = [a for arg in sc.args for a in ([arg] if isinstance(arg, str) else arg())]
         # the command tests.helpers.run_locust runs (only_summary, no csv_prefix)
-        cmd = [LOCUST, "-f", str(ROOT / "locustfiles" / sc.locustfile), "--headless", "--only-summary",
-               "--loglevel", "WARNING", *(["--host", sim.url] if sim is not None else []), *args]
+        cmd = [LOCUST, "-f", str(ROOT / "locustfiles" / sc.locustfile), "--headless",
+               *(["--only-summary"] if sc.only_summary else []), "--loglevel", sc.loglevel,
+               *(["--host", sim.url] if sim is not None else []), *args]
         report = where / "r"
         if sc.report:
             cmd += ["--llm-report", str(report)]
         out, err = where / "stdout.txt", where / "stderr.txt"
         files = [out.open("wb"), err.open("wb")]
         popen = subprocess.Popen(cmd, cwd=ROOT, env=locust_env(dict(sc.env or {})), stdin=subprocess.DEVNULL,
-                                 stdout=files[0], stderr=files[1], preexec_fn=die_with_parent())
+                                 stdout=files[0], stderr=subprocess.STDOUT if sc.merge_output else files[1],
+                                 preexec_fn=die_with_parent())
         self.starts += 1
         self.running[name] = _Started(popen, cmd, time.monotonic(), out, err, report, sim, files)
 

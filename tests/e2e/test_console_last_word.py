@@ -3,155 +3,26 @@ final table, on stdout and stderr as a terminal shows them), with exact tokens p
 the total token throughput; SDK mode prints no per-request HTTP log line and names requests by
 the one rule (``sdk:`` + raw mode's name).
 
-The module's runs (issue 55) start together, a few at a time (:class:`Runs`), each with stderr
-merged into stdout in a file of its own; simulators are shared by the runs that start them with
-the same arguments (none of these tests reads a simulator's counts).
+The module's runs (issue 55) start together, a few at a time (tests/e2e/locust_pool.py), each
+with stderr merged into stdout; simulators are shared by the runs that start them with the same
+arguments (none of these tests reads a simulator's counts).
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from llm_users.sim.launcher import SimProcess, start_simulator
-from tests.e2e.locust_pool import params, wanted
-from tests.helpers import LOCUST, NO_HTML, ROOT, processes_args, read_records, read_summary
-from tests.real.servers import die_with_parent
+from tests.e2e.locust_pool import Pool, Scenario, params, pool_in
+from tests.helpers import processes_args, read_records, read_summary
 
 pytestmark = pytest.mark.slow
 
 KEYS = {"OPENAI_API_KEY": "sk-test", "ANTHROPIC_API_KEY": "sk-ant-test", "GEMINI_API_KEY": "gm-test"}
 LOCUST_TABLE = ("# reqs", "Response time percentiles", "Error report")
-TIMEOUT_S = 120
-
-
-@dataclass(frozen=True)
-class Spec:
-    """A headless run of ``locustfile`` with ``args`` (a callable gives its arguments at start),
-    ``--host`` of the simulator started with ``sim``, its report in the run's dir. ``html``: with
-    report.html, as a user's run writes it."""
-
-    locustfile: str
-    args: tuple[str | Callable[[], list[str]], ...]
-    sim: tuple[str, ...]
-    loglevel: str = "WARNING"
-    html: bool = True  # every run, as before issue 55: the report's files come before the last word
-
-
-@dataclass
-class Ended:
-    lines: list[str]  # stdout and stderr merged, in the order a terminal shows them
-    report: Path
-
-
-class Runs:
-    """Runs the module's specs, each once, ``parallel`` at a time (no threads: the pytest
-    process may be gevent-patched); ``result(name)`` starts it first if it has not started."""
-
-    def __init__(self, specs: dict[str, Spec], base: Path, wanted: list[str], parallel: int = 3) -> None:
-        self.specs, self.base, self.parallel = specs, base, parallel
-        self.pending = [n for n in wanted if n in specs]
-        self.live: dict[str, tuple[subprocess.Popen[bytes], list[str], Path, float, Any]] = {}
-        self.done: dict[str, Ended | BaseException] = {}
-        self.sims: dict[tuple[str, ...], SimProcess] = {}
-
-    def result(self, name: str) -> Ended:
-        while name not in self.done:
-            self._fill(first=name)
-            self._reap()
-            if name not in self.done:
-                time.sleep(0.1)
-        self._fill()  # the next ones run while the test checks this one
-        got = self.done[name]
-        if isinstance(got, BaseException):
-            raise got
-        return got
-
-    def close(self) -> None:
-        for popen, _, _, _, out in self.live.values():
-            if popen.poll() is None:
-                popen.kill()
-                popen.wait()
-            out.close()
-        self.live.clear()
-        for sim in self.sims.values():
-            sim.stop()
-        self.sims.clear()
-
-    def _fill(self, first: str | None = None) -> None:
-        order = ([first] if first is not None else []) + [n for n in self.pending if n != first]
-        for name in order:
-            if len(self.live) >= self.parallel:
-                return
-            if name in self.live or name in self.done:
-                continue
-            if name in self.pending:
-                self.pending.remove(name)
-            try:
-                self._start(name)
-            except Exception as e:  # noqa: BLE001 - kept for the test that asks for this run
-                self.done[name] = e
-
-    def _start(self, name: str) -> None:
-        sc = self.specs[name]
-        if sc.sim not in self.sims:
-            self.sims[sc.sim] = start_simulator(list(sc.sim))
-        where = self.base / name
-        where.mkdir(parents=True, exist_ok=True)
-        args = [a for arg in sc.args for a in ([arg] if isinstance(arg, str) else arg())]
-        cmd = [
-            LOCUST,
-            "-f",
-            str(ROOT / "locustfiles" / sc.locustfile),
-            "--headless",
-            "--loglevel",
-            sc.loglevel,
-            *args,
-            "--host",
-            self.sims[sc.sim].url,
-            "--llm-report",
-            str(where / "r"),
-        ]
-        env = (
-            {k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")}
-            | KEYS
-            | ({} if sc.html else NO_HTML)
-        )
-        out = (where / "console.txt").open("wb")
-        popen = subprocess.Popen(
-            cmd,
-            cwd=ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            preexec_fn=die_with_parent(),
-        )
-        self.live[name] = (popen, cmd, where, time.monotonic(), out)
-
-    def _reap(self) -> None:
-        for name, (popen, cmd, where, started, out) in list(self.live.items()):
-            if popen.poll() is None and time.monotonic() - started <= TIMEOUT_S:
-                continue
-            if popen.poll() is None:
-                popen.kill()
-                popen.wait()
-            out.close()
-            del self.live[name]
-            text = (where / "console.txt").read_text(errors="replace")
-            if popen.returncode != 0:  # a run killed at TIMEOUT_S: -9
-                self.done[name] = AssertionError(
-                    f"{name}: exit {popen.returncode}: {' '.join(cmd)}\n{text[-3000:]}"
-                )
-            else:
-                self.done[name] = Ended(text.splitlines(), where / "r")
 
 
 SUMMARY_SIM = ("--ttft-ms", "20", "--itl-ms", "4", "--output-tokens", "20", "--seed", "3")
@@ -167,29 +38,34 @@ def _summary(mode: str, only_summary: bool) -> str:
     return f"summary-{mode}-{only_summary}"
 
 
-def _specs() -> dict[str, Spec]:
-    out: dict[str, Spec] = {}
+def _scenarios() -> dict[str, Scenario]:
+    """Every run writes report.html, as a user's does (as before issue 55: the report's files come
+    before the last word); stdout and stderr merged, as a terminal shows them."""
+    common = {"env": KEYS, "merge_output": True}
+    out: dict[str, Scenario] = {}
     for mode, only_summary in SUMMARY_CASES:
         extra: list[str | Callable[[], list[str]]] = []
         if mode == "processes":
             extra.append(lambda: processes_args(2))  # a free master port, taken when the run starts
-        if only_summary:
-            extra.append("--only-summary")  # without: Locust's table every 2 s as well, then its final one
-        out[_summary(mode, only_summary)] = Spec(
-            "vllm.py",
-            (*extra, "-u", "4", "-r", "4", "-t", "3s", "--stop-timeout", "5", "--llm-input-tokens", "64"),
-            SUMMARY_SIM,
-        )
+        # without --only-summary: Locust's table every 2 s as well, then its final one
+        out[_summary(mode, only_summary)] = Scenario(
+            "vllm.py", (*extra, "--llm-html", "on", "-u", "4", "-r", "4", "-t", "3s", "--stop-timeout", "5",
+                        "--llm-input-tokens", "64"), sim=SUMMARY_SIM, only_summary=only_summary, **common)
     for locustfile, _ in SDK_CASES:
         # no warm-up: on a loaded machine an SDK user's first requests take 0.3 s and more, and 2 s held
         # only warm-up and cut ones (CI: "nothing measured")
-        out[f"sdk-{locustfile}"] = Spec(
-            locustfile,
-            ("-u", "2", "-r", "2", "-t", "3s", "--llm-client", "sdk", "--llm-warmup", "0", "--only-summary"),
-            SDK_SIM,
-            loglevel="INFO",
-        )
+        out[f"sdk-{locustfile}"] = Scenario(
+            locustfile, ("--llm-html", "on", "-u", "2", "-r", "2", "-t", "3s", "--llm-client", "sdk",
+                         "--llm-warmup", "0"), sim=SDK_SIM, loglevel="INFO", **common)
     return out
+
+
+def _lines(pool: Pool, name: str) -> tuple[list[str], Path]:
+    """The run's console (stdout and stderr merged) and its report dir; the run exited 0."""
+    run = pool.run(name)
+    assert run.proc.returncode == 0, f"{name}: exit {run.proc.returncode}: {' '.join(run.proc.args)}\n" \
+                                     f"{run.proc.stdout[-3000:]}"
+    return run.proc.stdout.splitlines(), run.report
 
 
 def _needs(item: Any) -> list[str]:
@@ -203,13 +79,9 @@ def _needs(item: Any) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
+def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pool]:
     """Every run the module's selected tests need, each once, three at a time."""
-    pool = Runs(_specs(), tmp_path_factory.mktemp("console"), wanted(request, _needs))
-    try:
-        yield pool
-    finally:
-        pool.close()
+    yield from pool_in(request, tmp_path_factory.mktemp("console"), _scenarios(), _needs, parallel=3)
 
 
 def _assert_llm_table_last(lines: list[str]) -> None:
@@ -223,8 +95,7 @@ def _assert_llm_table_last(lines: list[str]) -> None:
 def test_only_summary_ends_with_the_llm_table_and_exact_token_keys(
     mode: str, only_summary: bool, runs
 ) -> None:
-    run = runs.result(_summary(mode, only_summary))
-    lines, report = run.lines, run.report
+    lines, report = _lines(runs, _summary(mode, only_summary))
     _assert_llm_table_last(lines)
     ov = read_summary(report)["overall"]
     ok = [r for r in read_records(report) if r["status"] == "ok" and not r["warmup"]]
@@ -241,8 +112,7 @@ def test_only_summary_ends_with_the_llm_table_and_exact_token_keys(
 
 @pytest.mark.parametrize(("locustfile", "name"), SDK_CASES)
 def test_sdk_mode_is_quiet_and_named_by_the_raw_rule(locustfile: str, name: str, runs) -> None:
-    run = runs.result(f"sdk-{locustfile}")
-    lines, report = run.lines, run.report
+    lines, report = _lines(runs, f"sdk-{locustfile}")
     assert not [ln for ln in lines if "HTTP Request:" in ln], [ln for ln in lines if "HTTP Request:" in ln][
         :3
     ]
