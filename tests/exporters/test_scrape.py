@@ -33,6 +33,7 @@ from exporters.series import (
     parse,
 )
 from tests.exporters.fake_nvml import FakeGPU, FakeNVML, fixed_fake
+from tests.exporters.llama_page import LLAMA
 from tests.helpers import read_summary, run_locust
 
 CHAT = {"model": "sim-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5, "stream": True}
@@ -309,22 +310,6 @@ def test_page_client_reads_pages_says_http_errors_and_survives_a_server_restart(
         free = s.getsockname()[1]
     with pytest.raises(OSError):
         pages(f"http://127.0.0.1:{free}/metrics", 2.0)
-
-
-LLAMA = """# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.
-# TYPE llamacpp:prompt_tokens_total counter
-llamacpp:prompt_tokens_total {prompt}
-llamacpp:tokens_predicted_total {gen}
-llamacpp:prompt_seconds_total 1.5
-llamacpp:tokens_predicted_seconds_total 3.2
-llamacpp:n_decode_total 400
-llamacpp:n_busy_slots_per_decode 1.8
-llamacpp:prompt_tokens_seconds 850.2
-llamacpp:predicted_tokens_seconds 120.5
-llamacpp:requests_processing {running}
-llamacpp:requests_deferred {deferred}
-llamacpp:n_tokens_max 512
-"""
 
 
 def test_a_page_found_mid_round_joins_the_next_round() -> None:

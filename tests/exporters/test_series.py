@@ -14,6 +14,7 @@ from exporters.series import (
     delta_quantiles,
     parse,
 )
+from tests.exporters.llama_page import LLAMA
 
 
 def sglang_page(
@@ -76,22 +77,6 @@ def test_sglang_page_maps_onto_the_common_columns() -> None:
     assert cols["server_queue_time_mean_ms"] == pytest.approx(600.0)
     assert cols["server_queue_time_p50_ms"] == pytest.approx(500.0)  # the 50th of 100 ends the first bucket
     assert cols["server_queue_time_p99_ms"] == pytest.approx(500 + 500 * 49 / 50)
-
-
-LLAMA = """# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.
-# TYPE llamacpp:prompt_tokens_total counter
-llamacpp:prompt_tokens_total {prompt}
-llamacpp:tokens_predicted_total {gen}
-llamacpp:prompt_seconds_total 1.5
-llamacpp:tokens_predicted_seconds_total 3.2
-llamacpp:n_decode_total 400
-llamacpp:n_busy_slots_per_decode 1.8
-llamacpp:prompt_tokens_seconds 850.2
-llamacpp:predicted_tokens_seconds 120.5
-llamacpp:requests_processing {running}
-llamacpp:requests_deferred {deferred}
-llamacpp:n_tokens_max 512
-"""
 
 
 def test_llamacpp_page_maps_running_deferred_and_token_rates() -> None:

@@ -13,9 +13,10 @@ import pytest
 from llm_users.health import selfcheck
 from llm_users.health.selfcheck import NodeHealth
 from llm_users.health.verdict import LEVELS, first_answer_ms, verdict
-from llm_users.metrics import Distribution, RequestRecord, StatsByName
+from llm_users.metrics import Distribution
 from llm_users.outputs.console import summary_table
 from llm_users.outputs.html_headline import verdict as verdict_html
+from tests.metrics.records import stats
 
 START, END = 100.0, 130.0  # the measured window of every case
 
@@ -187,27 +188,6 @@ def test_no_node_or_no_overall_is_no_verdict_not_healthy() -> None:
     assert verdict([], 50.0, 80.0, overall=OK, window=(START, END))["level"] == "unmeasured"
     assert verdict([], 50.0, 80.0)["level"] == "unmeasured"
     assert verdict([node("local", CALM)], None, None, window=(START, END))["level"] == "unmeasured"
-
-
-def embed(i: int, *, inputs: int = 4, tokens: int = 256, e2e_ms: float = 50.0, kind: str = "embed",
-          ok: bool = True) -> RequestRecord:
-    r = RequestRecord(f"r{i}", "/v1/embeddings" if kind == "embed" else "/v1/rerank", "vllm", "m",
-                      start_time=1000.0 + i * 0.1, t0_ns=1, ttfb_ns=int(e2e_ms * 1e6), e2e_ns=int(e2e_ms * 1e6),
-                      input_tokens=tokens, input_tokens_source="usage", status="ok" if ok else "error")
-    r.kind, r.inputs = kind, inputs
-    if not ok:
-        r.error_category = "wrong_result_count"
-    return r
-
-
-def stats() -> StatsByName:
-    s = StatsByName()
-    for i in range(100):  # 10 s: 100 embed requests of 4 inputs, 256 tokens each; 10 rerank of 8
-        s.add(embed(i, e2e_ms=40 + i % 10))
-    for i in range(10):
-        s.add(embed(i * 10, inputs=8, tokens=100, kind="rerank"))
-    s.add(embed(5, ok=False))
-    return s
 
 
 def test_self_check_says_e2e_when_it_judged_against_e2e() -> None:

@@ -2,22 +2,7 @@
 
 from __future__ import annotations
 
-from llm_users.metrics import RequestRecord
-
-
-def rec(i: int, **kw) -> RequestRecord:
-    base = dict(request_id=f"r{i}", name="/v1/chat/completions", backend="vllm", model="m", start_time=100.0 + i,
-                ttfb_ns=1_000_000, ttft_ns=50_000_000 + i * 1000, e2e_ns=150_000_000, itl_ns=[10_000_000] * 10,
-                output_tokens=11, input_tokens=7, tokens_source="usage")
-    base.update(kw)
-    return RequestRecord(**base)
-
-
-def _streamed(chunks: int, text: str = "ab") -> RequestRecord:
-    rec = RequestRecord("r", "n", "b", "m", t0_ns=0)
-    for i in range(chunks):
-        rec.token_chunk(1000 * (i + 1), 1000 * i, len(text))
-    return rec
+from tests.metrics.records import streamed as _streamed
 
 
 def test_check_usage_believes_counts_that_can_be_true() -> None:

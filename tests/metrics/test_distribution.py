@@ -8,15 +8,8 @@ import random
 import msgpack
 import pytest
 
-from llm_users.metrics import Distribution, RequestRecord, StatsByName
-
-
-def rec(i: int, **kw) -> RequestRecord:
-    base = dict(request_id=f"r{i}", name="/v1/chat/completions", backend="vllm", model="m", start_time=100.0 + i,
-                ttfb_ns=1_000_000, ttft_ns=50_000_000 + i * 1000, e2e_ns=150_000_000, itl_ns=[10_000_000] * 10,
-                output_tokens=11, input_tokens=7, tokens_source="usage")
-    base.update(kw)
-    return RequestRecord(**base)
+from llm_users.metrics import Distribution, StatsByName
+from tests.metrics.records import rec
 
 
 def test_sub_millisecond_values_survive() -> None:

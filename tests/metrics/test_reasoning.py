@@ -3,40 +3,9 @@
 
 from __future__ import annotations
 
-import random
-
-from llm_users.metrics import RequestRecord, Stats, StatsByName
-
-MS = 1_000_000
-
-
-def rec(**kw: object) -> RequestRecord:
-    fields: dict = {"request_id": "r", "name": "/v1/chat/completions", "backend": "vllm", "model": "m", **kw}
-    return RequestRecord(**fields)
-
-
-def feed(r: RequestRecord, kinds: str, t0: int = 1000 * MS, ttft: int = 100 * MS, gap: int = 10 * MS) -> None:
-    """Chunks at t0 + ttft + k * gap; ``kinds``: one letter a chunk, R reasoning, A answer."""
-    r.t0_ns = t0
-    prev = 0
-    for k, kind in enumerate(kinds):
-        now = t0 + ttft + k * gap
-        r.token_chunk(now, prev, 0 if kind == "R" else 3, kind == "R")
-        prev = now
-
-
-def _records(n: int, seed: int) -> list[RequestRecord]:
-    rnd = random.Random(seed)
-    out = []
-    for i in range(n):
-        r = rec(request_id=f"r{i}", start_time=1000.0 + i)
-        kinds = "R" * rnd.randint(0, 6) + "A" * rnd.randint(1, 8)
-        feed(r, kinds, ttft=rnd.randint(50, 150) * MS, gap=rnd.randint(2, 20) * MS)
-        r.e2e_ns = (r.ttft_ns or 0) + sum(r.itl_ns) + MS
-        r.usage(10, len(kinds), kinds.count("R") if i % 2 else None)
-        r.settle_tokens()
-        out.append(r)
-    return out
+from llm_users.metrics import Stats, StatsByName
+from tests.metrics.records import MS
+from tests.metrics.records import reasoning_records as _records
 
 
 def test_reasoning_block_splits_itl_and_counts() -> None:

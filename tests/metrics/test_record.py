@@ -6,14 +6,8 @@ from __future__ import annotations
 import pytest
 
 from llm_users.metrics import RequestRecord
-
-
-def rec(i: int, **kw) -> RequestRecord:
-    base = dict(request_id=f"r{i}", name="/v1/chat/completions", backend="vllm", model="m", start_time=100.0 + i,
-                ttfb_ns=1_000_000, ttft_ns=50_000_000 + i * 1000, e2e_ns=150_000_000, itl_ns=[10_000_000] * 10,
-                output_tokens=11, input_tokens=7, tokens_source="usage")
-    base.update(kw)
-    return RequestRecord(**base)
+from tests.metrics.records import MS, feed, rec
+from tests.metrics.records import reasoning_rec as rec_reasoning
 
 
 def test_tpot_definition() -> None:
@@ -28,24 +22,6 @@ def test_record_dict_roundtrip() -> None:
     d = r.to_dict()
     assert d["tpot_ns"] == r.tpot_ns
     assert RequestRecord.from_dict(d) == r
-
-
-MS = 1_000_000
-
-
-def rec_reasoning(**kw: object) -> RequestRecord:
-    fields: dict = {"request_id": "r", "name": "/v1/chat/completions", "backend": "vllm", "model": "m", **kw}
-    return RequestRecord(**fields)
-
-
-def feed(r: RequestRecord, kinds: str, t0: int = 1000 * MS, ttft: int = 100 * MS, gap: int = 10 * MS) -> None:
-    """Chunks at t0 + ttft + k * gap; ``kinds``: one letter a chunk, R reasoning, A answer."""
-    r.t0_ns = t0
-    prev = 0
-    for k, kind in enumerate(kinds):
-        now = t0 + ttft + k * gap
-        r.token_chunk(now, prev, 0 if kind == "R" else 3, kind == "R")
-        prev = now
 
 
 def test_ttfo_is_the_first_answer_chunk_and_ttst_the_second_chunk() -> None:

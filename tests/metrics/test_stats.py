@@ -10,14 +10,8 @@ import pytest
 
 from llm_users.metrics import RequestRecord, Stats, StatsByName
 from llm_users.outputs.console import kinds_line
-
-
-def rec(i: int, **kw) -> RequestRecord:
-    base = dict(request_id=f"r{i}", name="/v1/chat/completions", backend="vllm", model="m", start_time=100.0 + i,
-                ttfb_ns=1_000_000, ttft_ns=50_000_000 + i * 1000, e2e_ns=150_000_000, itl_ns=[10_000_000] * 10,
-                output_tokens=11, input_tokens=7, tokens_source="usage")
-    base.update(kw)
-    return RequestRecord(**base)
+from tests.metrics.records import embed, rec, stats
+from tests.metrics.records import streamed as _streamed
 
 
 def test_stats_excludes_warmup_and_counts_failures() -> None:
@@ -96,18 +90,11 @@ def test_connections_opened_count_measured_requests_and_merge_exactly() -> None:
     assert Stats().summary()["connections_opened"] == 0
 
 
-def _streamed(chunks: int, text: str = "ab") -> RequestRecord:
-    rec = RequestRecord("r", "n", "b", "m", t0_ns=0)
-    for i in range(chunks):
-        rec.token_chunk(1000 * (i + 1), 1000 * i, len(text))
-    return rec
-
-
 def test_token_reasons_are_counted_and_merge_exactly() -> None:
     from llm_users.metrics import Stats, check_usage
 
     a, b = Stats(), Stats()
-    for stats, n in ((a, 2), (b, 3)):
+    for stats, n in ((a, 2), (b, 3)):  # noqa: F402 (the loop variable shadows the imported builder)
         for _ in range(n):
             rec = _streamed(2)
             rec.e2e_ns = 5000
@@ -149,27 +136,6 @@ def test_counts_merge_exactly_through_the_wire() -> None:
         assert (ov["tool_calls"], ov["structured_valid"], ov["structured_invalid"]) == (2, 2, 1)
     assert merged.summary() == whole.total.summary()
     assert Stats().summary()["tool_calls"] == 0
-
-
-def embed(i: int, *, inputs: int = 4, tokens: int = 256, e2e_ms: float = 50.0, kind: str = "embed",
-          ok: bool = True) -> RequestRecord:
-    r = RequestRecord(f"r{i}", "/v1/embeddings" if kind == "embed" else "/v1/rerank", "vllm", "m",
-                      start_time=1000.0 + i * 0.1, t0_ns=1, ttfb_ns=int(e2e_ms * 1e6), e2e_ns=int(e2e_ms * 1e6),
-                      input_tokens=tokens, input_tokens_source="usage", status="ok" if ok else "error")
-    r.kind, r.inputs = kind, inputs
-    if not ok:
-        r.error_category = "wrong_result_count"
-    return r
-
-
-def stats() -> StatsByName:
-    s = StatsByName()
-    for i in range(100):  # 10 s: 100 embed requests of 4 inputs, 256 tokens each; 10 rerank of 8
-        s.add(embed(i, e2e_ms=40 + i % 10))
-    for i in range(10):
-        s.add(embed(i * 10, inputs=8, tokens=100, kind="rerank"))
-    s.add(embed(5, ok=False))
-    return s
 
 
 def test_summary_figures_and_exact_merge() -> None:

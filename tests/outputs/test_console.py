@@ -19,6 +19,7 @@ from llm_users.outputs.console import (
     tools_line,
 )
 from llm_users.outputs.final import FinalData
+from tests.metrics.records import stats
 
 
 def _stats(n: int, *, first: int = 0, out: int = 64, inp: int = 100, start: float = 0.0) -> StatsByName:
@@ -206,27 +207,6 @@ def test_console_line() -> None:
     assert tools_line({"tool_calls": 3, "successes": 4}) == "answers: 3 of 4 answers were tool calls"
     assert tools_line({"structured_valid": 3, "structured_invalid": 1}) == \
         "answers: structured output: 3 valid, 1 invalid (75.0% valid)"
-
-
-def embed(i: int, *, inputs: int = 4, tokens: int = 256, e2e_ms: float = 50.0, kind: str = "embed",
-          ok: bool = True) -> RequestRecord:
-    r = RequestRecord(f"r{i}", "/v1/embeddings" if kind == "embed" else "/v1/rerank", "vllm", "m",
-                      start_time=1000.0 + i * 0.1, t0_ns=1, ttfb_ns=int(e2e_ms * 1e6), e2e_ns=int(e2e_ms * 1e6),
-                      input_tokens=tokens, input_tokens_source="usage", status="ok" if ok else "error")
-    r.kind, r.inputs = kind, inputs
-    if not ok:
-        r.error_category = "wrong_result_count"
-    return r
-
-
-def stats() -> StatsByName:
-    s = StatsByName()
-    for i in range(100):  # 10 s: 100 embed requests of 4 inputs, 256 tokens each; 10 rerank of 8
-        s.add(embed(i, e2e_ms=40 + i % 10))
-    for i in range(10):
-        s.add(embed(i * 10, inputs=8, tokens=100, kind="rerank"))
-    s.add(embed(5, ok=False))
-    return s
 
 
 def test_console_line_and_self_check_reference() -> None:

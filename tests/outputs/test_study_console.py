@@ -3,41 +3,12 @@ pooled goodput, name the search result and the guard note."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from llm_users.outputs.study_console import stages_lines, sweep_lines
 from llm_users.outputs.study_report import sweep_section
 from llm_users.outputs.study_slo import (
     pooled_goodput_text,
 )
-
-LIMITS = {"ttft": 500.0, "tpot": 20.0}
-
-
-def _point(index: int, users: float, ttft95: float, tpot95: float, shares: dict[str, float], n: int = 100,
-           failures: int = 0, **extra: Any) -> dict[str, Any]:
-    all_share = min(shares.values()) - failures / n
-    return {"index": index, "users": users, "requests": n, "excluded": 3, "failures": failures,
-            "successes": n - failures, "requests_per_s": users * 5.0, "output_tokens_per_s": users * 50.0,
-            "output_tokens": (n - failures) * 10,
-            "ttft": {"p50": ttft95 / 2, "p95": ttft95, "p99": ttft95 * 1.2, "mean": ttft95 / 2},
-            "tpot": {"p50": tpot95 * 0.9, "p95": tpot95, "p99": tpot95 * 1.1},
-            "e2e": {"p50": 100.0 + users, "p99": 120.0 + users, "mean": 100.0 + users},
-            "slo": {"limits_ms": LIMITS, "share_meeting": shares, "share_meeting_all": all_share,
-                    "goodput_rps": users * 5.0 * all_share},
-            **extra}
-
-
-def _stages_summary() -> dict[str, Any]:
-    points = [
-        _point(0, 4, 60, 13, {"ttft": 1.0, "tpot": 1.0}),
-        _point(1, 8, 70, 18, {"ttft": 1.0, "tpot": 0.97}),
-        _point(2, 16, 812, 26, {"ttft": 0.81, "tpot": 0.30}),
-        _point(3, 32, 900, 35, {"ttft": 0.70, "tpot": 0.0}, failures=12),
-    ]
-    return {"overall": {"slo": {"limits_ms": LIMITS, "goodput_rps": 42.0, "share_meeting_all": 0.6,
-                                "pooled_over_loads": True}},
-            "stages": points}
+from tests.outputs.study_points import stages_summary as _stages_summary
 
 
 def test_console_tables_say_which_slo_failed_and_label_the_pooled_goodput() -> None:

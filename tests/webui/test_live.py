@@ -7,6 +7,7 @@ import pytest
 from llm_users.metrics import RequestRecord
 from llm_users.webui.live import LiveView, gpu_utilization, server_point
 from llm_users.webui.tab import rows
+from tests.metrics.records import embed
 
 
 def rec(start: float, e2e_ms: float, ttft_ms: float = 50, tokens: int = 10, ok: bool = True,
@@ -162,17 +163,6 @@ def test_a_late_record_adds_its_tokens_to_settled_points() -> None:
     assert sum(p["outTokS"] for p in after.values()) == 220
     assert after[1001]["itlP50"] == before[1001]["itlP50"] == 100.0  # percentiles stay
     assert after[1020]["reqS"] == 1
-
-
-def embed(i: int, *, inputs: int = 4, tokens: int = 256, e2e_ms: float = 50.0, kind: str = "embed",
-          ok: bool = True) -> RequestRecord:
-    r = RequestRecord(f"r{i}", "/v1/embeddings" if kind == "embed" else "/v1/rerank", "vllm", "m",
-                      start_time=1000.0 + i * 0.1, t0_ns=1, ttfb_ns=int(e2e_ms * 1e6), e2e_ns=int(e2e_ms * 1e6),
-                      input_tokens=tokens, input_tokens_source="usage", status="ok" if ok else "error")
-    r.kind, r.inputs = kind, inputs
-    if not ok:
-        r.error_category = "wrong_result_count"
-    return r
 
 
 def test_live_tab_rows() -> None:
