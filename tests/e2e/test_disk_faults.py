@@ -3,7 +3,10 @@
 Each: one ``locust-llm:`` line naming the file and the error, the console LLM summary still
 printed, exit code non-zero, no traceback, and the run keeps going to its end (its requests
 keep being served while the file cannot be written). Issue 54 item 6: every file left in the
-report directory is whole (summary.json parses; no 0-byte or cut file, no temporary file)."""
+report directory is whole (summary.json parses; no 0-byte or cut file, no temporary file).
+
+Each run (a fault, a client mode) is a :class:`tests.e2e.locust_pool.Driven` scenario with a
+simulator of its own (its counts are the run's), run once, two at a time."""
 
 from __future__ import annotations
 
@@ -12,20 +15,27 @@ import os
 import re
 import shutil
 import subprocess
-import time
+from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
+from llm_users.sim.launcher import start_simulator
+from tests.e2e.locust_pool import Driven, driven_in, params
 from tests.helpers import LOCUST, LOCUSTFILES, ROOT, get_json
 
+CLIENTS = ["raw", "sdk"]
+SIM = ["--ttft-ms", "5", "--itl-ms", "1", "--output-tokens", "20"]
 
-def _locust(sim_url: str, report: Path, seconds: int, client: str = "raw") -> subprocess.Popen[str]:
+
+def _locust(sim_url: str, report: Path, seconds: int, client: str, log: Path) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")} | {"OPENAI_API_KEY": "sk-test"}
     cmd = [LOCUST, "-f", str(ROOT / "locustfiles" / LOCUSTFILES[client]), "--headless", "--only-summary",
            "--loglevel", "WARNING", "-u", "4", "-r", "4", "-t", f"{seconds}s", "--host", sim_url,
            "--llm-report", str(report), "--llm-preflight", "off", "--llm-client", client]
-    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
 
 
 def leftover(marker: str) -> list[int]:
@@ -69,31 +79,95 @@ def assert_whole_or_absent(report: Path) -> None:
             assert data.rstrip().endswith(b"</html>"), path.name
 
 
-@pytest.fixture
-def tiny_tmpfs(tmp_path: Path):
-    mnt = tmp_path / "tiny"
-    mnt.mkdir()
+def _ended(p: subprocess.Popen[bytes]) -> bool:
+    return p.poll() is not None
+
+
+def _disk_full(base: Path, client: str, mounts: list[Path]) -> Iterator[Any]:
+    """A run whose report directory is on a 64 KiB tmpfs (None: no tmpfs can be mounted here):
+    returns its output, exit code, the simulator's count, what is left of its processes."""
+    mnt = base / "tiny"
+    mnt.mkdir(parents=True)
     r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True, text=True)
     if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip() or r.returncode}")
+        return f"cannot mount a tmpfs here: {r.stderr.strip() or r.returncode}"
+    mounts.append(mnt)  # unmounted when the module ends, after its test has read the files
+    report, log = mnt / "r", base / "log"
+    sim = start_simulator(SIM)
+    p = None
     try:
-        yield mnt
+        p = _locust(sim.url, report, 4, client, log)
+        yield (lambda: _ended(p), 90, "locust's exit", 0.1)
+        served = get_json(sim.url + "/_sim/stats")["served"]
+        left = leftover(str(report))
     finally:
-        subprocess.run(["umount", str(mnt)], check=False)
+        if p is not None and p.poll() is None:
+            p.kill()
+            p.wait()
+        sim.stop()
+    return SimpleNamespace(out=log.read_text(errors="replace"), rc=p.returncode, served=served, report=report,
+                           left=left)
 
 
-@pytest.mark.parametrize("client", ["raw", "sdk"])
-def test_disk_full_mid_run(sim_factory, tiny_tmpfs: Path, client: str) -> None:
-    sim = sim_factory("--ttft-ms", "5", "--itl-ms", "1", "--output-tokens", "20")
-    report = tiny_tmpfs / "r"
-    p = _locust(sim.url, report, 4, client)
-    out, _ = p.communicate(timeout=90)
+def _dir_removed(base: Path, client: str) -> Iterator[Any]:
+    """A run whose report directory is removed once requests.jsonl has a record: returns its
+    output, exit code, the simulator's counts at the removal and at the end, what is left."""
+    base.mkdir(parents=True)
+    report, log = base / "r", base / "log"
+    sim = start_simulator(SIM)
+    p = None
+    try:
+        p = _locust(sim.url, report, 5, client, log)
+
+        def written() -> bool:
+            assert p.poll() is None, log.read_text(errors="replace")[-3000:]  # still running
+            return (report / "requests.jsonl").exists() and (report / "requests.jsonl").stat().st_size > 0
+
+        yield (written, 30, "requests.jsonl written", 0.1)
+        shutil.rmtree(report)
+        before = get_json(sim.url + "/_sim/stats")["served"]
+        yield (lambda: _ended(p), 90, "locust's exit", 0.1)
+        stats = get_json(sim.url + "/_sim/stats")
+        left = leftover(str(report))
+    finally:
+        if p is not None and p.poll() is None:
+            p.kill()
+            p.wait()
+        sim.stop()
+    return SimpleNamespace(out=log.read_text(errors="replace"), rc=p.returncode, before=before, served=stats["served"],
+                           started=stats["started"], report=report, left=left)
+
+
+def _needs(item: Any) -> list[str]:
+    kind = {"test_disk_full_mid_run": "full", "test_report_dir_removed_mid_run": "removed"}[item.originalname]
+    return [f"{kind}-{params(item)['client']}"]
+
+
+@pytest.fixture(scope="module")
+def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Driven]:
+    base = tmp_path_factory.mktemp("disk_faults")
+    mounts: list[Path] = []
+    makers = {f"full-{c}": (lambda c=c: _disk_full(base / f"full-{c}", c, mounts)) for c in CLIENTS}
+    makers |= {f"removed-{c}": (lambda c=c: _dir_removed(base / f"removed-{c}", c)) for c in CLIENTS}
+    try:
+        yield from driven_in(request, makers, _needs, parallel=2)
+    finally:
+        for mnt in mounts:
+            subprocess.run(["umount", str(mnt)], check=False)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_disk_full_mid_run(runs, client: str) -> None:
+    got = runs.get(f"full-{client}")
+    if isinstance(got, str):
+        pytest.skip(got)
+    out, report, served = got.out, got.report, got.served
     path = f"{report}/requests.jsonl"
-    _assert_clean_failure(out, p.returncode, f"cannot write {path} (No space left on device)")
-    served = get_json(sim.url + "/_sim/stats")["served"]
+    _assert_clean_failure(out, got.rc, f"cannot write {path} (No space left on device)")
     lines = (report / "requests.jsonl").read_bytes().split(b"\n")
     assert lines[-1] == b"", "the file ends with a whole line"
     written = len(lines) - 1
+    print(f"{client}: {written} records written of {served} served")
     assert 0 < written < served / 2, (written, served)  # the file filled early; the run went on to its end
     for ln in lines[:-1]:
         assert ln.startswith(b"{") and ln.endswith(b"}")
@@ -102,28 +176,19 @@ def test_disk_full_mid_run(sim_factory, tiny_tmpfs: Path, client: str) -> None:
     total = int(re.search(r"^\s+Aggregated\s+(\d+)\s", out, re.M).group(1))
     assert served - 4 <= total <= served, (total, served)
     assert_whole_or_absent(report)
-    assert not leftover(str(report))
+    assert not got.left
 
 
-@pytest.mark.parametrize("client", ["raw", "sdk"])
-def test_report_dir_removed_mid_run(sim_factory, tmp_path: Path, client: str) -> None:
-    sim = sim_factory("--ttft-ms", "5", "--itl-ms", "1", "--output-tokens", "20")
-    report = tmp_path / "r"
-    p = _locust(sim.url, report, 5, client)
-    deadline = time.monotonic() + 30
-    while not (report / "requests.jsonl").exists() or (report / "requests.jsonl").stat().st_size == 0:
-        assert time.monotonic() < deadline and p.poll() is None
-        time.sleep(0.1)
-    shutil.rmtree(report)
-    before = get_json(sim.url + "/_sim/stats")["served"]
-    out, _ = p.communicate(timeout=90)
-    _assert_clean_failure(out, p.returncode, f"{report}/requests.jsonl was removed during the run")
-    served = get_json(sim.url + "/_sim/stats")["served"]
-    assert served > before * 1.5, (before, served)  # the run kept going after the removal
+@pytest.mark.parametrize("client", CLIENTS)
+def test_report_dir_removed_mid_run(runs, client: str) -> None:
+    got = runs.get(f"removed-{client}")
+    out, report = got.out, got.report
+    _assert_clean_failure(out, got.rc, f"{report}/requests.jsonl was removed during the run")
+    assert got.served > got.before * 1.5, (got.before, got.served)  # the run kept going after the removal
     summary = json.loads((report / "summary.json").read_text())  # the directory is made again at the stop
     assert summary["records_file"]["error"].startswith(f"{report}/requests.jsonl was removed during the run")
     assert summary["records_file"]["written"] > 0
     # every request the simulator started is a record (those cut by the stop as `interrupted`)
-    assert summary["records"] == get_json(sim.url + "/_sim/stats")["started"]
+    assert summary["records"] == got.started
     assert_whole_or_absent(report)
-    assert not leftover(str(report))
+    assert not got.left

@@ -6,6 +6,9 @@
 - every dialect sends synthetic images the simulator reads (count and tokens in its ground
   truth = what the record says), raw mode on two worker processes (the records merged on the
   master) and SDK mode.
+
+Each run is one scenario of the module's pool (tests/e2e/locust_pool.py), run once; the TTFT one
+with no other run of the pool beside it (its bounds are a few ms).
 """
 
 from __future__ import annotations
@@ -13,13 +16,16 @@ from __future__ import annotations
 import base64
 import io
 import json
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from llm_users.sim.images import image_tokens
 from llm_users.workload.images import SyntheticImages
-from tests.helpers import get_json, median, processes_args, read_records, read_summary, run_locust
+from tests.e2e.locust_pool import Pool, Run, Scenario, params, pool_in
+from tests.helpers import median, processes_args, read_records, read_summary
 
 pytestmark = pytest.mark.slow
 
@@ -56,14 +62,18 @@ class T(TGIUser):
 '''
 
 
+# SDK mode runs locally: four SDKs imported in each of two workers on a loaded 2-core machine
+# miss Locust's heartbeat (with or without images); the merge is the same for both modes
+DIALECT_CASES: list[tuple[bool, int | None]] = [(False, 2), (True, None)]
+
+
 def _png(path: Path, side: int, seed: int) -> None:
     path.write_bytes(base64.b64decode(SyntheticImages(1, (side, side), seed).for_request(0, 1)[0].data))
 
 
-def test_ttft_grows_with_the_image_count_as_the_model_says(sim_factory, tmp_path) -> None:
-    sim = sim_factory("--ttft-ms", str(TTFT_MS), "--itl-ms", "1", "--output-tokens", "4",
-                      "--prefill-us-per-token", str(PREFILL_US), "--trace-limit", "100000")
-    pics = tmp_path / "pics"
+def _dataset(base: Path) -> Path:
+    """0, 1 and 4 images per item (a JPEG and PNGs), in a JSONL dataset beside its pictures."""
+    pics = base / "pics"
     pics.mkdir()
     for k in range(4):
         _png(pics / f"p{k}.png", SIDE, k)
@@ -72,20 +82,65 @@ def test_ttft_grows_with_the_image_count_as_the_model_says(sim_factory, tmp_path
     buf = io.BytesIO()
     PILImage.new("RGB", (SIDE, SIDE), (10, 200, 30)).save(buf, "JPEG")
     (pics / "j.jpg").write_bytes(buf.getvalue())
-    data = tmp_path / "mm.jsonl"
+    data = base / "mm.jsonl"
     rows = [{"prompt": "say hi"},
             {"prompt": "what is this", "image": "pics/j.jpg"},
             {"prompt": "compare these four", "images": [f"pics/p{k}.png" for k in range(4)]},
             {"id": "sharegpt-4v", "image": "pics/p1.png",
              "conversations": [{"from": "human", "value": "<image>\nwhat is this"}, {"from": "gpt", "value": "x"}]}]
     data.write_text("\n".join(json.dumps(r) for r in rows))
-    report = tmp_path / "r"
-    proc = run_locust("vllm.py", "--host", sim.url, "-u", "4", "-r", "4", "-t", "5s", "--stop-timeout", "10",
-                      "--llm-dataset", str(data), report=report)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    return data
+
+
+def _scenarios(base: Path) -> dict[str, Scenario]:
+    ttft_sim = ("--ttft-ms", str(TTFT_MS), "--itl-ms", "1", "--output-tokens", "4",
+                "--prefill-us-per-token", str(PREFILL_US), "--trace-limit", "100000")
+    out = {"ttft": Scenario("vllm.py", ("-u", "4", "-r", "4", "-t", "5s", "--stop-timeout", "10",
+                                        "--llm-dataset", str(base / "mm.jsonl")), sim=ttft_sim, trace=True, alone=True)}
+    sim = ("--ttft-ms", "10", "--itl-ms", "1", "--output-tokens", "3", "--trace-limit", "100000")
+    for sdk, processes in DIALECT_CASES:
+        locustfile = base / f"all_dialects_{'sdk' if sdk else 'raw'}.py"
+        args: tuple[Any, ...] = ("-u", "6", "-r", "6", "-t", "4s", "--stop-timeout", "10",
+                                 "--llm-images", "2", "--llm-image-size", "300x200", "--llm-client", "sdk" if sdk else "raw")
+        if processes:
+            args += (lambda p=processes: processes_args(p),)  # a free master port, taken when the run starts
+        # one simulator for both (the trace is read by each run's own request ids)
+        out[_dialects(sdk)] = Scenario(str(locustfile), args, sim=sim, env=KEYS, trace=True, timeout=180)
+    return out
+
+
+def _dialects(sdk: bool) -> str:
+    return f"dialects-{'sdk' if sdk else 'raw'}"
+
+
+def _needs(item: Any) -> list[str]:
+    return {
+        "test_ttft_grows_with_the_image_count_as_the_model_says": lambda: ["ttft"],
+        "test_every_dialect_sends_images_the_simulator_reads": lambda: [_dialects(params(item)["sdk"])],
+    }[item.originalname]()
+
+
+@pytest.fixture(scope="module")
+def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pool]:
+    base = tmp_path_factory.mktemp("images")
+    _dataset(base)
+    for sdk in (False, True):
+        (base / f"all_dialects_{'sdk' if sdk else 'raw'}.py").write_text(ALL_DIALECTS.format(
+            ollama="chat" if sdk else "generate", tgi="chat" if sdk else "generate_stream"))
+    yield from pool_in(request, base, _scenarios(base), _needs, parallel=2)
+
+
+def _tail(run: Run) -> str:
+    return f"stdout tail:\n{run.proc.stdout[-2000:]}\nstderr tail:\n{run.proc.stderr[-3000:]}"
+
+
+def test_ttft_grows_with_the_image_count_as_the_model_says(runs) -> None:
+    run = runs.run("ttft")
+    assert run.proc.returncode == 0, _tail(run)
+    report, pics = run.report, run.report.parent.parent / "pics"
     records = [r for r in read_records(report) if not r["warmup"]]
     assert records and all(r["status"] == "ok" for r in records), records[:1]
-    trace = {t["request_id"]: t for t in get_json(sim.url + "/_sim/trace")}
+    trace = {t["request_id"]: t for t in run.trace or []}
     sizes = {p.name: len(base64.b64encode(p.read_bytes())) for p in pics.iterdir()}
     by_count: dict[int, list[float]] = {}  # the client's TTFT
     served: dict[int, list[float]] = {}  # the simulator's: its first chunk's write - the request's arrival
@@ -128,24 +183,14 @@ def test_ttft_grows_with_the_image_count_as_the_model_says(sim_factory, tmp_path
     assert read_summary(report)["workload"]["source"]["images"] == 6  # named by the dataset's items
 
 
-# SDK mode runs locally: four SDKs imported in each of two workers on a loaded 2-core machine
-# miss Locust's heartbeat (with or without images); the merge is the same for both modes
-@pytest.mark.parametrize(("sdk", "processes"), [(False, 2), (True, None)], ids=["raw-2-processes", "sdk-local"])
-def test_every_dialect_sends_images_the_simulator_reads(sim_factory, tmp_path, sdk: bool, processes: int | None) -> None:
-    sim = sim_factory("--ttft-ms", "10", "--itl-ms", "1", "--output-tokens", "3", "--trace-limit", "100000")
-    locustfile = tmp_path / "all_dialects.py"
-    locustfile.write_text(ALL_DIALECTS.format(ollama="chat" if sdk else "generate",
-                                              tgi="chat" if sdk else "generate_stream"))
-    report = tmp_path / "r"
-    args = ["--host", sim.url, "-u", "6", "-r", "6", "-t", "4s", "--stop-timeout", "10",
-            "--llm-images", "2", "--llm-image-size", "300x200", "--llm-client", "sdk" if sdk else "raw"]
-    if processes:
-        args += processes_args(processes)
-    proc = run_locust(str(locustfile), *args, report=report, env=KEYS, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+@pytest.mark.parametrize(("sdk", "processes"), DIALECT_CASES, ids=["raw-2-processes", "sdk-local"])
+def test_every_dialect_sends_images_the_simulator_reads(runs, sdk: bool, processes: int | None) -> None:
+    run = runs.run(_dialects(sdk))
+    assert run.proc.returncode == 0, _tail(run)
+    report = run.report
     records = read_records(report)
     assert records and all(r["status"] == "ok" for r in records), [r for r in records if r["status"] != "ok"][:2]
-    trace = {t["request_id"]: t for t in get_json(sim.url + "/_sim/trace")}
+    trace = {t["request_id"]: t for t in run.trace or []}
     per_image = image_tokens(300, 200)
     routes = set()
     for r in records:

@@ -12,44 +12,73 @@ from typing import Any
 
 import pytest
 
-from llm_users.sim.launcher import start_simulator
 from llm_users.sim.text import expected_text
-from tests.helpers import get_json, processes_args, read_records, read_summary, run_locust
+from tests.e2e.locust_pool import Pool, Run, Scenario, params, pool_in
+from tests.helpers import get_json, processes_args, read_records, read_summary
 
 pytestmark = pytest.mark.slow
 
 SEED = 17
 REASONING = 2
 KEYS = {"OPENAI_API_KEY": "sk-test-not-a-real-key"}
+SINGLE = [("vllm.py", "raw", 8), ("vllm.py", "sdk", 8), ("openai.py", "raw", 16)]
+CHAINS = [("previous_id", "raw", 2), ("previous_id", "sdk", 1), ("full", "raw", 1)]
+
+# Each run is one scenario of the module's pool (tests/e2e/locust_pool.py), run once, a few at a time,
+# each against a simulator of its own (a distinct --trace-limit): its trace and its count of chained
+# responses are the run's alone.
+
+
+def _sim(n: int) -> tuple[str, ...]:
+    return ("--ttft-ms", "5", "--itl-ms", "1", "--seed", str(SEED), "--trace-prompts",
+            "--reasoning-tokens", str(REASONING), "--trace-limit", str(100_000 + n))
+
+
+def _scenarios() -> dict[str, Scenario]:
+    out: dict[str, Scenario] = {}
+    n = iter(range(100))
+    for locustfile, client, max_tokens in SINGLE:
+        args = ("-u", "2", "-r", "2", "-t", "4s" if client == "sdk" else "2s", "--stop-timeout", "10",
+                "--llm-endpoint", "responses", "--llm-max-tokens", str(max_tokens), "--llm-client", client,
+                "--llm-prometheus-port", "0")
+        out[f"single-{locustfile}-{client}"] = Scenario(locustfile, args, sim=_sim(next(n)), env=KEYS, trace=True)
+    for chain, client, processes in CHAINS:
+        dist = (lambda p=processes: processes_args(p),) if processes > 1 else ()  # a free port, taken at the start
+        args = (*dist, "-u", "4", "-r", "4", "-t", "5s" if client == "sdk" or processes > 1 else "3s",
+                "--stop-timeout", "10", "--llm-endpoint", "responses", "--llm-max-tokens", "6", "--llm-turns", "3",
+                "--llm-responses-chain", chain, "--llm-client", client, "--llm-prometheus-port", "0")
+        out[f"chain-{chain}-{client}-{processes}"] = Scenario("vllm.py", args, sim=_sim(next(n)), trace=True,
+                                                              timeout=180)
+    return out
+
+
+def _needs(item: Any) -> list[str]:
+    p = params(item)
+    return {
+        "test_single_requests_match_the_ground_truth": lambda: [f"single-{p['locustfile']}-{p['client']}"],
+        "test_sessions_chain_or_send_the_whole_history": lambda: [
+            f"chain-{p['chain']}-{p['client']}-{p['processes']}"],
+    }[item.originalname]()
 
 
 @pytest.fixture(scope="module")
-def sim() -> Iterator[Any]:
-    s = start_simulator(["--ttft-ms", "5", "--itl-ms", "1", "--seed", str(SEED), "--trace-prompts",
-                         "--reasoning-tokens", str(REASONING)])
-    yield s
-    s.stop()
+def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pool]:
+    yield from pool_in(request, tmp_path_factory.mktemp("responses"), _scenarios(), _needs, parallel=3)
 
 
-def _fresh(sim: Any) -> int:
-    get_json(sim.url + "/_sim/trace", method="DELETE")
-    return get_json(sim.url + "/_sim/responses")["chained"]
+def _tail(run: Run) -> str:
+    return f"stdout tail:\n{run.proc.stdout[-2000:]}\nstderr tail:\n{run.proc.stderr[-3000:]}"
 
 
-@pytest.mark.parametrize(("locustfile", "client", "max_tokens"), [
-    ("vllm.py", "raw", 8), ("vllm.py", "sdk", 8), ("openai.py", "raw", 16)])
-def test_single_requests_match_the_ground_truth(sim, tmp_path, locustfile: str, client: str,
-                                                max_tokens: int) -> None:
-    _fresh(sim)
-    report = tmp_path / "r"
-    proc = run_locust(locustfile, "--host", sim.url, "-u", "2", "-r", "2", "-t", "4s" if client == "sdk" else "2s",
-                      "--stop-timeout", "10", "--llm-endpoint", "responses", "--llm-max-tokens", str(max_tokens),
-                      "--llm-client", client, "--llm-prometheus-port", "0", report=report, env=KEYS)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+@pytest.mark.parametrize(("locustfile", "client", "max_tokens"), SINGLE)
+def test_single_requests_match_the_ground_truth(runs, locustfile: str, client: str, max_tokens: int) -> None:
+    run = runs.run(f"single-{locustfile}-{client}")
+    assert run.proc.returncode == 0, _tail(run)
+    report = run.report
     records = [r for r in read_records(report) if r["status"] != "interrupted"]
-    assert len(records) >= 4 and [r["error_message"] for r in records if r["status"] != "ok"] == []
+    assert len(records) >= 4 and [r["error_message"] for r in records if r["status"] != "ok"] == [], _tail(run)
     name = "/v1/responses" if client == "raw" else "sdk:/v1/responses"
-    trace = {t["request_id"]: t for t in get_json(sim.url + "/_sim/trace")}
+    trace = {t["request_id"]: t for t in run.trace or []}
     for r in records:
         t = trace[r["request_id"]]  # raw and SDK mode both tag the request: one served request per record
         assert t["completed"] and r["name"] == name and r["client"] == client
@@ -74,25 +103,18 @@ def _sessions(records: list[dict[str, Any]]) -> list[dict[int, dict[str, Any]]]:
     return [s for s in sessions.values() if sorted(s) == [1, 2, 3]]
 
 
-@pytest.mark.parametrize(("chain", "client", "processes"), [
-    ("previous_id", "raw", 2), ("previous_id", "sdk", 1), ("full", "raw", 1)])
-def test_sessions_chain_or_send_the_whole_history(sim, tmp_path, chain: str, client: str, processes: int) -> None:
-    chained_before = _fresh(sim)
-    report = tmp_path / "r"
-    dist = processes_args(processes) if processes > 1 else []
-    proc = run_locust("vllm.py", *dist, "--host", sim.url, "-u", "4", "-r", "4",
-                      "-t", "5s" if client == "sdk" or processes > 1 else "3s", "--stop-timeout", "10",
-                      "--llm-endpoint", "responses", "--llm-max-tokens", "6", "--llm-turns", "3",
-                      "--llm-responses-chain", chain, "--llm-client", client, "--llm-prometheus-port", "0",
-                      report=report, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+@pytest.mark.parametrize(("chain", "client", "processes"), CHAINS)
+def test_sessions_chain_or_send_the_whole_history(runs, chain: str, client: str, processes: int) -> None:
+    run = runs.run(f"chain-{chain}-{client}-{processes}")
+    assert run.proc.returncode == 0, _tail(run)
+    report = run.report
     records = [r for r in read_records(report) if r["status"] != "interrupted"]
     assert all(r["status"] == "ok" for r in records), [r["error_message"] for r in records][:3]
     if processes > 1:
         assert len({r["worker"] for r in records}) == processes  # merged on the master
     complete = _sessions(records)
     assert len(complete) >= 2
-    trace = {t["request_id"]: t for t in get_json(sim.url + "/_sim/trace")}
+    trace = {t["request_id"]: t for t in run.trace or []}
     for turns in complete:
         for t in (2, 3):
             prev, cur = trace[turns[t - 1]["request_id"]], trace[turns[t]["request_id"]]
@@ -101,7 +123,7 @@ def test_sessions_chain_or_send_the_whole_history(sim, tmp_path, chain: str, cli
             assert cur["messages"] == prev["messages"] + 2
             assert turns[t]["input_tokens"] > turns[t - 1]["input_tokens"] + 6 - REASONING
     later = sum(1 for r in records if r["turn"] > 1)
-    chained = get_json(sim.url + "/_sim/responses")["chained"] - chained_before
+    chained = get_json(f"{run.sim_url}/_sim/responses")["chained"]  # the run's own simulator: from 0
     if chain == "previous_id":  # every later turn named the earlier response (those cut by the stop too)
         assert later <= chained <= later + 4
     else:

@@ -13,6 +13,12 @@ shows every user running; the ramp and the drain after the stop are left out.
 Counted when requests *ended* (before issue 28) this series' coefficient of variation was
 about 0.24 in that window (a zigzag of multiples of the answer length: 1280, 2560, 2048, ...);
 counted by chunk arrival it is under 0.1.
+
+Serial (run alone after the shards, tests/sharding.py): the CV is of a wall-clock rate, tokens
+per second as the simulator's timers write them and the client reads them; on a loaded machine
+both the simulator's writes and the reads wobble from second to second, and no code-decided
+figure bounds that wobble (a CV of our series judged against the simulator's own writes would
+need a margin for the client's read lag, itself the machine's).
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ def fetch(url: str) -> Any:
         return json.loads(r.read())
 
 
+@pytest.mark.serial  # a CV of a per-second wall-clock rate under 0.1: run alone (tests/sharding.py)
 def test_steady_demo_load_draws_a_flat_tokens_line(tmp_path) -> None:
     report, port = tmp_path / "report", free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")}
