@@ -30,6 +30,8 @@ keeps the server's own words where there are any. Raw and SDK mode raise the sam
 
 from __future__ import annotations
 
+import time
+
 
 class LLMRequestError(Exception):
     """Base of every failure of one LLM request. ``str()`` is ``"category: message"``."""
@@ -166,9 +168,19 @@ class SDKError(LLMRequestError):
 class Cancelled(LLMRequestError):
     """The client abandoned the request on purpose (``--llm-cancel-after``, :mod:`llm_users.client.cancel`).
     Raised through the same paths as a failure so the connection is closed, never reused; the
-    user records it with status ``cancelled`` (``mark_cancelled``), not as a failure."""
+    user records it with status ``cancelled`` (``mark_cancelled``), not as a failure. ``at_ns``:
+    the instant the client gave up (``perf_counter_ns``), stamped before it closes the
+    connection, so the server can never see the close before the request's recorded end."""
 
     category = "cancelled"
+    at_ns: int | None = None
+
+    def stamp(self) -> Cancelled:
+        """Take :attr:`at_ns` now unless taken already (the first handler that sees it, before it
+        closes anything)."""
+        if self.at_ns is None:
+            self.at_ns = time.perf_counter_ns()
+        return self
 
 
 class ConfigError(Exception):

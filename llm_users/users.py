@@ -263,7 +263,7 @@ class LLMUser(User):
         try:
             run()
         except Cancelled as e:  # --llm-cancel-after: on purpose, not a failure
-            mark_cancelled(rec, e, time.perf_counter_ns())
+            mark_cancelled(rec, e, e.at_ns or time.perf_counter_ns())
         except LLMRequestError as e:
             exc = e
             rec.retry_after_s = retry_after_seconds(getattr(e, "retry_after", None))

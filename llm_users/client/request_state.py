@@ -131,7 +131,7 @@ class RequestState:
         """``--llm-cancel-after N tokens`` reached, or the runaway bound passed."""
         n = self.record.chunks
         if n == self.cancel_chunks:
-            return Cancelled(f"the client cancelled the request after {n} token chunks")
+            return Cancelled(f"the client cancelled the request after {n} token chunks").stamp()
         return limits.runaway(n, self.record.target_output_tokens, self.max_chunks, limits.CURRENT.chunks is not None)
 
     def server_error(self, ev: ServerError) -> ServerStreamError:

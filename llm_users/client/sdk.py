@@ -166,6 +166,7 @@ class SDKSession:
         self._reuse_candidate: Any = None
         self._response_stream: dict[Any, Any] = {}  # by greenlet, as ``streaming``
         self._responses: dict[Any, Any] = {}  # the httpx response each greenlet streams (closed on a cancel)
+        self._cancel_timers: dict[Any, Timeout] = {}  # --llm-cancel-after DURATION, by greenlet: from t0 (_trace)
         self._unsent: set[Any] = set()  # greenlets whose request httpx has not begun to write (_trace)
         self._connecting: dict[Any, int] = {}  # by greenlet: when its request's connect began (_trace)
         self._last_end_ns = 0
@@ -216,6 +217,10 @@ class SDKSession:
             state = self.streaming.get(me)
             if state is not None:
                 state.start()
+                timer = self._cancel_timers.get(me)
+                if timer is not None:  # the cancel counts from t0, as in raw mode: not from the SDK call
+                    timer.cancel()
+                    timer.start()
         elif name.startswith("connection."):
             self._connect_trace(name)
 
@@ -273,7 +278,8 @@ class SDKSession:
         try:
             state.start()  # t0 for now; again when httpx begins to write the request (_trace)
             if cancel_timer is not None:
-                cancel_timer.start()
+                cancel_timer.start()  # again at the real t0 (_trace), where the SDK lets us see it
+                self._cancel_timers[me] = cancel_timer
             chunks = self.binding.stream(self.client, spec, body)
             for obj, name in chunks:
                 now = perf_counter_ns()
@@ -284,7 +290,8 @@ class SDKSession:
             if t is not total:
                 raise
             raise TotalTimeout(f"request exceeded the total limit of {self.timeouts.total:g}s") from None
-        except Cancelled:
+        except Cancelled as e:
+            e.stamp()  # the end the record keeps: before we close (the SDK may have closed already)
             self._abandon(me)
             raise
         except LLMRequestError:
@@ -296,6 +303,7 @@ class SDKSession:
         except Exception as e:  # whatever the SDK raises: the category raw mode gives that fault
             cancelled = _cancel_in(e)
             if cancelled is not None:  # the cancel timer fired inside the SDK, which wrapped it
+                cancelled.stamp()
                 self._abandon(me)
                 raise cancelled from None
             raise from_sdk_exception(e, state) from e
@@ -310,6 +318,7 @@ class SDKSession:
             self._connecting.pop(me, None)
             self._response_stream.pop(me, None)
             self._responses.pop(me, None)
+            self._cancel_timers.pop(me, None)
         return rec
 
     def _abandon(self, me: Any) -> None:

@@ -244,7 +244,8 @@ class StreamClient:
                 self.close()
                 raise TotalTimeout(f"request exceeded the total limit of {self.timeouts.total:g}s") from None
             raise
-        except Cancelled:
+        except Cancelled as e:
+            e.stamp()  # the end the record keeps: before the server can see the close
             self.close()  # abandoned: the server sees the connection close
             raise
         finally:
@@ -327,7 +328,9 @@ class StreamClient:
             if deadline is not None:
                 deadline.start(ex)
             self._read_body(conn, http, ex, n, total, None if deadline is not None else self._read_timer)
-        except BaseException:
+        except BaseException as e:
+            if isinstance(e, Cancelled):
+                e.stamp()  # before the close: the server never sees it before the recorded end
             self.close()
             raise
         finally:

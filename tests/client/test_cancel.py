@@ -124,11 +124,13 @@ def test_the_raw_client_closes_the_connection_and_the_next_request_opens_a_new_o
     first = _send(c, None)  # a whole answer: the connection is kept
     assert first.chunks == 40 and c._conn is not None
     rec = RequestRecord(new_request_id(), "n", "vllm", "m")
-    with pytest.raises(Cancelled):
+    with pytest.raises(Cancelled) as raised:
         req = oa.build_request(model="m", messages=MESSAGES, sampling=Sampling(max_tokens=64), dialect="vllm")
         req.headers["X-Request-Id"] = rec.request_id
         c.stream(req, oa.OpenAIStreamParser(), rec, cancel=plan)
     cancelled_at = time.perf_counter_ns()
+    stamp = raised.value.at_ns  # the end a user records: taken before the connection was closed
+    assert stamp is not None and rec.t0_ns < stamp <= cancelled_at
     assert c._conn is None  # closed, never back to the pool
     if plan.after_tokens:
         assert rec.chunks == 4
@@ -137,6 +139,7 @@ def test_the_raw_client_closes_the_connection_and_the_next_request_opens_a_new_o
     time.sleep(0.05)
     trace = get_json(f"{sim.url}/_sim/trace?request_id={rec.request_id}")
     assert trace["outcome"] == "aborted" and trace["end_ns"] - cancelled_at < 100e6
+    assert trace["end_ns"] >= stamp  # the server saw the close after the recorded end, never before
     after = _send(c, None)  # a new connection, a whole answer
     assert after.chunks == 40 and after.connect_ns is not None
 
