@@ -6,9 +6,13 @@ simulator's ground truth, and TTFT/ITL medians are within 2 ms / 1 ms of the con
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from typing import Any
+
 import pytest
 
 from llm_users.protocols.backend import all_backends
+from llm_users.sim.launcher import start_simulator
 from tests.helpers import get_json, median, read_records, read_summary, run_locust
 
 pytestmark = pytest.mark.slow
@@ -19,12 +23,30 @@ KEYS = {"OPENAI_API_KEY": "sk-test-not-a-real-key", "ANTHROPIC_API_KEY": "sk-ant
 BACKENDS = [b.docs.locustfile for b in all_backends().values() if b.docs and b.routes[0].kind == "chat"]
 
 
+@pytest.fixture(scope="module")
+def shared_sim() -> Iterator[Callable[..., Any]]:
+    """One simulator per argument list for the module's serial runs (alone, one after another, so
+    what a run reads of its state is its own), its trace emptied for each run; stopped at the end."""
+    sims: dict[tuple[str, ...], Any] = {}
+
+    def get(*args: str) -> Any:
+        if args not in sims:
+            sims[args] = start_simulator(list(args))
+        get_json(sims[args].url + "/_sim/trace", method="DELETE")
+        return sims[args]
+
+    yield get
+    for s in sims.values():
+        s.stop()
+
+
 @pytest.mark.serial  # TTFT median within 2 ms: run alone (tests/sharding.py)
 @pytest.mark.parametrize("locustfile", BACKENDS)
-def test_backend_against_simulator(locustfile: str, sim_factory, tmp_path) -> None:
-    sim = sim_factory("--ttft-ms", "80", "--itl-ms", "8", "--output-tokens", "40", "--seed", "3")
+def test_backend_against_simulator(locustfile: str, shared_sim, tmp_path) -> None:
+    # 0.4-s answers, 6 users for 3 s: ~30 measured TTFTs, ~1,000 gaps (5 s gave twice that)
+    sim = shared_sim("--ttft-ms", "80", "--itl-ms", "8", "--output-tokens", "40", "--seed", "3")
     report = tmp_path / "r"
-    proc = run_locust(locustfile, "--host", sim.url, "-u", "6", "-r", "3", "-t", "5s", "--stop-timeout", "10",
+    proc = run_locust(locustfile, "--host", sim.url, "-u", "6", "-r", "3", "-t", "3s", "--stop-timeout", "10",
                       report=report, env=KEYS)
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = read_records(report)

@@ -12,18 +12,37 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from llm_users.client.cancel import chosen, parse_cancel
+from llm_users.sim.launcher import start_simulator
 from tests.helpers import get_json, processes_args, read_records, read_summary, run_locust
 
 pytestmark = pytest.mark.slow
 
 SEED = "7"
 NOTICE_NS = 100e6  # the simulator ends the request within 100 ms of the client's cancel
+
+
+@pytest.fixture(scope="module")
+def shared_sim() -> Iterator[Callable[..., Any]]:
+    """One simulator per argument list for the module's serial runs (alone, one after another, so
+    what a run reads of its state is its own), its trace emptied for each run; stopped at the end."""
+    sims: dict[tuple[str, ...], Any] = {}
+
+    def get(*args: str) -> Any:
+        if args not in sims:
+            sims[args] = start_simulator(list(args))
+        get_json(sims[args].url + "/_sim/trace", method="DELETE")
+        return sims[args]
+
+    yield get
+    for s in sims.values():
+        s.stop()
 
 
 def _locust_rows(prefix: Path) -> dict[str, dict[str, Any]]:
@@ -59,12 +78,13 @@ def _check_server_saw_each_cancel(sim_url: str, cancelled: list[dict[str, Any]])
 @pytest.mark.serial  # a cancel 300 ms in, timed: run alone (tests/sharding.py)
 @pytest.mark.parametrize(("client", "after"), [("raw", "5tokens"), ("sdk", "5 tokens"), ("raw", "300ms"),
                                                ("sdk", "300ms")])
-def test_cancelled_requests_are_recorded_counted_and_freed(client: str, after: str, sim_factory, tmp_path) -> None:
+def test_cancelled_requests_are_recorded_counted_and_freed(client: str, after: str, shared_sim,
+                                                          tmp_path) -> None:
     # 40 tokens 20 ms apart after a 100 ms TTFT: a whole answer takes ~0.9 s, a cancel at 5
-    # tokens comes at ~180 ms, one at 300 ms after ~10 tokens
-    sim = sim_factory("--ttft-ms", "100", "--itl-ms", "20", "--output-tokens", "40")
+    # tokens comes at ~180 ms, one at 300 ms after ~10 tokens; 3 s: 2 users send ~10 requests
+    sim = shared_sim("--ttft-ms", "100", "--itl-ms", "20", "--output-tokens", "40")
     report, prefix = tmp_path / "r", tmp_path / "locust"
-    proc = run_locust("vllm.py", "--host", sim.url, "-u", "2", "-r", "2", "-t", "4s", "--llm-client", client,
+    proc = run_locust("vllm.py", "--host", sim.url, "-u", "2", "-r", "2", "-t", "3s", "--llm-client", client,
                       "--llm-cancel-after", after, "--llm-cancel-rate", "0.5", "--llm-seed", SEED,
                       "--llm-warmup", "0", report=report, csv_prefix=prefix)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -129,9 +149,9 @@ def test_cancelled_requests_of_workers_reach_the_master_exactly(sim_factory, tmp
 
 @pytest.mark.serial  # SDK requests ending within a 4 s run: run alone (tests/sharding.py)
 @pytest.mark.parametrize("client", ["raw", "sdk"])
-def test_every_dialect_cancels_and_the_simulator_frees_the_slot(client: str, sim_factory, tmp_path) -> None:
+def test_every_dialect_cancels_and_the_simulator_frees_the_slot(client: str, shared_sim, tmp_path) -> None:
     """Every backend's dialect, one run per mode (a User class per backend on one simulator)."""
-    sim = sim_factory("--ttft-ms", "50", "--itl-ms", "20", "--output-tokens", "40")
+    sim = shared_sim("--ttft-ms", "50", "--itl-ms", "20", "--output-tokens", "40")
     env = {"OPENAI_API_KEY": "x", "ANTHROPIC_API_KEY": "x", "GEMINI_API_KEY": "x",
            "CANCEL_TEST_SDK": "1" if client == "sdk" else "0"}
     proc = run_locust("../tests/fixtures/cancel_every_dialect.py", "--host", sim.url, "-u", "12", "-r", "12",

@@ -5,19 +5,31 @@ and Ollama (no reasoning count of its own: estimated from the reasoning chunks).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from llm_users.metrics import Distribution
+from llm_users.sim.launcher import start_simulator
 from tests.helpers import median, processes_args, read_records, read_summary, run_locust
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial]  # reasoning gaps within 20 % of the simulator's ITL: run alone (tests/sharding.py)
 
-R, N, ITL_MS, TTFT_MS = 6, 20, 5.0, 40.0
+R, N, ITL_MS, TTFT_MS = 6, 20, 5.0, 40.0  # 0.14-s answers: ~7 a second per user, 5 measured needed
 SIM = ("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS), "--output-tokens", str(N), "--reasoning-tokens", str(R),
        "--seed", "7")
 KEYS = {"ANTHROPIC_API_KEY": "sk-ant-test"}
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[Any]:
+    """One simulator for the module's runs (serial: one after another); Gemini's one token a
+    chunk touches only the Gemini dialect (test_every_dialect_with_reasoning)."""
+    s = start_simulator([*SIM, "--gemini-tokens-per-chunk", "1"])
+    yield s
+    s.stop()
 
 
 def _measured(report: Path) -> list[dict]:
@@ -62,10 +74,9 @@ def _summary_matches(report: Path, records: list[dict]) -> dict:
     return ov
 
 
-def test_raw_mode_openai_reasoning(sim_factory, tmp_path) -> None:
-    sim = sim_factory(*SIM)
+def test_raw_mode_openai_reasoning(sim, tmp_path) -> None:
     report = tmp_path / "r"
-    proc = run_locust("vllm.py", "--llm-html", "on", "--host", sim.url, "-u", "3", "-r", "3", "-t", "3s", "--stop-timeout", "10",
+    proc = run_locust("vllm.py", "--llm-html", "on", "--host", sim.url, "-u", "3", "-r", "3", "-t", "2s", "--stop-timeout", "10",
                       report=report)
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = _measured(report)
@@ -79,10 +90,9 @@ def test_raw_mode_openai_reasoning(sim_factory, tmp_path) -> None:
     assert "Reasoning and answer" in html and "TTFO p50" in html
 
 
-def test_sdk_mode_anthropic(sim_factory, tmp_path) -> None:
-    sim = sim_factory(*SIM)
+def test_sdk_mode_anthropic(sim, tmp_path) -> None:
     report = tmp_path / "r"
-    proc = run_locust("claude.py", "--host", sim.url, "-u", "3", "-r", "3", "-t", "3s", "--stop-timeout", "10",
+    proc = run_locust("claude.py", "--host", sim.url, "-u", "3", "-r", "3", "-t", "2s", "--stop-timeout", "10",
                       "--llm-client", "sdk", report=report, env=KEYS)
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = _measured(report)
@@ -91,13 +101,12 @@ def test_sdk_mode_anthropic(sim_factory, tmp_path) -> None:
     _summary_matches(report, records)
 
 
-def test_processes_2_merges_exactly(sim_factory, tmp_path) -> None:
+def test_processes_2_merges_exactly(sim, tmp_path) -> None:
     """Raw mode: under --processes 2 the SDK's import in each worker took longer than a short run
     on a loaded 2-core machine (the same on main), and the merge is the same code either way."""
-    sim = sim_factory(*SIM)
     report = tmp_path / "r"
     proc = run_locust("vllm.py", *processes_args(2),
-                      "--host", sim.url, "-u", "4", "-r", "4", "-t", "4s", "--stop-timeout", "10",
+                      "--host", sim.url, "-u", "4", "-r", "4", "-t", "3s", "--stop-timeout", "10",
                       report=report)
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = _measured(report)
@@ -106,8 +115,7 @@ def test_processes_2_merges_exactly(sim_factory, tmp_path) -> None:
     _summary_matches(report, records)  # merged on the master from the workers' wire forms: exact
 
 
-def test_ollama_reasoning_count_is_estimated(sim_factory, tmp_path) -> None:
-    sim = sim_factory(*SIM)
+def test_ollama_reasoning_count_is_estimated(sim, tmp_path) -> None:
     report = tmp_path / "r"
     proc = run_locust("ollama.py", "--host", sim.url, "-u", "2", "-r", "2", "-t", "2s", "--stop-timeout", "10",
                       report=report)
@@ -144,16 +152,15 @@ class Ollama(OllamaUser):
 
 
 @pytest.mark.parametrize("client", ["raw", "sdk"])
-def test_every_dialect_with_reasoning(client: str, sim_factory, tmp_path) -> None:
+def test_every_dialect_with_reasoning(client: str, sim, tmp_path) -> None:
     """Each dialect's reasoning shape (chat delta.reasoning, the Responses API's reasoning_text
     deltas, Anthropic thinking_delta, Gemini thought parts, Ollama thinking) gives the same TTFO,
     TTST and counts, raw and through each official SDK (TGI and /v1/completions have no reasoning
     field)."""
-    sim = sim_factory(*SIM, "--gemini-tokens-per-chunk", "1")
     locustfile = tmp_path / "every_dialect.py"
     locustfile.write_text(EVERY_DIALECT)
     report = tmp_path / "r"
-    proc = run_locust(str(locustfile), "--host", sim.url, "-u", "5", "-r", "5", "-t", "4s", "--stop-timeout", "10",
+    proc = run_locust(str(locustfile), "--host", sim.url, "-u", "5", "-r", "5", "-t", "3s", "--stop-timeout", "10",
                       "--llm-client", client, report=report,
                       env={**KEYS, "OPENAI_API_KEY": "sk-test", "GEMINI_API_KEY": "gm-test"}, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]

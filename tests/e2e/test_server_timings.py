@@ -32,7 +32,8 @@ from tests.helpers import processes_args, read_records, read_summary, run_locust
 SIM = ["--max-batch", "1", "--timings", "--ttft-ms", "20", "--itl-ms", "2", "--output-tokens", "8"]
 MS = 1_000_000
 
-pytestmark = pytest.mark.serial  # client+network share of TTFT within 5 ms: run alone (tests/sharding.py)
+SERIAL = pytest.mark.serial  # client+network share of TTFT within 5 ms: run alone (tests/sharding.py)
+RUN = "3s"  # 6 users on one 34-ms slot: ~25 requests a second, 20 needed
 
 
 def p99(values: list[int]) -> int:
@@ -77,9 +78,10 @@ def check_against_truth(report: Path, trace: Path, source: str) -> tuple[list[di
     return records, b
 
 
+@SERIAL
 def test_vllm_metrics_raw_local(tmp_path) -> None:
     trace = tmp_path / "trace.jsonl"
-    proc = run_locust("vllm.py", "--llm-html", "on", "-u", "6", "-r", "6", "-t", "4s", "--llm-prometheus-port", "0",
+    proc = run_locust("vllm.py", "--llm-html", "on", "-u", "6", "-r", "6", "-t", RUN, "--llm-prometheus-port", "0",
                       "--llm-sim-args", " ".join([*SIM, "--trace-file", str(trace)]), report=tmp_path / "r")
     assert proc.returncode == 0, proc.stderr[-3000:]
     records, _ = check_against_truth(tmp_path / "r", trace, "vllm")
@@ -88,21 +90,23 @@ def test_vllm_metrics_raw_local(tmp_path) -> None:
     assert "Where the latency goes" in (tmp_path / "r" / "report.html").read_text()
 
 
+@SERIAL
 @pytest.mark.parametrize(("client", "processes"), [("sdk", 1), pytest.param("raw", 2, marks=pytest.mark.slow)])
 def test_vllm_metrics_sdk_and_two_processes(sim_factory, client: str, processes: int, tmp_path) -> None:
     trace = tmp_path / "trace.jsonl"
     sim = sim_factory(*SIM, "--trace-file", str(trace))
     more = processes_args(processes) if processes > 1 else []
-    proc = run_locust("vllm.py", "--host", sim.url, "-u", "6", "-r", "6", "-t", "5s", *more,
+    proc = run_locust("vllm.py", "--host", sim.url, "-u", "6", "-r", "6", "-t", RUN, *more,
                       "--llm-client", client, "--llm-prometheus-port", "0", report=tmp_path / "r")
     assert proc.returncode == 0, proc.stderr[-3000:]
     records, _ = check_against_truth(tmp_path / "r", trace, "vllm")
     assert {r["client"] for r in records} == {client} and len({r["worker"] for r in records}) == processes
 
 
+@SERIAL
 def test_ollama_durations(tmp_path) -> None:
     trace = tmp_path / "trace.jsonl"
-    proc = run_locust("ollama.py", "-u", "6", "-r", "6", "-t", "4s", "--llm-prometheus-port", "0",
+    proc = run_locust("ollama.py", "-u", "6", "-r", "6", "-t", RUN, "--llm-prometheus-port", "0",
                       "--llm-sim-args", " ".join([*SIM, "--trace-file", str(trace)]), report=tmp_path / "r")
     assert proc.returncode == 0, proc.stderr[-3000:]
     records, b = check_against_truth(tmp_path / "r", trace, "ollama")
@@ -112,7 +116,8 @@ def test_ollama_durations(tmp_path) -> None:
 @pytest.mark.parametrize(("locustfile", "expected"), [("claude.py", "req_sim"), ("gemini.py", "sim")])
 def test_the_servers_own_id_in_sdk_mode(locustfile: str, expected: str, tmp_path) -> None:
     """Anthropic's ``request-id`` header (read from the SDK's response) and Gemini's
-    ``responseId`` (in the SDK's chunks): the join key, one per request."""
+    ``responseId`` (in the SDK's chunks): the join key, one per request. Ids, None and counts
+    only: not serial."""
     proc = run_locust(locustfile, "-u", "2", "-r", "2", "-t", "2s", "--llm-client", "sdk", "--llm-prometheus-port", "0",
                       "--llm-sim-args", "--output-tokens 5", report=tmp_path / "r",
                       env={"ANTHROPIC_API_KEY": "sk-ant-test", "GEMINI_API_KEY": "gm-test"})

@@ -43,7 +43,7 @@ def test_sample_replays_on_time_with_exact_lengths(sim, tmp_path, name, args, fm
     get_json(sim.url + "/_sim/trace", method="DELETE")
     report = tmp_path / "r"
     span = rows[-1].offset_s / speedup
-    proc = run_locust("vllm.py", "--host", sim.url, "-t", f"{int(span) + 3}s", "--stop-timeout", "5",
+    proc = run_locust("vllm.py", "--host", sim.url, "-t", f"{int(span) + 2}s", "--stop-timeout", "5",
                       "--llm-prometheus-port", "0", "--llm-warmup", "0", "--llm-trace", path, *args, report=report)
     assert proc.returncode == 0, proc.stderr[-3000:]
     # rows at the same time (BurstGPT's whole seconds) in one order on both sides
