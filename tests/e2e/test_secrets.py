@@ -1,7 +1,9 @@
 """Issue 10 item 8: an API key never appears anywhere: a canary key, given through the
 environment and inside the simulator's arguments, is looked for in every locustfile's console
 output and report files (in raw mode, and in SDK mode for every locustfile that has an SDK, whose
-clients log at DEBUG too), and in a web-UI run's pages, summary route and /metrics."""
+clients log at DEBUG too), and in a web-UI run's pages, summary route and /metrics.
+
+The headless runs are the module's pool (tests/e2e/locust_pool.py): each once, a few at a time."""
 
 from __future__ import annotations
 
@@ -10,12 +12,15 @@ import os
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from llm_users.protocols.backend import all_backends
-from tests.helpers import LOCUST, ROOT, free_port, read_records, read_summary, run_locust
+from tests.e2e.locust_pool import Pool, Scenario, params, pool_in
+from tests.helpers import LOCUST, ROOT, free_port, read_records, read_summary
 
 pytestmark = pytest.mark.slow
 
@@ -31,18 +36,31 @@ def leaks(root: Path) -> list[str]:
     return [str(p) for p in root.rglob("*") if p.is_file() and CANARY.encode() in p.read_bytes()]
 
 
+def _needs(item: Any) -> list[str]:
+    p = params(item)
+    return [f"{p['locustfile']}-{p['client']}"] if "locustfile" in p else []
+
+
+@pytest.fixture(scope="module")
+def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pool]:
+    """Each (locustfile, client) run once, a few at a time (each with its own embedded simulator)."""
+    scenarios = {f"{f}-{c}": Scenario(f, ("-u", "2", "-r", "2", "-t", "3s", "--llm-api-key-env", "CANARY_LLM_KEY",
+                                          "--llm-sim-args", SIM_ARGS, "--llm-prometheus-port", "0", "--loglevel",
+                                          "DEBUG", "--llm-client", c), env=ENV, timeout=90) for f, c in RUNS}
+    yield from pool_in(request, tmp_path_factory.mktemp("secrets"), scenarios, _needs, parallel=2)
+
+
 @pytest.mark.parametrize(("locustfile", "client"), RUNS)
-def test_no_output_file_or_log_line_carries_the_key(tmp_path, locustfile, client) -> None:
-    report = tmp_path / "r"
-    proc = run_locust(locustfile, "-u", "2", "-r", "2", "-t", "3s", "--llm-api-key-env", "CANARY_LLM_KEY",
-                      "--llm-sim-args", SIM_ARGS, "--llm-prometheus-port", "0", "--loglevel", "DEBUG",
-                      "--llm-client", client, report=report, env=ENV, timeout=90)
-    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+def test_no_output_file_or_log_line_carries_the_key(runs, locustfile, client) -> None:
+    run = runs.run(f"{locustfile}-{client}")
+    proc, report = run.proc, run.report
+    tail = f"stdout tail:\n{proc.stdout[-2000:]}\nstderr tail:\n{proc.stderr[-2000:]}"
+    assert proc.returncode in (0, 1), tail
     assert CANARY not in proc.stdout and CANARY not in proc.stderr
-    assert "***" in proc.stdout  # the simulator's start line, masked
+    assert "***" in proc.stdout, tail  # the simulator's start line, masked
     assert leaks(report) == []
     summary = read_summary(report)
-    assert summary["overall"]["successes"] > 0  # the key reached the server: it was really in use
+    assert summary["overall"]["successes"] > 0, tail  # the key reached the server: it was really in use
     assert {r["client"] for r in read_records(report)} == {client}
     config = summary["config"]
     assert "llm_max_tokens" in config and config["llm_sim_args"] == SIM_ARGS.replace(CANARY, "***")

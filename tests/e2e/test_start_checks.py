@@ -2,18 +2,24 @@
 naming the option and what is allowed, exit code 1, no traceback, no request at the server.
 Issue 33 item 6: so are the refusals Locust raises (a port in use, a bad -u/-r/-t), and a refusal
 with --processes leaves no forked worker behind (health/refusal.py). Issue 54 item 6: a dataset
-that is a directory, a device, unreadable or holds a line over 16 MiB, and a negative -u, too."""
+that is a directory, a device, unreadable or holds a line over 16 MiB, and a negative -u, too.
+
+Each refusal is one real ``locust`` run of the module's pool (tests/e2e/locust_pool.py), a few at
+once; every run talks to one simulator of the module, which must see no request from any of them."""
 
 from __future__ import annotations
 
 import socket
 import subprocess
 import time
-from pathlib import Path
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from tests.helpers import free_port, get_json, run_locust
+from llm_users.sim.launcher import start_simulator
+from tests.e2e.locust_pool import Pool, Run, Scenario, params, pool_in
+from tests.helpers import free_port, get_json
 
 pytestmark = pytest.mark.slow
 
@@ -53,29 +59,6 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("args", "option", "allowed"), CASES, ids=[" ".join(c[0]) for c in CASES])
-def test_a_bad_value_is_one_line_before_any_request(sim_factory, tmp_path: Path, args: list[str], option: str,
-                                                    allowed: str) -> None:
-    sim = sim_factory("--output-tokens", "5")
-    afile = tmp_path / "a-file"
-    afile.write_text("x")
-    values = {"hostport": sim.url.removeprefix("http://"), "file": str(afile), "dir": str(tmp_path),
-              "long": str(tmp_path / "long.jsonl")}
-    if "{long}" in args:
-        (tmp_path / "long.jsonl").write_bytes(b'{"prompt": "hi"}\n{"prompt": "' + b"x" * (17 << 20) + b'"}\n')
-    args = [a.format(**values) for a in args]
-    host = [] if "--host" in args else ["--host", sim.url]
-    proc = run_locust("vllm.py", *host, "-u", "2", "-r", "2", "-t", "3s", "--llm-prometheus-port", "0", *args,
-                      timeout=60)
-    out = proc.stdout + proc.stderr
-    lines = [line for line in out.splitlines() if "locust-llm" in line]
-    assert proc.returncode == 1, out[-2000:]
-    assert len(lines) == 1, out[-2000:]
-    assert lines[0].startswith("locust-llm: ") and option in lines[0] and allowed in lines[0], lines[0]
-    assert "Traceback" not in out
-    assert get_json(sim.url + "/_sim/stats")["started"] == 0
-
-
 # Issue 33 item 6: Locust's own start errors. {port} is a port a listening socket holds; {free} a
 # free one; {sim} the simulator's URL. (arguments, a word the line must hold)
 LOCUST_CASES = [
@@ -92,16 +75,98 @@ LOCUST_CASES = [
      "--web-port"),  # the workers are forked and connected before the web UI binds
 ]
 
+CASE_IDS = [" ".join(c[0]) for c in CASES]
+LOCUST_IDS = [" ".join(c[0][2:6]) for c in LOCUST_CASES]
+NEGATIVE = "negative-users"
 
-def test_a_negative_user_count_is_refused_at_once() -> None:
-    """``-u -5`` was Locust's dispatcher's traceback (48 lines), then the run waited out ``-t``:
-    with ``-t 600s`` such a run meets the subprocess's timeout (120 s) instead of exiting 1."""
-    proc = run_locust("vllm.py", "--host", "http://127.0.0.1:9", "-u", "-5", "-t", "600s", "--llm-preflight", "off",
-                      "--llm-prometheus-port", "0", timeout=120)
+
+def _needs(item: Any) -> list[str]:
+    p = params(item)
+    if item.originalname == "test_a_bad_value_is_one_line_before_any_request":
+        return [f"value:{' '.join(p['args'])}"]
+    if item.originalname == "test_locusts_own_start_errors_are_one_line_and_leave_no_process":
+        return [f"locust:{LOCUST_IDS[[c[0] for c in LOCUST_CASES].index(p['args'])]}"]
+    return [NEGATIVE]
+
+
+def _one_free(args: list[str], values: dict[str, Any]) -> list[str]:
+    free = free_port()
+    return [a.format(free=free, **values) for a in args]
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The module's simulator, files and a port a listening socket holds for the whole module."""
+    tmp = tmp_path_factory.mktemp("start-checks-files")
+    (tmp / "a-file").write_text("x")
+    (tmp / "long.jsonl").write_bytes(b'{"prompt": "hi"}\n{"prompt": "' + b"x" * (17 << 20) + b'"}\n')
+    sim = start_simulator(["--output-tokens", "5"])
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    try:
+        yield {"sim": sim.url, "hostport": sim.url.removeprefix("http://"), "file": str(tmp / "a-file"),
+               "dir": str(tmp), "long": str(tmp / "long.jsonl"), "port": holder.getsockname()[1], "tmp": tmp}
+    finally:
+        holder.close()
+        sim.stop()
+
+
+def _scenarios(v: dict[str, Any]) -> dict[str, Scenario]:
+    out: dict[str, Scenario] = {}
+    for (args, _, _), cid in zip(CASES, CASE_IDS, strict=True):
+        args = [a.format(**v) for a in args]
+        host = [] if "--host" in args else ["--host", v["sim"]]
+        out[f"value:{cid}"] = Scenario("vllm.py", (*host, "-u", "2", "-r", "2", "-t", "3s", "--llm-prometheus-port", "0",
+                                                   *args), report=False, timeout=60)
+    for i, ((args, _), lid) in enumerate(zip(LOCUST_CASES, LOCUST_IDS, strict=True)):
+        marker = str(v["tmp"] / f"refusal-marker-{i}")  # in the command line of the run and of every fork of it
+        values = {"sim": v["sim"], "port": v["port"]}
+        out[f"locust:{lid}"] = Scenario("vllm.py", (lambda args=args, values=values: _one_free(args, values),
+                                                    "--llm-prometheus-port", "0", "--llm-preflight", "off",
+                                                    "--llm-report", marker), report=False, timeout=60)
+    out[NEGATIVE] = Scenario("vllm.py", ("--host", "http://127.0.0.1:9", "-u", "-5", "-t", "600s", "--llm-preflight",
+                                         "off", "--llm-prometheus-port", "0"), report=False, timeout=120)
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(request: pytest.FixtureRequest, shared: dict[str, Any],
+         tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pool]:
+    yield from pool_in(request, tmp_path_factory.mktemp("start-checks"), _scenarios(shared), _needs, parallel=4)
+
+
+def _tail(run: Run) -> str:
+    return f"stdout tail:\n{run.proc.stdout[-2000:]}\nstderr tail:\n{run.proc.stderr[-2000:]}"
+
+
+def _no_load(shared: dict[str, Any]) -> None:
+    stats = get_json(shared["sim"] + "/_sim/stats")
+    assert stats["started"] == 0, ("a run of this module reached the simulator", stats)
+
+
+@pytest.mark.parametrize(("args", "option", "allowed"), CASES, ids=CASE_IDS)
+def test_a_bad_value_is_one_line_before_any_request(runs, shared, args: list[str], option: str, allowed: str) -> None:
+    run = runs.run(f"value:{' '.join(args)}")
+    proc = run.proc
     out = proc.stdout + proc.stderr
     lines = [line for line in out.splitlines() if "locust-llm" in line]
-    assert proc.returncode == 1, out[-2000:]
-    assert lines == [line for line in proc.stderr.splitlines() if line.strip()], out[-2000:]  # one line, all said
+    assert proc.returncode == 1, _tail(run)
+    assert len(lines) == 1, _tail(run)
+    assert lines[0].startswith("locust-llm: ") and option in lines[0] and allowed in lines[0], lines[0]
+    assert "Traceback" not in out
+    _no_load(shared)
+
+
+def test_a_negative_user_count_is_refused_at_once(runs) -> None:
+    """``-u -5`` was Locust's dispatcher's traceback (48 lines), then the run waited out ``-t``:
+    with ``-t 600s`` such a run meets the subprocess's timeout (120 s) instead of exiting 1."""
+    run = runs.run(NEGATIVE)
+    proc = run.proc
+    out = proc.stdout + proc.stderr
+    lines = [line for line in out.splitlines() if "locust-llm" in line]
+    assert proc.returncode == 1, _tail(run)
+    assert lines == [line for line in proc.stderr.splitlines() if line.strip()], _tail(run)  # one line, all said
     assert len(lines) == 1 and lines[0].startswith("locust-llm: ") and "-u/--users" in lines[0], lines
     assert "0 or more, got -5" in lines[0] and "Traceback" not in out
 
@@ -112,30 +177,21 @@ def run_processes(marker: str) -> list[str]:
     return [line for line in out.splitlines() if "pgrep" not in line]
 
 
-@pytest.mark.parametrize(("args", "named"), LOCUST_CASES, ids=[" ".join(c[0][2:6]) for c in LOCUST_CASES])
-def test_locusts_own_start_errors_are_one_line_and_leave_no_process(sim_factory, tmp_path: Path, args: list[str],
+@pytest.mark.parametrize(("args", "named"), LOCUST_CASES, ids=LOCUST_IDS)
+def test_locusts_own_start_errors_are_one_line_and_leave_no_process(runs, shared, args: list[str],
                                                                     named: str) -> None:
-    sim = sim_factory("--output-tokens", "5")
-    port = free_port()
-    holder = socket.socket()
-    holder.bind(("127.0.0.1", port))
-    holder.listen()
-    marker = str(tmp_path / "refusal-marker")  # in the command line of the run and of every fork of it
-    try:
-        free = free_port()
-        args = [a.format(sim=sim.url, port=port, free=free) for a in args]
-        proc = run_locust("vllm.py", *args, "--llm-prometheus-port", "0", "--llm-preflight", "off",
-                          "--llm-report", marker, timeout=60)
-    finally:
-        holder.close()
+    i = [c[0] for c in LOCUST_CASES].index(args)
+    run = runs.run(f"locust:{LOCUST_IDS[i]}")
+    marker = str(shared["tmp"] / f"refusal-marker-{i}")
+    proc = run.proc
     out = proc.stdout + proc.stderr
     lines = [line for line in out.splitlines() if "locust-llm" in line]
-    assert proc.returncode == 1, out[-2000:]
-    assert len(lines) == 1, out[-2000:]
+    assert proc.returncode == 1, _tail(run)
+    assert len(lines) == 1, _tail(run)
     assert lines[0].startswith("locust-llm: ") and named in lines[0], lines[0]
-    assert "Traceback" not in out and "error:" not in out.lower().replace("locust-llm:", ""), out[-2000:]
+    assert "Traceback" not in out and "error:" not in out.lower().replace("locust-llm:", ""), _tail(run)
     deadline = time.monotonic() + 3
     while run_processes(marker) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert run_processes(marker) == []  # no forked worker left running with parent 1
-    assert get_json(sim.url + "/_sim/stats")["started"] == 0
+    _no_load(shared)

@@ -3,7 +3,9 @@ certificate, and real ``locust`` runs through both clients. Trusted only with ``
 every request streams and is counted once; without it every request is a ``tls_error`` in both
 modes (the SDK's handshake failure is mapped like raw mode's), and with the preflight on (the
 default) the run stops before the load with one line naming the fix. SDK users share one TLS context
-per process (a context per user cost 20-50 ms of CPU on the loop per user spawned)."""
+per process (a context per user cost 20-50 ms of CPU on the loop per user spawned).
+
+The locust runs are the module's pool (tests/e2e/locust_pool.py): each once, a few at a time."""
 
 from __future__ import annotations
 
@@ -12,13 +14,16 @@ import shutil
 import ssl
 import subprocess
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from llm_users.client.sdk import import_sdk, shared_tls_context
 from llm_users.protocols.backend import all_backends
-from tests.helpers import read_records, read_summary, run_locust
+from tests.e2e.locust_pool import Pool, Run, Scenario, params, pool_in
+from tests.helpers import read_records, read_summary
 
 pytestmark = pytest.mark.slow
 
@@ -44,53 +49,89 @@ def _served(url: str) -> int:
         return int(json.load(r)["served"])
 
 
-@pytest.mark.parametrize(("locustfile", "client"), [
+TRUSTED = [
     ("openai.py", "raw"), ("openai.py", "sdk"),
     ("claude.py", "sdk"), ("gemini.py", "sdk"), ("ollama.py", "sdk"),  # httpx2, google-genai's and ollama's clients
-])
-def test_https_streams_with_insecure_and_every_request_counts(locustfile, client, certificate, sim_factory,
-                                                              tmp_path) -> None:
-    cert, key = certificate
-    sim = sim_factory("--tls-cert", cert, "--tls-key", key, "--ttft-ms", "20", "--itl-ms", "5", "--output-tokens", "12")
-    assert sim.url.startswith("https://127.0.0.1:")
-    proc = run_locust(locustfile, "--host", sim.url, "-u", "3", "-r", "3", "-t", "4s", "--stop-timeout", "5", "--llm-client", client,
-                      "--llm-insecure", "true", "--llm-warmup", "0", "--llm-preflight", "off", report=tmp_path,
-                      env=KEYS)  # without the preflight request, each request served is a record
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    records = read_records(tmp_path)
+]
+CLIENTS = ["raw", "sdk"]
+SIM = ("--ttft-ms", "20", "--itl-ms", "5", "--output-tokens", "12")
+
+
+def _needs(item: Any) -> list[str]:
+    p = params(item)
+    return {
+        "test_https_streams_with_insecure_and_every_request_counts": lambda: [f"insecure-{p.get('locustfile')}-"
+                                                                             f"{p.get('client')}"],
+        "test_https_with_an_untrusted_certificate_is_a_tls_error": lambda: [f"untrusted-{p.get('client')}"],
+        "test_the_preflight_names_the_fix_for_a_self_signed_certificate": lambda: ["preflight"],
+    }.get(item.originalname, list)()
+
+
+@pytest.fixture(scope="module")
+def runs(request: pytest.FixtureRequest, certificate: tuple[Path, Path],
+         tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pool]:
+    """Each run once, a few at a time. A trusting run has a simulator of its own (a distinct trace
+    limit: the pool shares one between equal argument lists): its served count is its run's. The
+    untrusted runs and the preflight's share one, which must serve none of them. An SDK run that must
+    make requests in its -t runs alone, as it did before the pool: its users start 1-3 s late on a busy
+    machine (the SDK's import), later still beside other runs (not a timing bound: counts)."""
+    tls = ("--tls-cert", str(certificate[0]), "--tls-key", str(certificate[1]))
+    out: dict[str, Scenario] = {}
+    for i, (locustfile, client) in enumerate(TRUSTED):
+        # without the preflight request, each request served is a record
+        args = ("-u", "3", "-r", "3", "-t", "4s", "--stop-timeout", "5", "--llm-client", client, "--llm-insecure",
+                "true", "--llm-warmup", "0", "--llm-preflight", "off")
+        out[f"insecure-{locustfile}-{client}"] = Scenario(locustfile, args, sim=(*tls, *SIM, "--trace-limit",
+                                                                                  str(1000 + i)), env=KEYS,
+                                                          alone=client == "sdk")
+    untrusted = (*tls, *SIM, "--trace-limit", "999")
+    for client in CLIENTS:
+        args = ("-u", "2", "-r", "2", "-t", "2s", "--stop-timeout", "5", "--llm-client", client, "--llm-warmup", "0",
+                "--llm-backoff", "off", "--llm-preflight", "off")
+        out[f"untrusted-{client}"] = Scenario("openai.py", args, sim=untrusted, env=KEYS, alone=client == "sdk")
+    out["preflight"] = Scenario("openai.py", ("-u", "1", "-t", "2s", "--llm-client", "sdk"), sim=untrusted, env=KEYS)
+    yield from pool_in(request, tmp_path_factory.mktemp("tls-runs"), out, _needs, parallel=3)
+
+
+def _tail(run: Run) -> str:
+    return f"stdout tail:\n{run.proc.stdout[-2000:]}\nstderr tail:\n{run.proc.stderr[-3000:]}"
+
+
+@pytest.mark.parametrize(("locustfile", "client"), TRUSTED)
+def test_https_streams_with_insecure_and_every_request_counts(locustfile, client, runs) -> None:
+    run = runs.run(f"insecure-{locustfile}-{client}")
+    proc, report = run.proc, run.report
+    assert run.sim_url is not None and run.sim_url.startswith("https://127.0.0.1:")
+    assert proc.returncode == 0, _tail(run)
+    records = read_records(report)
     assert len(records) >= 6 and all(r["status"] == "ok" and r["output_tokens"] == 12 for r in records), records[:2]
     assert all(15e6 < r["ttft_ns"] < 2e9 and r["chunks"] >= 3 for r in records), records[:1]
-    assert len(records) == _served(sim.url)
+    assert len(records) == _served(run.sim_url)
     # each user's first request opened its connection (TCP and the TLS handshake): connect_ns, in
     # every client; the openai SDK closes its connection at [DONE], so each of its requests opens one
     opened = [r for r in records if r["connect_ns"] is not None]
     assert len(opened) >= 3 and all(0 < r["connect_ns"] < 10e9 for r in opened), [r["connect_ns"] for r in records]
     measured = [r for r in opened if not r["warmup"] and not r["cooldown"]]
-    assert read_summary(tmp_path)["overall"]["connections_opened"] == len(measured)
+    assert read_summary(report)["overall"]["connections_opened"] == len(measured)
     if (locustfile, client) == ("openai.py", "sdk"):
         assert len(opened) == len(records)
         assert "requests opened their own connection (connect p50" in proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize("client", ["raw", "sdk"])
-def test_https_with_an_untrusted_certificate_is_a_tls_error(client, certificate, sim_factory, tmp_path) -> None:
-    cert, key = certificate
-    sim = sim_factory("--tls-cert", cert, "--tls-key", key, "--ttft-ms", "20", "--itl-ms", "5", "--output-tokens", "12")
-    proc = run_locust("openai.py", "--host", sim.url, "-u", "2", "-r", "2", "-t", "2s", "--stop-timeout", "5", "--llm-client", client,
-                      "--llm-warmup", "0", "--llm-backoff", "off", "--llm-preflight", "off", report=tmp_path, env=KEYS)
-    assert proc.returncode == 1, proc.stderr[-3000:]
-    records = read_records(tmp_path)
+@pytest.mark.parametrize("client", CLIENTS)
+def test_https_with_an_untrusted_certificate_is_a_tls_error(client, runs) -> None:
+    run = runs.run(f"untrusted-{client}")
+    assert run.proc.returncode == 1, _tail(run)
+    records = read_records(run.report)
     assert records and {r["error_category"] for r in records} == {"tls_error"}, records[:2]
     assert all("certificate" in r["error_message"].lower() for r in records), records[0]["error_message"]
-    assert _served(sim.url) == 0
+    assert run.sim_url is not None and _served(run.sim_url) == 0  # nor any other run on this simulator
 
 
-def test_the_preflight_names_the_fix_for_a_self_signed_certificate(certificate, sim_factory, tmp_path) -> None:
-    cert, key = certificate
-    sim = sim_factory("--tls-cert", cert, "--tls-key", key)
-    proc = run_locust("openai.py", "--host", sim.url, "-u", "1", "-t", "2s", "--llm-client", "sdk", report=tmp_path,
-                      env=KEYS)
-    assert proc.returncode == 1
+def test_the_preflight_names_the_fix_for_a_self_signed_certificate(runs) -> None:
+    run = runs.run("preflight")
+    proc = run.proc
+    assert proc.returncode == 1, _tail(run)
     line = [x for x in proc.stderr.splitlines() if x.startswith("locust-llm:")]
     assert len(line) == 1 and "certificate verify failed" in line[0] and "--llm-insecure true" in line[0], proc.stderr
     assert "Traceback" not in proc.stderr
