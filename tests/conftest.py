@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from llm_users.sim.launcher import SimProcess, start_simulator
+from tests.helpers import get_json
 
 #: ``make test`` runs the suite in parallel shards, then the ``serial`` tests alone (tests/sharding.py).
 pytest_plugins = ["tests.sharding"]
@@ -25,4 +26,22 @@ def sim_factory() -> Iterator[Any]:
 
     yield start
     for s in started:
+        s.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_sim() -> Iterator[Any]:
+    """One simulator per argument list for a module's runs that go one after another (serial
+    ones: what a run reads of the simulator's state is its own), its trace emptied for each run;
+    stopped at the module's end."""
+    sims: dict[tuple[str, ...], SimProcess] = {}
+
+    def get(*args: str) -> SimProcess:
+        if args not in sims:
+            sims[args] = start_simulator(list(args))
+        get_json(sims[args].url + "/_sim/trace", method="DELETE")
+        return sims[args]
+
+    yield get
+    for s in sims.values():
         s.stop()

@@ -6,13 +6,9 @@ simulator's ground truth, and TTFT/ITL medians are within 2 ms / 1 ms of the con
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any
-
 import pytest
 
 from llm_users.protocols.backend import all_backends
-from llm_users.sim.launcher import start_simulator
 from tests.helpers import get_json, median, read_records, read_summary, run_locust
 
 pytestmark = pytest.mark.slow
@@ -21,23 +17,6 @@ KEYS = {"OPENAI_API_KEY": "sk-test-not-a-real-key", "ANTHROPIC_API_KEY": "sk-ant
         "GEMINI_API_KEY": "gm-test-key"}
 # the shipped locustfiles of the streaming backends (TEI's embeddings: tests/e2e/test_embeddings.py)
 BACKENDS = [b.docs.locustfile for b in all_backends().values() if b.docs and b.routes[0].kind == "chat"]
-
-
-@pytest.fixture(scope="module")
-def shared_sim() -> Iterator[Callable[..., Any]]:
-    """One simulator per argument list for the module's serial runs (alone, one after another, so
-    what a run reads of its state is its own), its trace emptied for each run; stopped at the end."""
-    sims: dict[tuple[str, ...], Any] = {}
-
-    def get(*args: str) -> Any:
-        if args not in sims:
-            sims[args] = start_simulator(list(args))
-        get_json(sims[args].url + "/_sim/trace", method="DELETE")
-        return sims[args]
-
-    yield get
-    for s in sims.values():
-        s.stop()
 
 
 @pytest.mark.serial  # TTFT median within 2 ms: run alone (tests/sharding.py)

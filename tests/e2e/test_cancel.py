@@ -12,37 +12,18 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from llm_users.client.cancel import chosen, parse_cancel
-from llm_users.sim.launcher import start_simulator
 from tests.helpers import get_json, processes_args, read_records, read_summary, run_locust
 
 pytestmark = pytest.mark.slow
 
 SEED = "7"
 NOTICE_NS = 100e6  # the simulator ends the request within 100 ms of the client's cancel
-
-
-@pytest.fixture(scope="module")
-def shared_sim() -> Iterator[Callable[..., Any]]:
-    """One simulator per argument list for the module's serial runs (alone, one after another, so
-    what a run reads of its state is its own), its trace emptied for each run; stopped at the end."""
-    sims: dict[tuple[str, ...], Any] = {}
-
-    def get(*args: str) -> Any:
-        if args not in sims:
-            sims[args] = start_simulator(list(args))
-        get_json(sims[args].url + "/_sim/trace", method="DELETE")
-        return sims[args]
-
-    yield get
-    for s in sims.values():
-        s.stop()
 
 
 def _locust_rows(prefix: Path) -> dict[str, dict[str, Any]]:

@@ -28,6 +28,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from exporters.nvml import GPUCollector, serve
+from tests.e2e.test_studies import KNEE_SIM
 from tests.exporters.fake_nvml import FakeGPU, FakeNVML
 from tests.helpers import free_port, read_summary, run_locust
 
@@ -157,18 +158,7 @@ def test_queueing_knee_named_with_the_servers_and_gpus_figures(sim_factory, gpu,
     )
 
 
-DECODE_SIM = (
-    "--ttft-ms",
-    "20",
-    "--itl-ms",
-    "10",
-    "--itl-slope-ms",
-    "1",
-    "--output-tokens",
-    "10",
-    "--seed",
-    "1",
-)
+DECODE_SIM = KNEE_SIM  # the decode-slope knee of tests/e2e/test_studies.py
 
 
 def test_distributed_sdk_run_scrapes_on_the_master_and_explains(sim_factory, tmp_path) -> None:

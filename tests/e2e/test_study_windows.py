@@ -13,6 +13,7 @@ import math
 
 import pytest
 
+from tests.e2e.test_studies import KNEE_SIM
 from tests.helpers import read_summary, run_locust
 
 pytestmark = pytest.mark.slow
@@ -107,18 +108,6 @@ def within_whole_requests(n: int, repeats: list[dict], service: float) -> None:
 
 # Issue 29, item 4: --llm-repeat K. The knee simulator of tests/e2e/test_studies.py: TTFT 20 ms,
 # chunk gap 10 ms + 1 ms per running stream, 10 tokens, SLO TPOT <= 30.5 ms -> N* = 21 users.
-KNEE_SIM = (
-    "--ttft-ms",
-    "20",
-    "--itl-ms",
-    "10",
-    "--itl-slope-ms",
-    "1",
-    "--output-tokens",
-    "10",
-    "--seed",
-    "1",
-)
 CLOSED_KNEE = 21
 
 
