@@ -178,17 +178,36 @@ def test_the_summary_route_only_reads_after_the_stop(runs) -> None:
     assert got.log.count("vLLM bench result written") == 1
 
 
+#: The SDK-mode web UI run: the openai SDK (a connection per streamed request) on this simulator.
+SDK_UI_SIM = ["--ttft-ms", "30", "--itl-ms", "3", "--output-tokens", "10", "--seed", "1"]
+
+
+def sdk_web_ui_args(sim_url: str, port: int) -> list[str]:
+    """locust's arguments for its web UI, started, with 2 users of locustfiles/openai.py in SDK mode."""
+    return ["--host", sim_url, "--llm-client", "sdk", "--web-host", "127.0.0.1", "--web-port", str(port),
+            "--autostart", "-u", "2", "-r", "2", "-t", "60s", "--llm-prometheus-port", "0"]
+
+
+def start_sdk_web_ui(sim_factory, tmp_path) -> tuple[subprocess.Popen[bytes], str]:
+    """locust with its web UI, started, 2 users of locustfiles/openai.py through the openai SDK
+    (a connection per streamed request) on the simulator; with the web UI's URL (the browser test)."""
+    sim = sim_factory(*SDK_UI_SIM)
+    port = free_port()
+    proc = start_locust(sdk_web_ui_args(sim.url, port), tmp_path / "log", locustfile="openai.py",
+                        env={"OPENAI_API_KEY": "sk-test"})
+    return proc, f"http://127.0.0.1:{port}"
+
+
 def _sdk_notes(base: Path) -> Iterator[Any]:
     """locust with its web UI, started, 2 users of locustfiles/openai.py through the openai SDK
     (a connection per streamed request) on the simulator: the tab's notes, once there are some."""
     yield _after_busy()
-    sim = start_simulator(["--ttft-ms", "30", "--itl-ms", "3", "--output-tokens", "10", "--seed", "1"])
+    sim = start_simulator(SDK_UI_SIM)
     base.mkdir(parents=True)
     port, log, proc = free_port(), base / "log", None
     try:
-        proc = start_locust(["--host", sim.url, "--llm-client", "sdk", "--web-host", "127.0.0.1", "--web-port",
-                             str(port), "--autostart", "-u", "2", "-r", "2", "-t", "60s", "--llm-prometheus-port", "0"],
-                            log, locustfile="openai.py", env={"OPENAI_API_KEY": "sk-test"})
+        proc = start_locust(sdk_web_ui_args(sim.url, port), log, locustfile="openai.py",
+                            env={"OPENAI_API_KEY": "sk-test"})
         url = f"http://127.0.0.1:{port}"
         notes: list[str] = []
 
