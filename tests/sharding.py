@@ -9,7 +9,10 @@ part (``LLM_TEST_SHARD=k/N``): whole files (``tests/real`` as one group, so its 
 servers start once), dealt longest first to the least loaded shard by the seconds each file
 last took (``tests/durations.json``, refreshed with ``--record``; a file not there counts
 :data:`UNKNOWN_S` a test). Tests marked ``serial`` (their bounds are timing: a latency measured
-to a millisecond, a send lag) run after the shards, alone (``LLM_TEST_SHARD=serial``).
+to a millisecond, a send lag) run after the shards, in ``--serial-lanes`` lanes of their own
+(``LLM_TEST_SHARD=serial/k/N``, dealt the same way): a lane waits far more than it computes (0.44
+of a core on average), so two of them load the 2 cores less than the one busy loop beside which
+the quiet lane must still pass (``make test-loaded``).
 
 pytest's own gevent can't run under pytest-xdist (its workers' threads meet Locust's monkey
 patching: ``LoopExit``), hence processes of our own. A shard that collects nothing fails, as
@@ -86,18 +89,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     spec = os.environ.get(ENV)
     if not spec:
         return
-    serial = [i for i in items if i.get_closest_marker("serial")]
-    if spec == "serial":
-        keep = serial
-    else:
-        k, n = (int(x) for x in spec.split("/"))
-        known = known_seconds()
-        groups: dict[str, float] = defaultdict(float)
-        for item in items:
-            if item not in serial:
-                groups[group_of(item.nodeid)] += known.get(item.nodeid, UNKNOWN_S)
-        where = deal(groups, n)
-        keep = [i for i in items if i not in serial and where[group_of(i.nodeid)] == k]
+    serial = {i for i in items if i.get_closest_marker("serial")}
+    quiet = spec.startswith("serial")  # "k/N": shard k of N; "serial" or "serial/k/N": a serial lane
+    k, n = (int(x) for x in (spec.removeprefix("serial").strip("/") or "0/1").split("/"))
+    wanted = [i for i in items if (i in serial) == quiet]
+    known = known_seconds()
+    groups: dict[str, float] = defaultdict(float)
+    for item in wanted:
+        groups[group_of(item.nodeid)] += known.get(item.nodeid, UNKNOWN_S)
+    where = deal(groups, n)
+    keep = [i for i in wanted if where[group_of(i.nodeid)] == k]
     dropped = [i for i in items if i not in keep]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
@@ -176,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--record", action="store_true", help=f"write each test's seconds to {DURATIONS.name}")
     ap.add_argument("--busy", type=int, default=0, metavar="N",
                     help="N busy loops beside the shards, as on a loaded machine (make test-loaded)")
-    ap.add_argument("--busy-serial", type=int, default=0, metavar="N", help="N busy loops beside the serial lane")
+    ap.add_argument("--serial-lanes", type=int, default=2, metavar="N",
+                    help="serial (timing-bound) lanes at once, after the shards (default 2)")
+    ap.add_argument("--busy-serial", type=int, default=0, metavar="N", help="N busy loops beside the serial lanes")
     ap.add_argument("pytest_args", nargs="*", default=["tests"], help="passed to every pytest (default: tests)")
     a = ap.parse_args(argv)
     logs = Path(os.environ.get("LLM_TEST_LOGS", ".test-shards"))
@@ -204,9 +207,20 @@ def main(argv: list[str] | None = None) -> int:
         except subprocess.TimeoutExpired:
             return None
 
+    def collect(lanes_now: list[tuple[str, subprocess.Popen[bytes]]], since: float) -> None:
+        """Wait for every lane of ``lanes_now``; each one's output as soon as it ends."""
+        while not all(name in codes for name, _ in lanes_now):
+            for name, proc in lanes_now:
+                if name not in codes and (wait(proc) if proc.poll() is None else proc.returncode) is not None:
+                    codes[name] = proc.returncode
+                    lanes[name] = time.monotonic() - since
+                    sys.stdout.write(f"\n===== {name}: exit {codes[name]} after {lanes[name]:.0f} s =====\n")
+                    sys.stdout.write((logs / f"{name}.log").read_text(errors="replace"))
+                    sys.stdout.flush()
+
     _stop_on_signals()
     if a.busy or a.busy_serial:
-        sys.stdout.write(f"make test: {a.busy} busy loop(s) beside the shards, {a.busy_serial} beside the serial lane\n")
+        sys.stdout.write(f"make test: {a.busy} busy loop(s) beside the shards, {a.busy_serial} beside the serial lanes\n")
     lanes: dict[str, float] = {}
     codes: dict[str, int] = {}
     try:
@@ -214,25 +228,18 @@ def main(argv: list[str] | None = None) -> int:
         procs += loops
         shards = [(f"shard{k}", start(f"shard{k}", f"{k}/{a.shards}", a.pytest_args,
                                       (logs / f"shard{k}.log").open("wb"))) for k in range(a.shards)]
-        while len(codes) < len(shards):  # each shard's output as soon as it ends
-            for name, proc in shards:
-                if name not in codes and (wait(proc) if proc.poll() is None else proc.returncode) is not None:
-                    codes[name] = proc.returncode
-                    lanes[name] = time.monotonic() - t0
-                    sys.stdout.write(f"\n===== {name}: exit {codes[name]} after {lanes[name]:.0f} s =====\n")
-                    sys.stdout.write((logs / f"{name}.log").read_text(errors="replace"))
-                    sys.stdout.flush()
+        collect(shards, t0)
         _end(loops)
         loops = busy_loops(a.busy_serial)
         procs += loops
         begun = time.monotonic()
-        sys.stdout.write(f"\n===== serial: the timing-bound tests, alone, from {begun - t0:.0f} s =====\n")
+        files = serial_args(a.pytest_args)
+        n = max(1, min(a.serial_lanes, len({group_of(f) for f in files if not f.startswith("-")})))
+        quiet = [(f"serial{k}", start(f"serial{k}", f"serial/{k}/{n}", files, (logs / f"serial{k}.log").open("wb")))
+                 for k in range(n)]
+        sys.stdout.write(f"\n===== serial: the timing-bound tests in {n} lane(s), from {begun - t0:.0f} s =====\n")
         sys.stdout.flush()
-        serial = start("serial", "serial", serial_args(a.pytest_args), None)
-        while (code := wait(serial)) is None:
-            pass
-        codes["serial"] = code
-        lanes["serial"] = time.monotonic() - begun
+        collect(quiet, begun)
         _end(loops)
     except Stopped as e:
         sys.stdout.write(f"\nmake test: stopped ({e}): ending every test process\n")
@@ -249,8 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     bad = {k: c for k, c in codes.items() if c != 0}
     for k, c in bad.items():
         why = "collected no tests" if c == 5 else "failed"
-        where = "above" if k == "serial" else logs / f"{k}.log"
-        sys.stdout.write(f"make test: {k} {why} (pytest exit {c}; its output: {where})\n")
+        sys.stdout.write(f"make test: {k} {why} (pytest exit {c}; its output: above, and in {logs / f'{k}.log'})\n")
     sys.stdout.write(f"make test: {len(codes)} pytest runs in {time.monotonic() - t0:.0f} s, "
                      f"{'all passed' if not bad else f'{len(bad)} not passed'}\n")
     return 1 if bad else 0

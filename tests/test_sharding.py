@@ -47,32 +47,42 @@ def test_serial_args_keep_options_and_name_only_marked_files(tmp_path: Path) -> 
 
 
 
-def test_shards_at_once_then_the_serial_lane_alone(tmp_path: Path) -> None:
-    """``python -m tests.sharding`` starts the shards at once and the serial lane after they all
-    ended; each run's output is printed and kept, and the summary line counts the runs."""
+def test_shards_at_once_then_the_serial_lanes_together(tmp_path: Path) -> None:
+    """``python -m tests.sharding`` starts the shards at once and the serial lanes (one per file
+    that marks a test ``serial``, at most ``--serial-lanes``) together after every shard ended; each
+    run's output is printed and kept, and the summary line counts the runs. (The files lie outside
+    this checkout, so the plugin that deals tests does not load: every run runs both tests.)"""
     import os
     import subprocess
     import sys
 
-    (tmp_path / "test_where.py").write_text(
-        "import os, time\n"
-        "def test_where():\n"
-        f"    with open({str(tmp_path / 'seen')!r}, 'a') as f:\n"
-        "        f.write(f\"{os.environ['LLM_TEST_SHARD']} {time.monotonic()} \")\n"
-        "        time.sleep(1)\n"
-        "        f.write(f\"{time.monotonic()}\\n\")\n")
+    for name in ("where", "there"):
+        (tmp_path / f"test_{name}.py").write_text(
+            "import os, time  # mark.serial: tests.sharding.serial_args picks this file\n"
+            f"def test_{name}():\n"
+            f"    with open({str(tmp_path / 'seen')!r}, 'a') as f:\n"
+            "        f.write(f\"{os.environ['LLM_TEST_SHARD']} {time.monotonic()} \")\n"
+            "        time.sleep(1)\n"
+            "        f.write(f\"{time.monotonic()}\\n\")\n")
     logs = tmp_path / "logs"
-    proc = subprocess.run([sys.executable, "-m", "tests.sharding", "-j", "2", str(tmp_path / "test_where.py")],
+    proc = subprocess.run([sys.executable, "-m", "tests.sharding", "-j", "2", "--serial-lanes", "3", str(tmp_path)],
                           env={**os.environ, "LLM_TEST_LOGS": str(logs)}, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout[-3000:]
-    seen = {spec: (float(t0), float(t1)) for spec, t0, t1 in
-            (ln.split() for ln in (tmp_path / "seen").read_text().splitlines())}
-    assert set(seen) == {"0/2", "1/2", "serial"}
-    assert abs(seen["0/2"][0] - seen["1/2"][0]) < seen["0/2"][1] - seen["0/2"][0]  # the shards overlap
-    assert seen["serial"][0] > max(seen["0/2"][1], seen["1/2"][1])  # the lane after both
-    assert proc.stdout.count("1 passed") == 3
-    assert "make test: 3 pytest runs in" in proc.stdout and "all passed" in proc.stdout
-    assert sorted(p.name for p in logs.glob("*.log")) == ["shard0.log", "shard1.log"]
+    seen: dict[str, list[tuple[float, float]]] = {}
+    for spec, t0, t1 in (ln.split() for ln in (tmp_path / "seen").read_text().splitlines()):
+        seen.setdefault(spec, []).append((float(t0), float(t1)))
+    assert set(seen) == {"0/2", "1/2", "serial/0/2", "serial/1/2"}  # two files: two lanes, not three
+
+    def span(spec: str) -> tuple[float, float]:
+        return min(t for t, _ in seen[spec]), max(t for _, t in seen[spec])
+
+    assert span("0/2")[0] < span("1/2")[1] and span("1/2")[0] < span("0/2")[1]  # the shards overlap
+    assert span("serial/0/2")[0] < span("serial/1/2")[1] and span("serial/1/2")[0] < span("serial/0/2")[1]
+    assert min(span("serial/0/2")[0], span("serial/1/2")[0]) > max(span("0/2")[1], span("1/2")[1])
+    assert proc.stdout.count("2 passed") == 4
+    assert "serial: the timing-bound tests in 2 lane(s)" in proc.stdout
+    assert "make test: 4 pytest runs in" in proc.stdout and "all passed" in proc.stdout
+    assert sorted(p.name for p in logs.glob("*.log")) == ["serial0.log", "serial1.log", "shard0.log", "shard1.log"]
 
 
 SLEEPER = '''
@@ -169,8 +179,31 @@ def test_loaded_lanes_run_beside_busy_loops_that_end_with_them(tmp_path: Path) -
     proc = subprocess.run([sys.executable, "-m", "tests.sharding", "-j", "1", "--busy", "2", "--busy-serial", "1",
                            str(tmp_path / "test_busy.py")], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout[-3000:]
-    assert "2 busy loop(s) beside the shards, 1 beside the serial lane" in proc.stdout
+    assert "2 busy loop(s) beside the shards, 1 beside the serial lanes" in proc.stdout
     lanes = dict(line.split(" ") for line in seen.read_text().splitlines())
-    shard, serial = lanes["0/1"].split(","), lanes["serial"].split(",")
+    shard, serial = lanes["0/1"].split(","), lanes["serial/0/1"].split(",")
     assert len(shard) == 2 and len(serial) == 1 and not set(shard) & set(serial)
     assert all(_gone(int(pid)) for pid in shard + serial)
+
+
+def test_serial_lanes_split_the_serial_tests_by_group(tmp_path: Path) -> None:
+    """``LLM_TEST_SHARD=serial/k/N``: each lane keeps only ``serial`` tests, every one of them in
+    exactly one lane, the network rig's files in the same lane; ``k/N`` keeps none of them."""
+    import os
+    import subprocess
+    import sys
+
+    files = ["tests/e2e/test_multihost.py", "tests/e2e/test_degraded_network.py",
+             "tests/e2e/test_study_windows.py", "tests/e2e/test_cancel.py"]
+
+    def kept(spec: str) -> set[str]:
+        proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *files],
+                              env={**os.environ, "LLM_TEST_SHARD": spec}, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stdout[-2000:]
+        return {ln for ln in proc.stdout.splitlines() if "::" in ln}
+
+    every, lanes, shard = kept("serial"), [kept("serial/0/2"), kept("serial/1/2")], kept("0/1")
+    assert every and all(lanes) and not lanes[0] & lanes[1] and lanes[0] | lanes[1] == every
+    assert not every & shard and shard  # the shards keep what the lanes do not
+    rig = {i for i in every if group_of(i) == "tests/e2e/netns"}
+    assert rig and any(rig <= lane for lane in lanes)
