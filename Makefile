@@ -44,13 +44,13 @@ test-real: real-servers
 	if [ $$rc -eq 5 ]; then echo "make test-real: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 # The whole suite (CI runs exactly this), the real-server tier included: SHARDS pytest processes
-# at once, then the timing-bound tests alone (tests/sharding.py; each shard's output in
+# at once, then the timing-bound tests in two quiet lanes (tests/sharding.py; each lane's output in
 # .test-shards/). A shard that collects no tests (pytest's exit 5) is a failure.
 SHARDS ?= 3
 test: real-servers
 	@$(BIN)/python -m tests.sharding -j $(SHARDS) tests
 
-# The suite on a loaded machine (issue 55): the shards beside two busy loops, the serial lane
+# The suite on a loaded machine (issue 55): the shards beside two busy loops, the serial lanes
 # beside one, LOADED_RUNS times in a row; stops at the first run that does not pass.
 LOADED_RUNS ?= 3
 test-loaded: real-servers

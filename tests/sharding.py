@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -165,6 +166,13 @@ def busy_loops(n: int) -> list[subprocess.Popen[bytes]]:
             for _ in range(n)]
 
 
+def children_cpu_s() -> float:
+    """CPU seconds (user and system) of every process this one started and reaped, and of the
+    processes each of them reaped in turn: pytest, its ``locust`` runs, simulators and servers."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def slowest(durations: dict[str, float], n: int = SLOWEST) -> list[str]:
     """The ``n`` slowest tests, one line each: seconds and node id."""
     top = sorted(durations.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
@@ -223,12 +231,14 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(f"make test: {a.busy} busy loop(s) beside the shards, {a.busy_serial} beside the serial lanes\n")
     lanes: dict[str, float] = {}
     codes: dict[str, int] = {}
+    cpu0 = children_cpu_s()
     try:
         loops = busy_loops(a.busy)
         procs += loops
         shards = [(f"shard{k}", start(f"shard{k}", f"{k}/{a.shards}", a.pytest_args,
                                       (logs / f"shard{k}.log").open("wb"))) for k in range(a.shards)]
         collect(shards, t0)
+        shards_cpu = children_cpu_s() - cpu0
         _end(loops)
         loops = busy_loops(a.busy_serial)
         procs += loops
@@ -241,6 +251,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         collect(quiet, begun)
         _end(loops)
+        phases = {"shards": (shards_cpu, max(lanes[n] for n, _ in shards)),
+                  "serial lanes": (children_cpu_s() - cpu0 - shards_cpu,
+                                   max(lanes[n] for n, _ in quiet))}
     except Stopped as e:
         sys.stdout.write(f"\nmake test: stopped ({e}): ending every test process\n")
         sys.stdout.flush()
@@ -253,6 +266,9 @@ def main(argv: list[str] | None = None) -> int:
         DURATIONS.write_text(json.dumps(dict(sorted(merged.items())), indent=0) + "\n")
     sys.stdout.write(f"\nmake test: the {SLOWEST} slowest tests\n" + "".join(f"{line}\n" for line in slowest(merged)))
     sys.stdout.write("make test: lanes " + ", ".join(f"{k} {s:.0f} s" for k, s in lanes.items()) + "\n")
+    sys.stdout.write("make test: CPU " + ", ".join(f"{k} {c:.0f} s in {w:.0f} s ({c / w:.2f} of {os.cpu_count()} cores)"
+                                                   for k, (c, w) in phases.items() if w > 0)
+                     + (" (the busy loops' included)" if a.busy or a.busy_serial else "") + "\n")
     bad = {k: c for k, c in codes.items() if c != 0}
     for k, c in bad.items():
         why = "collected no tests" if c == 5 else "failed"

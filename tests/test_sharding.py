@@ -4,6 +4,7 @@ serial tests' files found without collecting the suite."""
 from __future__ import annotations
 
 import contextlib
+import re
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,7 @@ def test_shards_at_once_then_the_serial_lanes_together(tmp_path: Path) -> None:
     assert proc.stdout.count("2 passed") == 4
     assert "serial: the timing-bound tests in 2 lane(s)" in proc.stdout
     assert "make test: 4 pytest runs in" in proc.stdout and "all passed" in proc.stdout
+    assert re.search(r"make test: CPU shards \d+ s in \d+ s \(\d\.\d\d of \d+ cores\), serial lanes ", proc.stdout)
     assert sorted(p.name for p in logs.glob("*.log")) == ["serial0.log", "serial1.log", "shard0.log", "shard1.log"]
 
 
