@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from llm_users.durations import parse_duration_s, parse_seconds
 from llm_users.errors import ConfigError
 from llm_users.key_scope import add_host, fix_at_start
+from llm_users.load.ramp import is_ramp, parse_warmup
 from llm_users.settings import Settings, Timeouts, is_llm_user, parse_bool, settings_for
 from llm_users.slo import parse_slos
 
@@ -97,7 +98,8 @@ def add_arguments(parser: Any) -> None:
         "it exits 1, its summary saying what the lost worker took with it (default false)")
     opt("--llm-html", "on/off: report.html in the --llm-report directory (default on; its charts cost a few "
         "seconds of CPU at the end of each run, the other files are written either way)")
-    opt("--llm-warmup", "exclude from statistics: N = each user's first N requests (default 1), or a time like 30s")
+    opt("--llm-warmup", "exclude from statistics: N = each user's first N requests (default 1), a time like 30s, "
+        "or ramp: every request started before all -u users run (measure at the plateau only)")
     opt("--llm-cooldown", "exclude requests that start in the last part of the run, e.g. 10s (needs -t)")
     opt("--llm-slo", "SLOs for goodput, any of ttft=500ms,tpot=50ms,e2e=30s")
     opt("--llm-sim-args", "extra llm-sim arguments for the auto-started simulator (no --host given)")
@@ -125,17 +127,6 @@ def add_arguments(parser: Any) -> None:
 DEFAULT_PROMETHEUS_PORT = 9646
 DEFAULT_SCRAPE_INTERVAL_S = 2.0
 DEFAULT_FAIL_STOP_S = 30.0
-
-
-def parse_warmup(text: str | None) -> tuple[int | None, float]:
-    """``'3'`` -> (3 requests per user, 0 s); ``'30s'`` -> (0, 30 s); not given -> (None, 0):
-    the User class's ``warmup_requests`` (default 1) applies."""
-    if text is None or str(text).strip() == "":
-        return None, 0.0
-    t = str(text).strip()
-    if t.isdigit():
-        return int(t), 0.0
-    return 0, parse_duration_s(t, "--llm-warmup")
 
 
 def _given(options: Any, name: str) -> Any:
@@ -174,6 +165,7 @@ class RunConfig:
 
     warmup_requests: int | None = None  # None: each User class's own warmup_requests
     warmup_s: float = 0.0
+    warmup_ramp: bool = False  # --llm-warmup ramp: requests started before the spawn completed (load/ramp.py)
     cooldown_s: float = 0.0
     run_time_s: float | None = None
     slos: Mapping[str, float] = field(default_factory=dict)  # metric -> limit in ns
@@ -226,6 +218,7 @@ class RunConfig:
         return cls(
             warmup_requests=warmup_requests,
             warmup_s=warmup_s,
+            warmup_ramp=is_ramp(_given(options, "llm_warmup")),
             cooldown_s=cooldown_s,
             run_time_s=float(run_time) if run_time else None,
             slos=MappingProxyType(parse_slos(_given(options, "llm_slo"))),

@@ -109,6 +109,9 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
         from llm_users.metrics.breakdown import attach as attach_breakdown
 
         attach_breakdown(environment, run)  # summary.json's overall.breakdown (the server's own timings)
+        from llm_users.load.ramp import attach as attach_ramp
+
+        attach_ramp(environment, run)  # window.users, --llm-warmup ramp: before run.install's own listeners
         if isinstance(run, MergingRun):  # extensions attach here (e.g. exporters.register)
             environment.events.llm_run_ready.fire(environment=environment, run=run)
         from llm_users.outputs.environment import attach as attach_environment

@@ -91,6 +91,14 @@ def test_run_config_defaults() -> None:
     assert c.prometheus_port == 9646 and c.scrape_interval_s == 2.0 and not c.slos
     assert RunConfig.from_options(None).prometheus_port == 0  # Locust as a library: no port unasked
     assert RunConfig.from_options(opts(llm_warmup="3")).warmup_requests == 3
+    assert not c.warmup_ramp
+
+
+def test_warmup_ramp_measures_at_the_plateau_only() -> None:
+    """Issue 53 item 1: `--llm-warmup ramp`: no per-user count, no time; the spawn's end decides."""
+    c = RunConfig.from_options(opts(llm_warmup="ramp"))
+    assert (c.warmup_requests, c.warmup_s, c.warmup_ramp) == (0, 0.0, True)
+    assert not RunConfig.from_options(opts(llm_warmup="30s")).warmup_ramp
 
 
 @pytest.mark.parametrize(("kw", "msg"), [

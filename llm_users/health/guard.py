@@ -206,6 +206,10 @@ def nothing_measured(overall: dict[str, Any], ended: Ended, warmup: dict[str, An
     per_user = int(warmup.get("requests_per_user") or 0)
     warm_s = float(warmup.get("seconds") or 0.0)
     cut = int(overall.get("interrupted") or 0)
+    if ended.ok and warmup.get("ramp"):  # --llm-warmup ramp (load/ramp.py): the spawn never completed in time
+        return (f"nothing measured: the {ended.ok} requests that ended were warm-up (--llm-warmup ramp: they started "
+                f"before all users ran), {cut} were cut by the stop; raise -r so the users all start well before the "
+                "end, run longer (-t), or give --llm-warmup N or a time")
     if ended.ok:
         e2e = ended.ok_e2e_s / ended.ok
         need = (per_user + 1) * e2e + warm_s

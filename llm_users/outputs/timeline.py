@@ -181,6 +181,10 @@ class Timeline:
     def users(self, t: float, count: int) -> None:
         self._users.set(int(t), count)
 
+    def users_between(self, first: int, last: int) -> list[tuple[int, int]]:
+        """(second, users) for each second from ``first`` to ``last`` whose user count was taken."""
+        return [(t, int(v)) for t in range(first, last + 1) if (v := self._users.get(t)) is not None]
+
     def add_extra(self, t: float, values: dict[str, float | None]) -> None:
         self.extra.update(int(t), values)
 

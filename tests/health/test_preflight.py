@@ -104,6 +104,17 @@ def test_nothing_measured_hint_from_warm_up_requests() -> None:
     assert "--llm-max-tokens, now 512" in line and "--llm-warmup 0" in line
 
 
+def test_nothing_measured_hint_from_a_ramp_that_never_completed() -> None:
+    """--llm-warmup ramp (issue 53 item 1): every request started before all users ran."""
+    ended = Ended()
+    ended.ok, ended.ok_e2e_s = 6, 3.0
+    line = nothing_measured({"successes": 0, "failures": 0, "interrupted": 1}, ended,
+                            {"requests_per_user": 0, "seconds": 0.0, "ramp": True}, 512, 5.0)
+    assert line == ("nothing measured: the 6 requests that ended were warm-up (--llm-warmup ramp: they started "
+                    "before all users ran), 1 were cut by the stop; raise -r so the users all start well before the "
+                    "end, run longer (-t), or give --llm-warmup N or a time")
+
+
 def test_nothing_measured_hint_when_no_request_was_sent() -> None:
     """Not one record (none ended, none cut): the start-up took the run (a prompt calibration
     behind a gateway with no /tokenize took 10 s of an 8-s run), not a request longer than it."""

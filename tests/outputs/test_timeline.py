@@ -147,3 +147,12 @@ def test_an_hour_of_closed_seconds_costs_bytes_not_kilobytes() -> None:
     rows = t.rows()
     assert len(rows) == 3600 and rows[1000]["requests_started"] == 1 and rows[1000]["users"] == 16
     assert rows[1000]["itl_p50_ms"] == 10.0 and rows[1000]["server_7"] == (t0 + 1000) * 0.25 + 7
+
+
+def test_users_between_reads_the_seconds_whose_count_was_taken() -> None:
+    """window.users reads the users the run took each second (load/ramp.py, issue 53 item 1)."""
+    tl = Timeline()
+    for t, n in ((100.2, 1), (101.3, 2), (103.1, 4)):
+        tl.users(t, n)
+    assert tl.users_between(99, 103) == [(100, 1), (101, 2), (103, 4)]
+    assert tl.users_between(101, 102) == [(101, 2)] and tl.users_between(104, 110) == []
