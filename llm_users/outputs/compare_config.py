@@ -8,7 +8,9 @@ asked to do: ``backend``, ``model``, ``load_plan``, ``input_tokens``, ``output_t
 ``slos_ms``; a structured ``config`` block with such keys is read the same way) when the run
 wrote one; else the run's options (``environment.options``, or the older ``config`` block,
 which is the options); else what the run recorded (``environment.backends_models``,
-``workload.source``, ``overall.slo.limits_ms``).
+``workload.source``, ``overall.slo.limits_ms``). A plain run's load is the users that ran in its
+measured window (``window.users``), so two runs of the same ``-u`` whose ramps differ in the
+window differ in the load row; a summary without that figure gives the users asked.
 
 A row is *critical* when a difference in it changes what the server was asked to do: the load
 (users, stages, steps, sweep, rate), the model, the input and output lengths, the max tokens,
@@ -79,12 +81,27 @@ def _get(cfg: dict[str, Any], key: str, options: dict[str, Any], option: str) ->
     return v if v is not None else options.get(option)
 
 
+def _measured_users(summary: dict[str, Any], asked: Any) -> str | None:
+    """A plain run's users as they ran in its measured window (``window.users``, issue 53 item 1):
+    '8 users' at its plateau, '2-8 users (8 asked)' with the ramp in the window, '5 users (8
+    asked)' short of its target; None for a summary without the figure (older runs)."""
+    users = (summary.get("window") or {}).get("users") or {}
+    lo, hi = users.get("min"), users.get("max")
+    if hi is None:
+        return None
+    text = f"{hi} users" if lo == hi else f"{lo}-{hi} users"
+    target = users.get("target") if users.get("target") is not None else asked
+    return text if lo == hi == target else f"{text} ({target} asked)"
+
+
 def load_plan(summary: dict[str, Any]) -> str:
-    """The load the run was asked for, in one phrase: '8 users', 'steps 8:64:8:2s (users)',
-    'sweep concurrency from 4 (target 0.95, 10 points)', '5 req/s poisson', 'trace t.jsonl x2'."""
+    """The load of the run in one phrase: '8 users', 'steps 8:64:8:2s (users)', 'sweep concurrency
+    from 4 (target 0.95, 10 points)', '5 req/s poisson', 'trace t.jsonl x2'. A plain run's users are
+    those that ran in its measured window where the summary says them, else those asked."""
     plan = _structured(summary).get("load_plan")
     if isinstance(plan, dict) and plan.get("kind") == "users" and plan.get("users") is not None:
-        return f"{plan['users']} users"  # the spawn rate and -t have their own rows
+        # the spawn rate and -t have their own rows
+        return _measured_users(summary, plan["users"]) or f"{plan['users']} users"
     if isinstance(plan, dict) and plan.get("text"):
         return "; ".join(c for c in str(plan["text"]).split("; ") if not c.startswith("for ")) or "-"
     if plan:

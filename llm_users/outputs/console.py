@@ -14,6 +14,8 @@ from __future__ import annotations
 import atexit
 from typing import Any
 
+from llm_users.load.ramp import console_lines as ramp_lines
+from llm_users.load.ramp import users_text
 from llm_users.load.registry import console_lines
 from llm_users.outputs.final import FinalData
 from llm_users.outputs.reasoning_view import first_token_metrics, reasoning_line
@@ -194,10 +196,13 @@ def summary_table(summary: dict[str, Any]) -> str:
     window = summary.get("window") or {}
     if window.get("measured_s"):
         wu = window.get("warmup") or {}
-        how = (f"{wu.get('seconds'):g} s" if wu.get("seconds") else f"first {wu.get('requests_per_user', 0)} per user")
-        lines.append(f"measured window: {window['measured_s']:.1f} s; warm-up excluded: {ov.get('excluded_warmup', 0)} "
-                     f"requests ({how})" + (f"; cool-down excluded: {ov.get('excluded_cooldown')}"
-                                             if ov.get("excluded_cooldown") else ""))
+        how = (f"{wu.get('seconds'):g} s" if wu.get("seconds") else "started before the spawn completed"
+               if wu.get("ramp") else f"first {wu.get('requests_per_user', 0)} per user")
+        users = users_text(window.get("users"))  # the users that ran in the window (load/ramp.py)
+        lines.append(f"measured window: {window['measured_s']:.1f} s" + (f" at {users}" if users else "")
+                     + f"; warm-up excluded: {ov.get('excluded_warmup', 0)} requests ({how})"
+                     + (f"; cool-down excluded: {ov.get('excluded_cooldown')}" if ov.get("excluded_cooldown") else ""))
+        lines += ramp_lines(window)  # the target never reached; a ramp over a quarter of the window
     if ov.get("breakdown"):  # the server's own timings: where TTFT goes (metrics/breakdown.py)
         from llm_users.metrics.breakdown import console_line as breakdown_line
 

@@ -8,6 +8,9 @@ Keys are vLLM's; values are ours, over the same measured requests as summary.jso
 - ``request_throughput`` = completed / duration (vLLM counts completed requests);
   ``output_throughput`` = our output tokens/s; ``total_token_throughput`` = (input + output) / duration;
   ``request_goodput`` = our goodput (None without ``--llm-slo``, as vLLM without ``--goodput``);
+- ``max_concurrency`` = the most users that ran in the measured window (summary.json
+  ``window.users.max``: a run that never reached ``-u`` says what it reached; the users asked
+  where a summary has no such figure, a load profile's);
 - ``max_output_tokens_per_s`` and ``max_concurrent_requests`` = the per-second timeline's peaks
   (output tokens/s, active users);
 - per metric ``ttft``, ``tpot``, ``itl``, ``e2el`` (our E2E): ``mean_*_ms``, ``median_*_ms`` (our p50),
@@ -66,6 +69,7 @@ def vllm_bench(summary: dict[str, Any], stats: Any, rows: list[dict[str, Any]], 
     peak_tok = max((r.get("output_tokens_per_s") or 0 for r in rows), default=None)
     peak_users = max((r.get("users") or 0 for r in rows), default=None)
     slo = ov.get("slo")
+    measured = ((summary.get("window") or {}).get("users") or {}).get("max")  # issue 53 item 1
     out: dict[str, Any] = {
         "date": time.strftime("%Y%m%d-%H%M%S", time.localtime((summary.get("window") or {}).get("test_start")
                                                                 or time.time())),
@@ -76,7 +80,7 @@ def vllm_bench(summary: dict[str, Any], stats: Any, rows: list[dict[str, Any]], 
         "num_prompts": ov["requests"],
         "request_rate": "inf",  # closed loop: users send back to back
         "burstiness": 1.0,
-        "max_concurrency": users if users is not None else peak_users,
+        "max_concurrency": measured if measured is not None else users if users is not None else peak_users,
         "duration": dur,
         "completed": completed,
         "failed": ov["failures"],

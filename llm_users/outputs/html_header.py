@@ -1,7 +1,8 @@
 """The first screen of report.html, its header: what ran, when, for how long, against what
 (backend, model, server and its version), with which load plan (users and spawn rate, the
-stages, the sweep, the open-loop rate and arrival law, the trace), which requests (prompt and
-output lengths or the dataset, max tokens) and which SLOs; each said once. It reads summary.json's
+stages, the sweep, the open-loop rate and arrival law, the trace; for a plain run, the users that
+ran in the measured window beside it), which requests (prompt and output lengths or the
+dataset, max tokens) and which SLOs; each said once. It reads summary.json's
 ``setup`` block (:mod:`.setup`), with the ``environment`` and ``config`` blocks where an older
 summary has no ``setup``.
 
@@ -16,6 +17,7 @@ import html
 import time
 from typing import Any
 
+from llm_users.load.ramp import NOTE_SHARE, users_text
 from llm_users.outputs.html_base import fmt as _fmt
 
 
@@ -106,12 +108,25 @@ def cells(summary: dict[str, Any]) -> list[tuple[str, str]]:
                      f"(warm-up excluded {ov.get('excluded_warmup', 0)} requests)"),
         ("Host", str(summary.get("host"))), ("Backend", str(backends)), ("Model", str(models)),
         ("Server", _server(env)), ("Locustfile", str(locustfile)),
-        ("Load plan", plan), ("Workload", _workload(setup) if setup else "-"),
+        ("Load plan", plan + _measured_users(w)), ("Workload", _workload(setup) if setup else "-"),
         ("Max tokens", _sampling(setup)), ("SLOs", _slos(setup, summary)),
         ("Requests", f"{ov['requests']} measured, {ov['failures']} failed"
                      + (f", {ov['cancelled']} cancelled by the client (--llm-cancel-after; not in the statistics)"
                         if ov.get("cancelled") else "")),
     ] + ([("Outages", _outages(summary))] if summary.get("outages") else [])
+
+
+def _measured_users(window: dict[str, Any]) -> str:
+    """The users that ran in the measured window beside the plan (summary.json ``window.users``)."""
+    users = window.get("users") or {}
+    text = users_text(users)
+    if text is None:
+        return ""
+    if users.get("reached") is False:
+        text += f"; the target of {users['target']} users was never reached (raise -r or -t)"
+    elif (users.get("ramp_share") or 0) > NOTE_SHARE:
+        text += f"; the ramp to {users['target']} users took {users['ramp_share']:.0%} of the window"
+    return f" (measured at {text})"
 
 
 def _outages(summary: dict[str, Any]) -> str:

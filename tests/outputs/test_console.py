@@ -219,3 +219,20 @@ def test_console_line_and_self_check_reference() -> None:
     assert first_answer_ms(ov) == (ov["e2e"]["p50"], ov["e2e"]["p99"])  # no TTFT: judged against E2E
     chat = {"ttft": {"p50": 5.0, "p99": 9.0}, "e2e": {"p50": 50.0}, "request_kinds": {}}
     assert first_answer_ms(chat) == (5.0, 9.0)
+
+
+def test_the_measured_window_says_its_users_and_a_target_never_reached() -> None:
+    """Issue 53 item 1: `-u 8 -r 1 -t 5s` printed no figure for the users that ran."""
+    summary = _stats(30).summary()
+    users = {"min": 3, "max": 5, "target": 8, "reached": False, "ramp_s": None, "ramp_share": 1.0, "spawn_rate": 1}
+    summary["window"] = {"test_start": 0.0, "test_stop": 5.0, "measured_start": 1.4, "measured_end": 5.0,
+                         "measured_s": 3.6, "warmup": {"requests_per_user": 1, "seconds": 0.0}, "users": users}
+    lines = summary_table(summary).splitlines()
+    assert "measured window: 3.6 s at 3-5 users; warm-up excluded: 0 requests (first 1 per user)" in lines
+    assert ("WARNING: the load never reached its target: 5 of 8 users in the measured window (-r 1 needs 8 s; "
+            "the run had 5 s): the whole window was ramp; raise -r or -t") in lines
+    summary["window"]["users"] = {**users, "min": 8, "max": 8, "reached": True, "ramp_s": 0.5, "ramp_share": 0.0}
+    summary["window"]["warmup"] = {"requests_per_user": 0, "seconds": 0.0, "ramp": True}
+    text = summary_table(summary)
+    assert "measured window: 3.6 s at 8 users; warm-up excluded: 0 requests (started before the spawn completed)" in text
+    assert "never reached" not in text

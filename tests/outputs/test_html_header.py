@@ -48,3 +48,17 @@ def test_outages_are_a_header_row_and_shaded_on_the_requests_chart() -> None:
     requests_chart = time_charts(summary, rows)[2] or ""
     assert "Requests over time" in requests_chart and "outage" in requests_chart  # the shaded span's legend
     assert "#ee3333" in requests_chart
+
+
+def test_the_load_plan_says_the_users_that_ran_in_the_window() -> None:
+    """Issue 53 item 1: the plan said "8 users" of a run that never had more than 5."""
+    users = {"min": 3, "max": 5, "target": 8, "reached": False, "ramp_s": None, "ramp_share": 1.0, "spawn_rate": 1}
+    summary = {"host": "h", "overall": {"requests": 40, "failures": 0},
+               "setup": {"load_plan": {"text": "8 users, spawned at 1/s; for 5 s"}},
+               "window": {"test_start": 1000.0, "test_stop": 1005.0, "measured_s": 3.6, "users": users}}
+    page = header(summary)
+    assert ("8 users, spawned at 1/s; for 5 s (measured at 3-5 users; the target of 8 users was never reached "
+            "(raise -r or -t))") in page
+    summary["window"]["users"] = {**users, "min": 2, "max": 8, "reached": True, "ramp_s": 7.0, "ramp_share": 0.4}
+    assert "(measured at 2-8 users; the ramp to 8 users took 40% of the window)" in header(summary)
+    assert header(summary).count("measured window") == 1
