@@ -15,7 +15,7 @@ import pytest
 from locust.env import Environment
 
 from llm_users import events as llm_events
-from llm_users.metrics import RequestRecord, StatsByName
+from llm_users.metrics import RequestRecord
 from llm_users.options import RunConfig
 from llm_users.outputs import FinalData, registry
 from llm_users.outputs.export import vllm_bench
@@ -93,13 +93,6 @@ def test_files_are_written_once_at_the_stop_and_summaries_only_read(tmp_path: Pa
         assert not export.exists() and list(report.iterdir()) == [] and len(toy.calls) == 1
     finally:
         run.close()
-
-
-def test_final_data_is_what_every_output_gets() -> None:
-    final = FinalData({"overall": {"requests": 0}}, [], StatsByName())
-    toy = ToyOutput()
-    toy.write(final, None)
-    assert toy.calls == [(0, None)]
 
 
 @pytest.mark.parametrize(("value", "html"), [(None, True), ("on", True), ("off", False)])
