@@ -1,4 +1,5 @@
-"""options.py: class defaults, overrides, keys from the environment, clear errors."""
+"""options.py: the one run configuration (RunConfig), parsed once, each test start reading its per-test
+parts again, clear errors naming the option, the time limits' bare seconds."""
 
 from __future__ import annotations
 
@@ -12,46 +13,14 @@ import pytest
 
 from llm_users.errors import ConfigError
 from llm_users.options import RunConfig, settings_for
-from llm_users.users import GeminiUser, OpenAIUser, VLLMUser
+from llm_users.users import VLLMUser
 
 
 def opts(**kw) -> Namespace:
     return Namespace(**kw)
 
 
-def test_defaults_are_the_fixed_sampling() -> None:
-    s = settings_for(VLLMUser, opts())
-    assert (s.sampling.max_tokens, s.sampling.temperature, s.sampling.top_p, s.sampling.ignore_eos) == (512, 0.0, 1.0, True)
-    assert s.client == "raw" and s.verify_tls and s.model is None
-    assert settings_for(OpenAIUser, opts()).sampling.ignore_eos is False
-
-
-def test_options_override_class_attributes() -> None:
-    s = settings_for(VLLMUser, opts(llm_max_tokens=64, llm_temperature=0.7, llm_ignore_eos="false",
-                                    llm_model="x", llm_read_timeout=3.5, llm_insecure="true"))
-    assert s.sampling.max_tokens == 64 and s.sampling.temperature == 0.7 and not s.sampling.ignore_eos
-    assert s.model == "x" and s.timeouts.read == 3.5 and not s.verify_tls
-
-
-@pytest.mark.parametrize(("kw", "msg"), [({"llm_ignore_eos": "maybe"}, "true or false"),
-                                         ({"llm_client": "curl"}, "raw or sdk"),
-                                         ({"llm_top_p": 0.0}, "top_p")])
-def test_bad_values(kw, msg) -> None:
-    with pytest.raises(ConfigError, match=msg):
-        settings_for(VLLMUser, opts(**kw))
-
-
-def test_api_key_from_named_variables(monkeypatch) -> None:
-    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
-    monkeypatch.setenv("GOOGLE_API_KEY", "g-key")
-    s = settings_for(GeminiUser, opts())
-    assert s.api_key() == "g-key"
-    assert s.api_key_names() == "GEMINI_API_KEY (or GOOGLE_API_KEY)"
-    monkeypatch.setenv("MY_KEY", "mine")
-    assert settings_for(OpenAIUser, opts(llm_api_key_env="MY_KEY")).api_key() == "mine"
-
-
-# The run configuration (the duration rule's own tests: tests/test_durations.py) ------------------
+# The run configuration (one user's settings: tests/test_settings.py; the duration rule: tests/test_durations.py)
 
 def test_run_config_reads_every_option_once() -> None:
     c = RunConfig.from_options(opts(llm_warmup="30s", llm_cooldown="5s", run_time=60, llm_slo="ttft=500ms",
@@ -114,17 +83,6 @@ def test_the_configuration_and_the_users_are_in_no_import_cycle() -> None:
     assert "llm_users.users" not in graph["llm_users.options"]
     tangled = [c for c in cycles(graph) if {"llm_users.options", "llm_users.users", "llm_users.settings"} & set(c)]
     assert tangled == []
-
-
-def test_llm_user_classes_are_known_without_importing_them() -> None:
-    from locust import User
-
-    from llm_users import users
-    from llm_users.settings import is_llm_user
-
-    shipped = [getattr(users, name) for name in users.__all__ if name.endswith("User") and name != "LLMUser"]
-    assert len(shipped) >= 6 and all(is_llm_user(c) for c in shipped)
-    assert is_llm_user(users.LLMUser) and not is_llm_user(User) and not is_llm_user(3)
 
 
 def test_every_part_is_parsed_into_the_one_configuration() -> None:

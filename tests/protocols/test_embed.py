@@ -1,6 +1,6 @@
 """Embeddings and rerank routes (issue 31 item 2): what each dialect's request carries, how each
 answer is read, the failures (malformed, empty, an error body, a wrong vector count), the batch
-lane and the batch-size option."""
+lane (the batch-size option's checks: tests/test_settings.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,11 @@ import orjson
 import pytest
 
 from llm_users.client.request_state import RequestState
-from llm_users.errors import ConfigError, EmptyResponse, ProtocolError, ServerStreamError, WrongResultCount
+from llm_users.errors import EmptyResponse, ProtocolError, ServerStreamError, WrongResultCount
 from llm_users.metrics import RequestRecord
 from llm_users.protocols.backend import RequestSpec, all_backends, get_backend
 from llm_users.protocols.base import ModelName, Results, ServerError, Usage
 from llm_users.protocols.sampling import Sampling
-from llm_users.settings import settings_for
 from llm_users.users import (
     GeminiEmbedUser,
     OllamaEmbedUser,
@@ -22,7 +21,6 @@ from llm_users.users import (
     TEIRerankUser,
     VLLMEmbedUser,
     VLLMRerankUser,
-    VLLMUser,
 )
 from llm_users.workload.batch import BatchLane, batch_inputs
 from llm_users.workload.source import Lane, WorkItem
@@ -173,23 +171,6 @@ def test_batch_lane_takes_n_items_per_request() -> None:
     assert batch_inputs(first) == ("text 1", "text 2", "text 3") and batch_inputs(second)[0] == "text 4"
     assert first.target_input_tokens == 6 and first.prefix_id == 1
     assert batch_inputs(WorkItem([])) == () and batch_inputs(None) == ()
-
-
-class _Opts:
-    def __init__(self, **kw: object) -> None:
-        self.__dict__.update(kw)
-
-
-def test_batch_size_option() -> None:
-    assert settings_for(VLLMEmbedUser, _Opts(llm_batch_size="8")).batch_size == 8
-    assert settings_for(VLLMEmbedUser, None).batch_size == 1
-    with pytest.raises(ConfigError, match="--llm-batch-size must be a whole number of inputs per request"):
-        settings_for(VLLMEmbedUser, _Opts(llm_batch_size="0"))
-    with pytest.raises(ConfigError, match="applies to embeddings and rerank routes, not vllm's 'chat'"):
-        settings_for(VLLMUser, _Opts(llm_batch_size="4"))
-    with pytest.raises(ConfigError, match="'embed_content' takes at most 1 input"):
-        settings_for(GeminiEmbedUser, _Opts(llm_batch_size="2", llm_endpoint="embed_content"))
-    assert settings_for(VLLMUser, _Opts(llm_batch_size="4", llm_endpoint="embeddings")).batch_size == 4
 
 
 def test_embed_users() -> None:
