@@ -1,6 +1,7 @@
 """Embeddings and rerank routes (issue 31 item 2): what each dialect's request carries, how each
-answer is read, the failures (malformed, empty, an error body, a wrong vector count), the batch
-lane (the batch-size option's checks: tests/test_settings.py)."""
+answer is read, the failures (malformed, empty, an error body, a wrong vector count), a body
+past its bound (the batch lane: tests/workload/test_batch.py; the batch-size option's checks:
+tests/test_settings.py)."""
 
 from __future__ import annotations
 
@@ -22,8 +23,6 @@ from llm_users.users import (
     VLLMEmbedUser,
     VLLMRerankUser,
 )
-from llm_users.workload.batch import BatchLane, batch_inputs
-from llm_users.workload.source import Lane, WorkItem
 
 SPEC = RequestSpec(model="m", messages=[{"role": "user", "content": "x"}], sampling=Sampling(), api_key="k",
                    inputs=("one two", "three four five"), options={"rerank_query": "q?"})
@@ -156,23 +155,6 @@ def test_failures_are_categorized() -> None:
         _state().parser.payload({"object": "list"})
 
 
-class _Count(Lane):
-    def __init__(self) -> None:
-        self.n = 0
-
-    def next(self) -> WorkItem:
-        self.n += 1
-        return WorkItem([{"role": "user", "content": f"text {self.n}"}], target_input_tokens=2, prefix_id=self.n)
-
-
-def test_batch_lane_takes_n_items_per_request() -> None:
-    lane = BatchLane(_Count(), 3)
-    first, second = lane.next(), lane.next()
-    assert batch_inputs(first) == ("text 1", "text 2", "text 3") and batch_inputs(second)[0] == "text 4"
-    assert first.target_input_tokens == 6 and first.prefix_id == 1
-    assert batch_inputs(WorkItem([])) == () and batch_inputs(None) == ()
-
-
 def test_embed_users() -> None:
     """The names other checks rely on: ``Embed`` (and ``Rerank``) Users importable from llm_users.users."""
     got = {c.__name__: (c.backend, c.endpoint, c.descriptor.route(c.endpoint).kind) for c in (
@@ -183,19 +165,6 @@ def test_embed_users() -> None:
         "GeminiEmbedUser": ("gemini", "embed", "embed"), "TEIEmbedUser": ("tei", "embed", "embed"),
         "TEIRerankUser": ("tei", "rerank", "rerank")}
     assert all(c.abstract for c in (VLLMEmbedUser, TEIEmbedUser, TEIRerankUser))
-
-
-def test_tokenizer_probe_skips_a_shape_that_counts_no_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
-    """llama.cpp's server answers vLLM's ``{"prompt"}`` shape with ``{"tokens": []}`` (its field is
-    ``content``): a count of 0 for a text is a shape it does not read, so the next one is tried."""
-    from llm_users.protocols.openai import TOKENIZERS
-    from llm_users.workload.tokenizer import ServerProbe
-
-    probe = ServerProbe.__new__(ServerProbe)
-    probe.tokenizers, probe.shape, probe._tried = TOKENIZERS, None, False
-    answers = {"vllm": 0, "llama.cpp": 7}
-    monkeypatch.setattr(ServerProbe, "_call", lambda self, shape, text, quiet=False: answers.get(shape.name))
-    assert probe.tokenize("seven words of text to count here") == 7 and probe.shape.name == "llama.cpp"
 
 
 def test_a_body_past_the_bound_is_cut_as_it_arrives() -> None:
