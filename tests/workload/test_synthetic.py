@@ -1,15 +1,11 @@
-"""workload/synthetic.py and sessions.py against a Probe with a harder tokenizer than the
-simulator's (a Probe is the interface ServerProbe implements over HTTP; e2e tests use that)."""
+"""workload/synthetic.py against a Probe with a harder tokenizer than the simulator's (a Probe is the
+interface ServerProbe implements over HTTP; e2e tests use that). Sessions: tests/workload/test_sessions.py."""
 
 from __future__ import annotations
-
-import random
 
 import pytest
 
 from llm_users.workload.lengths import parse_lengths
-from llm_users.workload.sessions import SessionSource
-from llm_users.workload.source import Lane, RequestSource, WorkItem
 from llm_users.workload.synthetic import SyntheticSource
 
 
@@ -73,39 +69,3 @@ def test_calibration_path_error(target: str, limit: float) -> None:
         assert d["method"] == "calibration" and 1.0 < d["tokens_per_word"] < 2.0
         worst = max(worst, *(abs(a - t) / t for a, t in _achieved(src, probe, 20)))
     assert worst <= limit, worst
-
-
-class _Fixed(RequestSource):
-    def lane(self, index: int) -> Lane:
-        src = self
-
-        class L(Lane):
-            n = 0
-
-            def next(self) -> WorkItem:
-                self.n += 1
-                return WorkItem([{"role": "user", "content": f"q{self.n}"}], meta=src.meta)
-        return L()
-
-    meta: dict = {}
-
-
-def test_session_lane_history_failure_and_end() -> None:
-    lane = SessionSource(_Fixed(), turns=3, think_s=0.5).lane(0)
-    a = lane.next()
-    assert a.turn == 1 and a.think_s == 0 and a.wants_reply
-    lane.reply(a, " r1")
-    b = lane.next()
-    assert b.turn == 2 and b.session_id == a.session_id and b.think_s == 0.5
-    assert b.messages == [{"role": "user", "content": "q1"}, {"role": "assistant", "content": " r1"},
-                          {"role": "user", "content": "q2"}]
-    lane.reply(b, None)  # a failed turn ends the session
-    c = lane.next()
-    assert c.turn == 1 and c.session_id != a.session_id
-    for _ in range(2):
-        lane.reply(c, "r")
-        c = lane.next()
-    assert c.turn == 3
-    lane.reply(c, "r")
-    assert lane.next().turn == 1  # three turns, then a new session
-    random.seed(0)
