@@ -168,7 +168,10 @@ def test_disk_full_mid_run(runs, client: str) -> None:
     assert lines[-1] == b"", "the file ends with a whole line"
     written = len(lines) - 1
     print(f"{client}: {written} records written of {served} served")
-    assert 0 < written < served / 2, (written, served)  # the file filled early; the run went on to its end
+    # the file filled (64 KiB: about 45 records) and the run went on to its end, its requests served
+    # but not written (not a share of them: beside two busy loops SDK mode served 64 in its 4 s)
+    assert 0 < written < served, (written, served)
+    assert len(lines[0]) * written <= 2 * 64 * 1024, (written, len(lines[0]))  # stopped at the disk's size
     for ln in lines[:-1]:
         assert ln.startswith(b"{") and ln.endswith(b"}")
     # the statistics in memory still counted every request: Locust's table's total is what the

@@ -17,12 +17,14 @@ from tests.helpers import (
     LOCUST,
     ROOT,
     free_port,
+    get_json,
     locust_request_count,
     processes_args,
     read_records,
     read_summary,
     run_locust,
     start_locust,
+    wait_until,
 )
 
 pytestmark = pytest.mark.slow
@@ -144,11 +146,13 @@ def test_master_and_workers_rate_rebalanced_when_a_worker_joins(sim_factory, tmp
     port = free_port()
     report = tmp_path / "r"
     master = start_locust(["--master", "--headless", "--master-bind-port", str(port), "--expect-workers", "1",
-                     "--host", sim.url, "--llm-stages", "40:4s,40:8s", "--llm-arrival", "constant", "--llm-settle", "1s",
+                     "--host", sim.url, "--llm-stages", "40:4s,40:10s", "--llm-arrival", "constant", "--llm-settle", "1s",
                      "--llm-report", str(report), "--llm-prometheus-port", "0", "--stop-timeout", "5"],
                     tmp_path / "master.log")
     w1 = start_locust(["--worker", "--master-port", str(port)], tmp_path / "w1.log")
-    time.sleep(4.5)  # the first worker starts alone
+    # the first worker starts alone: the second is started once the first one's requests arrive
+    # (beside two busy loops a worker took 7.5 s to start sending: the second stage is 10 s)
+    assert wait_until(lambda: get_json(sim.url + "/_sim/stats")["served"] > 0, 60), (tmp_path / "master.log").read_text()
     w2 = start_locust(["--worker", "--master-port", str(port)], tmp_path / "w2.log")
     try:
         master.wait(timeout=60)
@@ -229,11 +233,14 @@ def test_web_ui_rate_instead_of_users(sim_factory, tmp_path) -> None:
         form = urllib.parse.urlencode({"user_count": "1", "spawn_rate": "1", "host": sim.url, "llm_rate": "25",
                                        "llm_arrival": "constant"}).encode()
         urllib.request.urlopen(urllib.request.Request(base + "/swarm", data=form), timeout=10).read()
-        time.sleep(5)
-        s = json.loads(urllib.request.urlopen(base + "/llm/summary.json", timeout=10).read())
-        a = s["arrivals"]
+        def arrivals() -> dict | None:  # once 100 requests were sent (4 s at 25/s): not a fixed sleep
+            a = json.loads(urllib.request.urlopen(base + "/llm/summary.json", timeout=10).read()).get("arrivals")
+            return a if a and a["sent"] >= 100 else None
+
+        a = wait_until(arrivals, 60)
+        assert a, (tmp_path / "log").read_text()[-2000:]
         assert a["rate"] == 25 and a["arrival"] == "constant"
-        assert a["sent"] >= 90 and a["achieved_rps"] == pytest.approx(25, rel=0.05)
+        assert a["achieved_rps"] == pytest.approx(25, rel=0.05)
     finally:
         proc.terminate()
         proc.wait(30)
