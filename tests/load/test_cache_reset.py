@@ -1,13 +1,11 @@
 """The prefix-cache reset (issue 29 item 6) against the simulator's routes: which route is
 found (vLLM first, SGLang next, none), each reset counted by the server, a failure one warning
-line; and the simulator's routes themselves (they empty its prefix-cache model)."""
+line (the simulator's routes themselves: tests/sim/test_routes_sim.py)."""
 
 from __future__ import annotations
 
 import logging
-import urllib.request
 
-import orjson
 import pytest
 
 from llm_users.load.cache_reset import CacheReset, console_line, server_root
@@ -62,21 +60,3 @@ def test_dead_host_detects_nothing_quickly() -> None:
 
 def test_server_root() -> None:
     assert server_root("http://h:8000/v1") == "http://h:8000" and server_root("h:1") == "http://h:1"
-
-
-def test_sim_reset_empties_its_prefix_cache(sim_factory) -> None:
-    sim = sim_factory("--prefix-cache-block", "4", "--ttft-ms", "1", "--itl-ms", "1")
-
-    def cached() -> int:  # the streamed usage says how many prompt tokens the server found cached
-        body = orjson.dumps({"model": "m", "max_tokens": 1, "stream": True, "stream_options": {"include_usage": True},
-                             "messages": [{"role": "user", "content": "a b c d e f g h i"}]})
-        req = urllib.request.Request(sim.url + "/v1/chat/completions", data=body,
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            events = [orjson.loads(x[6:]) for x in resp.read().split(b"\n") if x.startswith(b"data: {")]
-        usage = next(e["usage"] for e in events if e.get("usage"))
-        return usage["prompt_tokens_details"]["cached_tokens"]
-
-    assert cached() == 0 and cached() == 8
-    urllib.request.urlopen(urllib.request.Request(sim.url + "/flush_cache", method="POST"), timeout=10).read()
-    assert cached() == 0 and cached() == 8

@@ -163,13 +163,6 @@ def test_content_types(sim):
     assert r.body.endswith(b"}\r\n\r\n") and r.body.startswith(b"data: {")
 
 
-def test_delete_trace(sim, rid):
-    simhttp.request(sim.url, "/v1/chat/completions", CHAT, {"X-Request-Id": rid})
-    simhttp.trace(sim.url, rid)
-    assert simhttp.request(sim.url, "/_sim/trace", method="DELETE").status == 200
-    assert simhttp.request(sim.url, f"/_sim/trace?request_id={rid}", method="GET").status == 404
-
-
 def test_client_going_away_is_counted_as_aborted(sim, rid):
     import socket
 
