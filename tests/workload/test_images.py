@@ -1,5 +1,6 @@
 """workload/images.py: synthetic PNGs (valid, deterministic, unique per request, cheap to stamp),
-the options, the source wrapper, and images named by a dataset (paths relative to the file)."""
+the options, the source wrapper, and images named by a dataset (paths relative to the file). A route
+that takes no images refusing them at start: tests/workload/test_build.py."""
 
 from __future__ import annotations
 
@@ -13,9 +14,8 @@ import pytest
 from PIL import Image as PILImage
 
 from llm_users.errors import ConfigError
-from llm_users.protocols.backend import get_backend
 from llm_users.protocols.images import sniff
-from llm_users.workload.build import WorkloadOptions, build_source, check, has_images, workload_options
+from llm_users.workload.build import WorkloadOptions, build_source, has_images, workload_options
 from llm_users.workload.datasets import load_dataset
 from llm_users.workload.images import PNGTemplate, SyntheticImages, parse_size
 
@@ -90,17 +90,6 @@ def test_every_item_carries_the_images_and_sessions_send_them_on_turn_one() -> N
     second = lane.next()
     assert (first.turn, len(first.images)) == (1, 1) and (second.turn, second.images) == (2, ())
     assert has_images(sessions) and not has_images(build_source(WorkloadOptions()))
-
-
-def test_a_route_without_images_refuses_them_at_start() -> None:
-    w = WorkloadOptions(images=1, image_size=(16, 16))
-    check(w, get_backend("vllm"), "chat")
-    with pytest.raises(ConfigError, match="--llm-images: /v1/completions takes no images; use --llm-endpoint chat"):
-        check(w, get_backend("vllm"), "completions")
-    check(WorkloadOptions(), get_backend("vllm"), "completions")  # no images: nothing to refuse
-    check(w, get_backend("openai"), "responses")  # input_image parts
-    with pytest.raises(ConfigError, match=r"--llm-images: the embeddings route \(embed\) takes no images"):
-        check(w, get_backend("vllm"), "embeddings")
 
 
 def _files(tmp_path):

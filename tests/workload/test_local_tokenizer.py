@@ -8,15 +8,8 @@ import random
 import pytest
 
 from llm_users.errors import ConfigError
-from llm_users.workload.build import workload_options
 from llm_users.workload.local_tokenizer import LocalTokenizer
 from llm_users.workload.synthetic import Fitter
-from tests.workload.tokenizer_files import train_tokenizer
-
-
-@pytest.fixture(scope="module")
-def tok_path(tmp_path_factory):
-    return train_tokenizer(tmp_path_factory.mktemp("tok") / "tokenizer.json")
 
 
 def test_counts_without_special_tokens_and_reads_a_directory(tok_path) -> None:
@@ -32,20 +25,6 @@ def test_bad_files_are_one_clear_line(tmp_path) -> None:
     bad.write_text("{not json")
     with pytest.raises(ConfigError, match="is not a Hugging Face tokenizer.json"):
         LocalTokenizer(str(bad))
-
-
-def test_the_option_is_checked_at_start(tok_path, tmp_path) -> None:
-    class Opts:
-        llm_tokenizer = str(tok_path)
-        llm_input_tokens = "512"
-
-    assert workload_options(Opts()).tokenizer == str(tok_path)
-    Opts.llm_input_tokens = None
-    with pytest.raises(ConfigError, match="give --llm-input-tokens"):
-        workload_options(Opts())
-    Opts.llm_input_tokens, Opts.llm_tokenizer = "512", str(tmp_path / "missing")
-    with pytest.raises(ConfigError, match="no tokenizer file"):
-        workload_options(Opts())
 
 
 class CountingProbe:
