@@ -80,22 +80,6 @@ def test_the_web_form_and_the_command_line_give_the_same_line(field: str, value:
     assert check_form({field: value}, opts(), [VLLMUser]) == cli
 
 
-def test_the_llm_group_lists_the_documented_options_with_the_runs_values() -> None:
-    from llm_users.webui.form import form_groups
-
-    groups = form_groups({"llm_slo": "ttft=500ms", "llm_prompts": "sharegpt", "llm_steps": "1:4:1:10s"}, started=False)
-    fields = {f["flag"]: f for g in groups for f in g["fields"]}
-    assert {"--llm-slo", "--llm-input-tokens", "--llm-output-tokens", "--llm-turns", "--llm-dataset", "--llm-rate",
-            "--llm-steps", "--llm-price", "--llm-model", "--llm-max-tokens"} <= set(fields)
-    assert "--llm-prompts" not in fields  # the old name's value shows under --llm-dataset
-    assert fields["--llm-dataset"]["value"] == "sharegpt" and fields["--llm-dataset"]["name"] == "llm_dataset"
-    assert fields["--llm-slo"]["value"] == "ttft=500ms" and not fields["--llm-slo"]["readonly"]
-    assert fields["--llm-steps"]["readonly"] and fields["--llm-price"]["readonly"]
-    assert not fields["--llm-input-tokens"]["readonly"]
-    started = {f["flag"]: f for g in form_groups({}, started=True) for f in g["fields"]}
-    assert started["--llm-slo"]["readonly"]
-
-
 def test_a_field_read_at_start_is_refused_when_changed_and_slos_only_before_the_first_test() -> None:
     run = opts(llm_steps="1:4:1:10s", llm_slo="ttft=500ms")
     assert check_form({"llm_steps": "1:4:1:10s", "llm_input_tokens": "300"}, run, [VLLMUser]) is None
