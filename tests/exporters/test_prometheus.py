@@ -1,4 +1,4 @@
-"""Tests for the master exporter (exporters/prometheus.py) and its wiring options (exporters/live.py).
+"""Tests for the master exporter (exporters/prometheus.py); its wiring options: tests/exporters/test_live.py.
 
 Bucket counts and quantiles are checked against the HDR histograms they come from; the
 exposition against promtool; the endpoint over real HTTP. The real master + workers +
@@ -15,14 +15,12 @@ import subprocess
 import time
 import urllib.request
 from pathlib import Path
-from types import SimpleNamespace
 
 import gevent
 import pytest
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporters.live import Live
 from exporters.prometheus import (
     ITL_BUCKETS,
     LATENCY_BUCKETS,
@@ -33,10 +31,8 @@ from exporters.prometheus import (
     build_registry,
 )
 from llm_users.distributed import Collector
-from llm_users.errors import ConfigError
 from llm_users.health.selfcheck import SelfMonitor
 from llm_users.metrics import Distribution, RequestRecord
-from llm_users.options import RunConfig
 
 REPO = Path(__file__).resolve().parents[2]
 CHAT, COMP = "/v1/chat/completions", "/v1/completions"
@@ -230,31 +226,3 @@ def test_exporter_serves_over_http_and_a_busy_port_is_one_log_line(merged: Colle
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", exporter.port))
         s.listen()
-
-
-def fake_run(**opts: object) -> tuple[SimpleNamespace, SimpleNamespace]:
-    base = dict(llm_prometheus_port=None, llm_prometheus_host=None, llm_prometheus_linger=None,
-                llm_scrape_interval=None, llm_gpu_sidecar=None, llm_server_metrics=None)
-    base.update(opts)
-    config = RunConfig.from_options(SimpleNamespace(**base))
-    env = SimpleNamespace(runner=SimpleNamespace(user_count=3))
-    run = SimpleNamespace(collector=Collector(), config=config, labels={}, summary_hooks=[])
-    return env, run
-
-
-def test_options_defaults_and_checks() -> None:
-    live = Live(*fake_run())  # the server's /metrics: auto by default, looked for at the test start
-    assert (live.port, live.host, live.linger, live.auto) == (9646, "0.0.0.0", 0.0, True)
-    assert live.scraper is not None and live.scraper.targets == [] and live.found == {"mode": "auto"}
-    live = Live(*fake_run(llm_server_metrics="off"))
-    assert (live.auto, live.scraper, live.found) == (False, None, {"mode": "off"})
-    live = Live(*fake_run(llm_server_metrics="http://srv:8000/metrics"))
-    assert not live.auto and [t.url for t in live.scraper.targets] == ["http://srv:8000/metrics"]
-    with pytest.raises(ConfigError, match="--llm-server-metrics .a URL, off, or auto."):
-        Live(*fake_run(llm_server_metrics="srv"))
-    live = Live(*fake_run(llm_prometheus_port="0", llm_gpu_sidecar="a:9835, b:9835", llm_scrape_interval="0.5"))
-    assert live.port == 0 and live.scraper is not None and live.scraper.interval == 0.5
-    assert [t.url for t in live.scraper.targets] == ["http://a:9835/metrics", "http://b:9835/metrics"]
-    for bad in (dict(llm_scrape_interval="0"), dict(llm_prometheus_linger="-1"), dict(llm_prometheus_port="x")):
-        with pytest.raises(ConfigError):
-            Live(*fake_run(**bad))
