@@ -1,24 +1,11 @@
-"""The open-loop pieces that need no server: option parsing, the split over workers, and the
-in-flight cap's FIFO order and measured wait."""
+"""The open-loop pieces that need no server: the split over workers and the in-flight cap's FIFO
+order and measured wait (the options' parsing: tests/load/test_plans.py)."""
 
 from __future__ import annotations
 
 import gevent
-import pytest
 
-from llm_users.errors import ConfigError
-from llm_users.load.openloop import Scheduler, parse_cap, parse_rate, split
-
-
-def test_parse() -> None:
-    assert parse_rate("12.5") == 12.5 and parse_rate(None) is None and parse_rate("") is None
-    assert parse_cap("8") == 8 and parse_cap(None) is None and parse_cap("0") is None
-    for bad in ("-1", "x", "inf"):
-        with pytest.raises(ConfigError, match="--llm-rate"):
-            parse_rate(bad)
-    for bad in ("-2", "1.5", "x"):
-        with pytest.raises(ConfigError, match="--llm-max-inflight"):
-            parse_cap(bad)
+from llm_users.load.openloop import Scheduler, split
 
 
 def test_split() -> None:

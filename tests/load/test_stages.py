@@ -1,45 +1,18 @@
-"""Stage plans, the settle rule, the per-stage book (every record lands in exactly one stage)
-and the stage shape's ticks."""
+"""load/stages.py: the per-stage book (every record lands in exactly one stage) and the stage shape's
+ticks (the stage plans and the settle rule: tests/load/test_plans.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from llm_users.errors import ConfigError
 from llm_users.load.stages import (
     StageBook,
     StagePlan,
     StageShape,
-    parse_stages,
-    parse_steps,
     pooled_summary,
-    settle_for,
     stages_csv,
 )
 from llm_users.metrics import RequestRecord
-
-
-def test_parse_stages_and_steps() -> None:
-    assert parse_stages("50:60s,100:2m") == [StagePlan(50, 60), StagePlan(100, 120)]
-    steps = parse_steps("8:64:8:5s")
-    assert [s.load for s in steps] == [8, 16, 24, 32, 40, 48, 56, 64] and all(s.duration_s == 5 for s in steps)
-    assert [s.load for s in parse_steps("0.5:2:0.5:1s")] == [0.5, 1.0, 1.5, 2.0]
-
-
-@pytest.mark.parametrize(("fn", "text", "msg"), [
-    (parse_stages, "50", "LOAD:DURATION"), (parse_stages, "50:60", "bare number"), (parse_stages, "x:60s", "load"),
-    (parse_stages, "", "no stage"), (parse_steps, "8:64:8", "START:STOP:STEP:DURATION"),
-    (parse_steps, "8:64:0:5s", "STEP > 0"), (parse_steps, "64:8:8:5s", "STOP >= START"),
-    (parse_stages, "5:0s", "more than 0")])
-def test_bad_plans_are_one_line_errors(fn, text, msg) -> None:
-    with pytest.raises(ConfigError, match=msg):
-        fn(text)
-
-
-def test_settle_rule() -> None:
-    assert settle_for(60, None) == pytest.approx(12)
-    assert settle_for(600, None) == 30  # capped
-    assert settle_for(60, 5) == 5 and settle_for(3, 5) == 3
 
 
 def _rec(start: float, ttft_ms: float, warmup: bool = False, ok: bool = True) -> RequestRecord:
