@@ -1,0 +1,121 @@
+"""load/search.py: the sweep's pure rules: the stated tolerance (parsed, its width and text, when the
+bracket has converged), the next load to probe, a point's verdict, the max-load sentence, and the
+over-saturation guard's signals (latency growth, in-flight growth, requests not coming back)."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_users.errors import ConfigError
+from llm_users.load import search
+from llm_users.load.search import Tolerance
+
+# the stated tolerance ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "mode", "tol"), [
+    (None, "concurrency", None), ("", "rate", None),
+    ("1", "concurrency", Tolerance(1.0, False)), ("4", "concurrency", Tolerance(4.0, False)),
+    ("0.5", "rate", Tolerance(0.5, False)), ("5%", "rate", Tolerance(0.05, True)),
+    ("10%", "concurrency", Tolerance(0.10, True)),
+])
+def test_parse_tolerance(text, mode, tol) -> None:
+    assert search.parse_tolerance(text, mode) == tol
+
+
+@pytest.mark.parametrize(("text", "mode", "says"), [
+    ("0", "rate", "must be a load step > 0"), ("-1", "concurrency", "must be a load step > 0"),
+    ("abc", "rate", "must be a load step > 0"), ("1.5", "concurrency", "whole users"),
+    ("0%", "rate", "(0%, 100%]"), ("150%", "rate", "(0%, 100%]"),
+])
+def test_bad_tolerance_is_one_clear_error(text, mode, says) -> None:
+    with pytest.raises(ConfigError, match=r"--llm-sweep-tolerance") as e:
+        search.parse_tolerance(text, mode)
+    assert says in str(e.value)
+
+
+def test_tolerance_width_text_and_convergence() -> None:
+    assert search.default_tolerance("users") == Tolerance(1.0, False)
+    assert search.default_tolerance("rate") == Tolerance(0.05, True)
+    pct, users, rps = Tolerance(0.05, True), Tolerance(2.0, False), Tolerance(0.5, False)
+    assert pct.width("rate", 72.0) == pytest.approx(3.6)
+    assert pct.width("users", 10.0) == 1.0  # never below one user
+    assert (pct.text("rate"), users.text("users"), Tolerance(1, False).text("users"), rps.text("rate")) == \
+        ("5%", "2 users", "1 user", "0.5 req/s")
+    assert search.converged(72.0, 75.5, "rate", pct) and not search.converged(72.0, 76.0, "rate", pct)
+    assert search.converged(20.0, 22.0, "users", users) and not search.converged(20.0, 23.0, "users", users)
+    assert not search.converged(None, 4.0, "users", users) and not search.converged(4.0, None, "users", users)
+
+
+def test_next_load_doubles_halves_bisects_and_stops_within_tolerance() -> None:
+    one = Tolerance(1.0, False)
+    assert search.next_load(8.0, None, "users", one) == (16.0, None)
+    assert search.next_load(None, 16.0, "users", one) == (8.0, None)
+    assert search.next_load(None, 1.0, "users", one) == (None, "even the lowest load misses the SLOs")
+    assert search.next_load(16.0, 32.0, "users", one) == (24.0, None)
+    assert search.next_load(21.0, 22.0, "users", one) == (None, "converged")
+    assert search.next_load(16.0, 20.0, "users", Tolerance(4.0, False)) == (None, "converged")
+    assert search.next_load(72.0, 81.0, "rate", Tolerance(0.05, True)) == (76.5, None)
+    assert search.next_load(72.0, 74.0, "rate", Tolerance(0.05, True)) == (None, "converged")
+    assert search.next_load(72.0, 74.0, "rate", Tolerance(1.0, False)) == (73.0, None)
+
+
+def test_point_passes_is_the_one_verdict() -> None:
+    ok = {"requests": 40, "slo": {"share_meeting_all": 0.96}}
+    assert search.point_passes(ok, 0.95) == (True, "96.0% met the SLOs")
+    assert search.point_passes(ok, 0.97) == (False, "96.0% met the SLOs")
+    assert search.point_passes(ok, 0.95, saturated=True) == (False, "over-saturated")
+    assert search.point_passes({"requests": 4, "slo": {"share_meeting_all": 1.0}}, 0.95) == \
+        (False, "only 4 requests measured")
+    assert search.point_passes({"requests": 9}, 0.95) == (False, "no data")
+
+
+def test_max_load_text_when_not_converged() -> None:
+    base = {"mode": "rate", "tolerance": {"text": "5%"}, "stopped": "budget used", "converged": False}
+    assert search.max_load_text({**base, "bracket": [36.0, 72.0]}) == \
+        "max load under the SLOs: 36 req/s, not yet within +-5% (between 36 and 72; budget used)"
+    assert "at least 144 req/s (no probed load failed" in search.max_load_text({**base, "bracket": [144.0, None]})
+    assert "none found" in search.max_load_text({**base, "bracket": [None, 4.0]})
+    assert search.max_load_text({}) is None
+
+
+# the guard ---------------------------------------------------------------------------------------
+
+
+def test_latency_growth_needs_a_climb_not_noise() -> None:
+    flat = [(t / 10, 50.0 + (t % 3)) for t in range(100)]
+    assert search.latency_growth(flat, 0.0, 10.0, 10.0) == (False, pytest.approx(1.0, abs=0.05))
+    climb = [(t / 10, 50.0 + 40 * t / 10) for t in range(100)]  # medians 150 then 350
+    up, ratio = search.latency_growth(climb, 0.0, 10.0, 10.0)
+    assert up and ratio == pytest.approx(350 / 150, rel=0.05)
+    assert search.latency_growth(climb[:8], 0.0, 0.8, 10.0) == (False, None)  # too few, too soon
+
+
+def test_inflight_growth_is_arrivals_due_less_completions() -> None:
+    ends = [1.0 + k / 50 for k in range(500)]  # 50 completions a second over [1, 11)
+    assert search.inflight_growth(50.0, ends, 1.0, 11.0) == (False, pytest.approx(0.0))
+    grew, per_s = search.inflight_growth(72.0, ends, 1.0, 11.0)
+    assert grew and per_s == pytest.approx(22.0)
+    assert search.inflight_growth(53.0, ends, 1.0, 11.0)[0] is False  # 6% more: within the margin
+    assert search.inflight_growth(72.0, ends, 1.0, 1.5) == (False, None)  # too short to tell
+
+
+def test_guard_check_needs_both_signals_in_open_loop() -> None:
+    up, flat = (True, 3.0), (False, 1.0)
+    assert search.guard_check("rate", up, (True, 20.0))["ended_early"] is True
+    assert search.guard_check("rate", up, (False, 0.5))["ended_early"] is False
+    assert search.guard_check("rate", flat, (True, 20.0))["ended_early"] is False
+    closed = search.guard_check("users", up, (False, None))
+    assert closed == {"ended_early": True, "signal": "ttft", "latency_ratio": 3.0, "in_flight_growth_per_s": None}
+    note = search.guard_note("rate", search.guard_check("rate", up, (True, 20.0)))
+    assert note == ("over-saturated: latency from the schedule grew without bound (3.0x) and the requests in "
+                    "flight grew by 20.0/s; point ended early")
+
+
+def test_not_returning_and_stalled_guard() -> None:
+    assert search.not_returning(3, 40.0) and not search.not_returning(12, 40.0)
+    assert not search.not_returning(0, 10.0)  # too few due to tell
+    g = search.guard_check("rate", (False, None), (True, 150.0), stalled=True)
+    assert g["ended_early"] is True and g["not_returning"] is True
+    assert "its requests are not coming back" in search.guard_note("rate", g)
+    assert search.guard_check("rate", (False, None), (False, 0.3), stalled=True)["ended_early"] is False
