@@ -133,7 +133,10 @@ def test_llm_tab_serves_merged_rows(runs) -> None:
     assert row["name"] == "Aggregated" and row["requests"] == o["requests"] >= agg["requests"], (row, o)
     assert (row["ttftP50"], row["itlP50"], row["e2eP50"]) == \
         (round(o["ttft"]["p50"], 1), round(o["itl"]["p50"], 2), round(o["e2e"]["p50"])), (row, o)
-    assert 29 <= row["ttftP50"] <= row["e2eP50"] and row["e2eP50"] >= 30 + 9 * 3 - 1 and row["itlP50"] > 0, row
+    # lower bounds only (a loaded machine lengthens, never shortens, the simulator's pacing); the ITL
+    # median is the merged one (above), not > 0: beside two busy loops the client read chunks
+    # bunched, and more than half its gaps were under 5 us
+    assert 29 <= row["ttftP50"] <= row["e2eP50"] and row["e2eP50"] >= 30 + 9 * 3 - 1 and row["itlP50"] >= 0, row
     assert got.notes == []  # raw mode reuses its connections
 
 
