@@ -135,13 +135,20 @@ def console_lines(window: Mapping[str, Any]) -> list[str]:
     return []
 
 
+def plain(study: Any) -> bool:
+    """A plain run: no load profile asked for (Locust's users, ``-u`` at ``-r``)."""
+    from llm_users.load.registry import describe  # the profiles' registry: read at start, not at import
+
+    return study is None or not describe(study)
+
+
 def attach(environment: Any, run: Any) -> RampWatch:
     """Watch this process's spawn; where the run generates load and ``--llm-warmup ramp`` is on,
     flag each record started before the spawn completed as warm-up (this listener is added
     before the run's own, at ``run.install``, so the run's statistics see the flag); where the
     run merges, add ``window.users`` to the summary."""
     config = run.config
-    if config.warmup_ramp and config.study is not None:
+    if config.warmup_ramp and not plain(config.study):
         raise ConfigError("--llm-warmup ramp measures a plain run at its plateau; the load profiles (--llm-rate, "
                           "--llm-stages, --llm-steps, --llm-sweep, --llm-trace) measure each stage in its own "
                           "window: give --llm-warmup N or a time instead")
@@ -166,7 +173,7 @@ def _add(summary: dict[str, Any], environment: Any, run: Any, watch: RampWatch) 
     if not isinstance(window, dict):
         return
     window.setdefault("warmup", {})["ramp"] = bool(run.config.warmup_ramp)
-    if run.current_config.study is not None:
+    if not plain(run.current_config.study):
         return
     runner = environment.runner
     target = None

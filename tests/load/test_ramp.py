@@ -14,6 +14,7 @@ from llm_users.load.ramp import (
     console_lines,
     is_ramp,
     parse_warmup,
+    plain,
     users_block,
     users_text,
 )
@@ -105,6 +106,11 @@ def test_the_watch_flags_what_started_before_the_spawn_completed(monkeypatch) ->
 
 
 def test_warmup_ramp_is_refused_beside_a_load_profile() -> None:
-    run = SimpleNamespace(config=SimpleNamespace(warmup_ramp=True, study=object()))
+    from argparse import Namespace
+
+    from llm_users.options import RunConfig
+
+    steps = RunConfig.from_options(Namespace(llm_steps="2:8:2:5s", llm_warmup="ramp"))
     with pytest.raises(ConfigError, match="--llm-warmup ramp measures a plain run at its plateau"):
-        attach(SimpleNamespace(events=None), run)
+        attach(SimpleNamespace(events=None), SimpleNamespace(config=steps))
+    assert plain(RunConfig.from_options(Namespace(llm_warmup="ramp")).study) and not plain(steps.study)
