@@ -3,10 +3,14 @@ reached, the ramp's share of the window, and ``--llm-warmup ramp``."""
 
 from __future__ import annotations
 
+import time
+from argparse import Namespace
 from types import SimpleNamespace
 
 import pytest
+from locust.env import Environment
 
+from llm_users import events as llm_events
 from llm_users.errors import ConfigError
 from llm_users.load.ramp import (
     RampWatch,
@@ -18,6 +22,10 @@ from llm_users.load.ramp import (
     users_block,
     users_text,
 )
+from llm_users.metrics import RequestRecord
+from llm_users.options import RunConfig
+from llm_users.run import run_for
+from llm_users.users import VLLMUser
 
 T0 = 1000.0  # the test's start
 
@@ -106,11 +114,42 @@ def test_the_watch_flags_what_started_before_the_spawn_completed(monkeypatch) ->
 
 
 def test_warmup_ramp_is_refused_beside_a_load_profile() -> None:
-    from argparse import Namespace
-
-    from llm_users.options import RunConfig
-
     steps = RunConfig.from_options(Namespace(llm_steps="2:8:2:5s", llm_warmup="ramp"))
     with pytest.raises(ConfigError, match="--llm-warmup ramp measures a plain run at its plateau"):
         attach(SimpleNamespace(events=None), SimpleNamespace(config=steps))
     assert plain(RunConfig.from_options(Namespace(llm_warmup="ramp")).study) and not plain(steps.study)
+
+
+class _VLLM(VLLMUser):
+    pass
+
+
+def test_a_local_run_flags_the_ramp_and_states_the_users_in_its_window(capsys) -> None:
+    """The wiring (plugin.py's attach before run.install): records started before Locust's
+    spawning_complete are warm-up under --llm-warmup ramp, and the summary says window.users."""
+    env = Environment(user_classes=[_VLLM], parsed_options=Namespace(llm_warmup="ramp", num_users=4, spawn_rate=2.0))
+    llm_events.install(env.events)
+    run = run_for(env, RunConfig.from_options(env.parsed_options, [_VLLM]), env.create_local_runner())
+    attach(env, run)
+    run.install(env.runner)
+    try:
+        env.events.test_start.fire(environment=env)
+        t0 = run.test_start
+        fire = env.events.llm_response.fire
+        fire(record=RequestRecord("a", "/v1/chat/completions", "vllm", "m", start_time=t0 + 0.1, e2e_ns=10**8,
+                                  output_tokens=3, tokens_source="usage"), user=None)
+        env.events.spawning_complete.fire(user_count=4)
+        done = time.time()
+        for i, t in enumerate((1.0, 2.0, 3.0)):
+            fire(record=RequestRecord(f"m{i}", "/v1/chat/completions", "vllm", "m", start_time=done + t,
+                                      e2e_ns=10**8, output_tokens=3, tokens_source="usage"), user=None)
+            run.collector.timeline.users(done + t + 1.5, 4)
+        summary = run.summary()
+        ov, window = summary["overall"], summary["window"]
+        assert (ov["excluded_warmup"], ov["requests"]) == (1, 3)
+        assert window["warmup"]["ramp"] is True
+        users = window["users"]
+        assert (users["min"], users["max"], users["target"], users["reached"], users["ramp_share"]) == (4, 4, 4, True,
+                                                                                                      0.0)
+    finally:
+        run.close()
