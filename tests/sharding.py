@@ -238,8 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         shards = [(f"shard{k}", start(f"shard{k}", f"{k}/{a.shards}", a.pytest_args,
                                       (logs / f"shard{k}.log").open("wb"))) for k in range(a.shards)]
         collect(shards, t0)
-        shards_cpu = children_cpu_s() - cpu0
         _end(loops)
+        shards_cpu = children_cpu_s() - cpu0  # the busy loops' too: reaped by _end
         loops = busy_loops(a.busy_serial)
         procs += loops
         begun = time.monotonic()
