@@ -3,10 +3,8 @@ attributed to what held the loop, and the verdict names the pause with its figur
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import time
-from pathlib import Path
 
 import gevent
 import gevent.monkey
@@ -17,6 +15,7 @@ from llm_users.health import lagtrace
 from llm_users.health.lagtrace import OFF_CPU, LagTrace, span
 from llm_users.health.selfcheck import NodeHealth, SelfMonitor
 from llm_users.health.verdict import stall_reason, verdict
+from tests.helpers import run_delay_ms
 
 
 def busy(seconds: float) -> None:
@@ -60,15 +59,6 @@ def test_forced_block_appears_in_the_trace_and_the_verdict(monitor: SelfMonitor)
     assert pause >= 14  # few probes in this short test: the block is the p99
 
 
-def process_run_delay_ms() -> float:
-    """How long this process's threads waited for a core, in all (schedstat's second field)."""
-    total = 0
-    for f in Path("/proc/self/task").glob("*/schedstat"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            total += int(f.read_text().split()[1])
-    return total / 1e6
-
-
 def _node(summary: dict) -> NodeHealth:
     """A NodeHealth whose summary() returns ``summary`` (to feed verdict a fixed CPU share)."""
     class Fixed(NodeHealth):
@@ -102,11 +92,11 @@ def test_a_blocking_call_is_named_off_cpu_and_busy_work_is_not(monitor: SelfMoni
     assert OFF_CPU in stalls, stalls
     assert stalls[OFF_CPU]["max_ms"] >= 20  # a probe due in its first 10 ms waited that long
     assert stalls.get("unattributed", {}).get("max_ms", 0) < stalls[OFF_CPU]["max_ms"], stalls
-    waited = process_run_delay_ms()
+    waited = run_delay_ms()
     gevent.spawn(busy, 0.030).join()
     gevent.sleep(0.05)
     stalls = _health(monitor)["stalls"]
-    waited = process_run_delay_ms() - waited
+    waited = run_delay_ms() - waited
     assert stalls["unattributed"]["max_ms"] >= 20, stalls
     off = stalls.get(OFF_CPU, {"count": 0, "total_ms": 0.0})
     if waited < 10:  # a quiet core: the busy block is the loop's own time, never off-CPU
