@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from llm_users.protocols.backend import all_backends
-from tests.helpers import get_json, median, read_records, read_summary, run_locust
+from tests.helpers import get_json, median, read_records, read_summary, run_delay_ms, run_locust
 
 pytestmark = pytest.mark.slow
 
@@ -25,8 +25,10 @@ def test_backend_against_simulator(locustfile: str, shared_sim, tmp_path) -> Non
     # 0.4-s answers, 6 users for 3 s: ~30 measured TTFTs, ~1,000 gaps (5 s gave twice that)
     sim = shared_sim("--ttft-ms", "80", "--itl-ms", "8", "--output-tokens", "40", "--seed", "3")
     report = tmp_path / "r"
+    sim_waited = run_delay_ms(sim.pid)
     proc = run_locust(locustfile, "--host", sim.url, "-u", "6", "-r", "3", "-t", "3s", "--stop-timeout", "10",
                       report=report, env=KEYS)
+    sim_waited = run_delay_ms(sim.pid) - sim_waited
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = read_records(report)
     assert len(records) >= 12
@@ -38,8 +40,16 @@ def test_backend_against_simulator(locustfile: str, shared_sim, tmp_path) -> Non
         assert r["output_tokens"] == trace[r["request_id"]]["output_tokens"] == 40
         assert r["input_tokens"] == trace[r["request_id"]]["input_tokens"]
     measured = [r for r in records if not r["warmup"]]
-    assert abs(median([r["ttft_ns"] / 1e6 for r in measured]) - 80) <= 2
-    assert abs(median([g / 1e6 for r in measured for g in r["itl_ns"]]) - 8) <= 1
+    # Within 2 ms (TTFT) and 1 ms (ITL) of the simulator's settings, widened by the contention the
+    # run met (issue 55 item 3): the simulator's wait for a core (schedstat) and the client's (its
+    # self-check's probes delayed by other processes). One wait delays at most the 6 streams in
+    # flight, and a median moves by x only if half the values do: x <= waited * 6 / (n / 2).
+    client = sum((n.get("contention") or {}).get("total_ms", 0.0)
+                 for n in read_summary(report)["self_check"]["nodes"])
+    waited = sim_waited + client
+    ttfts, gaps = [r["ttft_ns"] / 1e6 for r in measured], [g / 1e6 for r in measured for g in r["itl_ns"]]
+    assert abs(median(ttfts) - 80) <= 2 + waited * 6 / (len(ttfts) / 2), (median(ttfts), sim_waited, client)
+    assert abs(median(gaps) - 8) <= 1 + waited * 6 / (len(gaps) / 2), (median(gaps), sim_waited, client)
     # no secret in any output
     for text in (proc.stdout, proc.stderr, (report / "requests.jsonl").read_text(),
                  (report / "summary.json").read_text()):
