@@ -1,6 +1,7 @@
 """Cost of a run from the server's token counts and prices the user gives (``--llm-price
 in=X,out=Y[,cached_in=Z][,currency=USD]``, currency per million tokens; no vendor prices are
-built in: they change).
+built in: they change). Without ``currency=`` the figures are in "price units" (whatever unit the
+prices were given in), and say so: a bare number reads as if it had a currency.
 
 Counted over the measured requests (warm-up and cool-down excluded, as every other figure),
 failures included when the server reported their tokens. Cached prompt tokens (Anthropic
@@ -22,7 +23,8 @@ _CACHED_KEYS = ("cache_read_input_tokens", "cachedContentTokenCount", "cached_to
 
 
 def add_arguments(opt: Any) -> None:
-    opt("--llm-price", "prices per million tokens for the cost figures: in=X,out=Y[,cached_in=Z][,currency=USD]")
+    opt("--llm-price", "prices per million tokens for the cost figures: in=X,out=Y[,cached_in=Z][,currency=USD] "
+        "(no currency: the figures say 'price units')")
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,8 +117,18 @@ class CostMeter:
         }
 
 
+#: What the figures are in when ``--llm-price`` names no currency.
+NO_CURRENCY = "price units"
+
+
+def unit(cost: dict[str, Any]) -> str:
+    """The currency ``--llm-price`` gave, else :data:`NO_CURRENCY`."""
+    return cost.get("currency") or NO_CURRENCY
+
+
 def console_line(cost: dict[str, Any]) -> str:
-    cur = f" {cost['currency']}" if cost.get("currency") else ""
+    """``cost: total ... over N requests; per request ...; per 1k output tokens ...``, each in its unit."""
+    cur = f" {unit(cost)}"
     per_k = cost["per_1k_output_tokens"]
     per_r = cost["per_request"]
     return (f"cost: total {cost['total']:.4f}{cur} over {cost['requests']} requests; "

@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from llm_users.outputs.cost import unit
 from llm_users.outputs.html_base import fmt as _fmt
 from llm_users.outputs.html_base import plt
 from llm_users.outputs.html_base import svg as _svg
@@ -90,7 +91,7 @@ def sections(summary: dict[str, Any]) -> str:
         parts.append("<h2>Shared prefixes: TTFT</h2>" + _rows(["group", "requests", "TTFT p50", "TTFT p99"], rows))
     cost = summary.get("cost")
     if cost:
-        cur = html.escape(cost.get("currency") or "")
+        cur = html.escape(unit(cost))  # "price units" when --llm-price named no currency
         parts.append(
             "<h2>Cost</h2>" + _rows(
                 ["", f"total {cur}", "per request", "per 1k output tokens", "input", "cached input", "output"],

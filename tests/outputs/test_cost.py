@@ -42,6 +42,16 @@ def test_meter_by_hand() -> None:
     assert "USD" in console_line(s) and f"{s['total']:.4f}" in console_line(s)
 
 
+def test_no_currency_says_price_units() -> None:
+    """Issue 53 item 10: with no currency= the figures are not bare numbers that read as if they had one."""
+    m = CostMeter(parse_prices("in=3,out=15"))
+    m.add(_rec("vllm", 1000, 200))
+    line = console_line(m.summary())
+    assert line == ("cost: total 0.0060 price units over 1 requests; per request 0.006000 price units; "
+                    "per 1k output tokens 0.030000 price units")
+    assert "price units" not in console_line(CostMeter(parse_prices("in=3,out=15,currency=EUR")).summary())
+
+
 def test_the_cached_token_rule_is_the_descriptors(monkeypatch: pytest.MonkeyPatch) -> None:
     """A backend declared outside the package says whether its prompt count holds the cached tokens."""
     from dataclasses import replace

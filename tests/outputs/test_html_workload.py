@@ -58,3 +58,10 @@ def test_prefixes_and_cost() -> None:
     assert _rows(page, "Cost") == [["", "total USD", "per request", "per 1k output tokens", "input", "cached input",
                                     "output"], ["measured requests", "1.500", "0.015", "0.250", "0.500", "0.100", "0.900"]]
     assert "Prices per million tokens: in=1 &lt;b&gt;, out=2." in page  # escaped
+
+
+def test_cost_without_a_currency_says_price_units() -> None:
+    """Issue 53 item 10: --llm-price with no currency= heads the total "price units", not nothing."""
+    cost = {"currency": "", "total": 1.5, "per_request": 0.015, "per_1k_output_tokens": 0.25,
+            "input_cost": 0.5, "cached_input_cost": 0.1, "output_cost": 0.9, "prices_text": "in=1,out=2"}
+    assert _rows(sections({"cost": cost}), "Cost")[0][1] == "total price units"
