@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from llm_users.durations import parse_duration_s, parse_seconds
 from llm_users.errors import ConfigError
 from llm_users.key_scope import add_host, fix_at_start
-from llm_users.load.ramp import is_ramp, parse_warmup
+from llm_users.load.ramp import is_ramp, parse_warmup, warmup_per_user
 from llm_users.settings import Settings, Timeouts, is_llm_user, parse_bool, settings_for
 from llm_users.slo import parse_slos
 
@@ -98,7 +98,8 @@ def add_arguments(parser: Any) -> None:
         "it exits 1, its summary saying what the lost worker took with it (default false)")
     opt("--llm-html", "on/off: report.html in the --llm-report directory (default on; its charts cost a few "
         "seconds of CPU at the end of each run, the other files are written either way)")
-    opt("--llm-warmup", "exclude from statistics: N = each user's first N requests (default 1), a time like 30s, "
+    opt("--llm-warmup", "exclude from statistics: N = each user's first N requests (default 1; 0 under --llm-trace, "
+        "whose rows are the workload), a time like 30s, "
         "or ramp: every request started before all -u users run (measure at the plateau only)")
     opt("--llm-cooldown", "exclude requests that start in the last part of the run, e.g. 10s (needs -t)")
     opt("--llm-slo", "SLOs for goodput, any of ttft=500ms,tpot=50ms,e2e=30s")
@@ -269,6 +270,11 @@ class RunConfig:
         """The configuration the web UI's start form would give: its ``llm_*`` fields over this
         run's options, through the command line's parser (so a bad value has the same message)."""
         return RunConfig.from_options(Namespace(**{**(self.options or {}), **fields}), user_classes)
+
+    def warmup_for(self, default: int) -> int:
+        """Each user's warm-up requests: ``--llm-warmup N``, else none in a trace replay, else
+        ``default`` (the User class's own: load/ramp.py ``warmup_per_user``)."""
+        return warmup_per_user(self.warmup_requests, self.study, default)
 
     @property
     def sim_argv(self) -> list[str]:

@@ -333,10 +333,10 @@ class MergingRun(LLMRun):
         return s
 
     def _warmup_requests(self) -> int:
-        """Per-user warm-up requests: the option, else the User classes' own (default 1)."""
-        if self.config.warmup_requests is not None:
-            return self.config.warmup_requests
-        counts = {getattr(c, "warmup_requests", 1) for c in self.config.user_settings}
+        """Per-user warm-up requests: the option, else none in a trace replay (this test's study),
+        else the User classes' own (default 1)."""
+        c = self.current_config
+        counts = {c.warmup_for(getattr(k, "warmup_requests", 1)) for k in c.user_settings} or {c.warmup_for(1)}
         return counts.pop() if len(counts) == 1 else 1
 
     def finish(self) -> dict[str, Any]:

@@ -111,8 +111,7 @@ class LLMUser(User):
         config = run_config(environment)
         self.settings: Settings = config.settings(type(self))
         self.backoff = Backoff(enabled=config.backoff)
-        self._warmup_requests = (config.warmup_requests if config.warmup_requests is not None
-                                 else self.warmup_requests)
+        self._warmup_requests = config.warmup_for(self.warmup_requests)  # none in a trace replay: rows are the load
         self.user_number = next(_user_numbers)
         self.rng = user_rng(config.spawn_seed, environment, self.user_number)  # spawn offset, think jitter
         self._seed = config.spawn_seed  # and which requests --llm-cancel-rate picks (client/cancel.py)

@@ -34,7 +34,7 @@ NOTE_SHARE = 0.25
 def parse_warmup(text: str | None) -> tuple[int | None, float]:
     """``'3'`` -> (3 requests per user, 0 s); ``'30s'`` -> (0, 30 s); ``'ramp'`` -> (0, 0 s): the
     spawn's end decides (:func:`is_ramp`); not given -> (None, 0): the User class's
-    ``warmup_requests`` (default 1) applies."""
+    ``warmup_requests`` (default 1) applies, or none in a trace replay (:func:`warmup_per_user`)."""
     if text is None or str(text).strip() == "":
         return None, 0.0
     t = str(text).strip()
@@ -43,6 +43,15 @@ def parse_warmup(text: str | None) -> tuple[int | None, float]:
     if is_ramp(t):
         return 0, 0.0
     return 0, parse_duration_s(t, "--llm-warmup")
+
+
+def warmup_per_user(given: int | None, study: Any, default: int) -> int:
+    """Each user's warm-up requests: ``--llm-warmup N`` when given; none under ``--llm-trace``
+    (every row is a request the trace asked for: the rows are the workload, and the first would
+    be dropped); else ``default`` (the User class's ``warmup_requests``, 1 unless it says otherwise)."""
+    if given is not None:
+        return given
+    return 0 if study is not None and study.part("trace") is not None else default
 
 
 def is_ramp(text: Any) -> bool:

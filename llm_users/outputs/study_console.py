@@ -25,15 +25,29 @@ def _ms(d: dict[str, Any] | None, key: str) -> str:
     return "-" if v is None else f"{v:.1f}"
 
 
+def trace_text(a: dict[str, Any]) -> str | None:
+    """A trace replay in words (summary.json ``arrivals``: ``trace`` and its ``trace_*`` keys):
+    ``trace replay of t.jsonl's 30 rows at speed-up 2``; None when the times came from an
+    arrival law (its ``arrival`` and ``seed`` then say how; under a trace they decide nothing)."""
+    if not a.get("trace"):
+        return None
+    w = a.get("trace_window")
+    window = f" (seconds {w[0]:g} to {'its end' if w[1] is None else f'{w[1]:g}'} of it)" if w else ""
+    return (f"trace replay of {a['trace']}'s {a.get('trace_requests')} rows{window} at speed-up "
+            f"{a.get('trace_speedup') or 1:g}")
+
+
 def arrivals_lines(summary: dict[str, Any]) -> list[str]:
     """The open-loop line and its verdict."""
     lines: list[str] = []
     a = summary.get("arrivals")
     if a:
-        target = (f"{a['rate']:g} req/s" if a.get("rate") else "the trace's" if a.get("trace")
+        trace = trace_text(a)
+        target = (f"{a['rate']:g} req/s" if a.get("rate") else "the trace's schedule" if trace
                   else "per stage")
         achieved = "-" if a.get("achieved_rps") is None else f"{a['achieved_rps']:.2f}"
-        lines.append(f"open loop ({a['arrival']}, seed {a['seed']}): target {target}, achieved {achieved} req/s; "
+        law = trace or f"{a['arrival']}, seed {a['seed']}"
+        lines.append(f"open loop ({law}): target {target}, achieved {achieved} req/s; "
                      f"schedule lag p50 {_ms(a['schedule_lag'], 'p50')} / p99 {_ms(a['schedule_lag'], 'p99')} ms; "
                      f"TTFT from schedule p99 {_ms(a['ttft_from_schedule'], 'p99')} ms, "
                      f"E2E from schedule p99 {_ms(a['e2e_from_schedule'], 'p99')} ms")

@@ -14,6 +14,7 @@ from typing import Any
 from llm_users.load.pareto import axes, frontiers, per_user_tokens_s
 from llm_users.outputs.html_base import plt
 from llm_users.outputs.html_base import svg as _svg
+from llm_users.outputs.study_console import trace_text
 from llm_users.outputs.study_slo import (
     kind_of,
     knee_sentence,
@@ -203,8 +204,10 @@ def arrivals_section(summary: dict[str, Any]) -> list[str]:
     if not a:
         return []
     cls = "bad" if a.get("cap_reached") or a.get("client_behind") else "ok"
-    target = f"{a['rate']:g} req/s" if a.get("rate") else "the trace's" if a.get("trace") else "per stage"
-    return [f"<h2>Open-loop arrivals</h2><p>{html.escape(a['arrival'])} arrivals, seed {a['seed']}, target "
+    trace = trace_text(a)  # the trace decides the times: no arrival law or seed to name
+    target = f"{a['rate']:g} req/s" if a.get("rate") else "the trace's schedule" if trace else "per stage"
+    law = trace[0].upper() + trace[1:] if trace else f"{a['arrival']} arrivals, seed {a['seed']}"
+    return [f"<h2>Open-loop arrivals</h2><p>{html.escape(law)}, target "
             f"{html.escape(target)}, achieved {_fmt(a.get('achieved_rps'))} req/s; "
             f"schedule lag p50 {_fmt(a['schedule_lag'].get('p50'))} ms, p99 "
             f"{_fmt(a['schedule_lag'].get('p99'))} ms; TTFT from schedule p99 "

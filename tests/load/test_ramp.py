@@ -21,6 +21,7 @@ from llm_users.load.ramp import (
     plain,
     users_block,
     users_text,
+    warmup_per_user,
 )
 from llm_users.metrics import RequestRecord
 from llm_users.options import RunConfig
@@ -111,6 +112,33 @@ def test_the_watch_flags_what_started_before_the_spawn_completed(monkeypatch) ->
     assert watch.stopping == (T0 + 9.0, 4) and watch.target == 4
     watch.start()  # the next test (web UI) starts afresh
     assert watch.completions == [] and watch.stopping is None
+
+
+def test_a_trace_replay_warms_up_nothing_unless_asked() -> None:
+    """Issue 53 item 10: under --llm-trace every row is a request the trace asked for; the default
+    warm-up (each user's first request) dropped the first row(s) from the measured figures."""
+    trace = RunConfig.from_options(Namespace(llm_trace="t.jsonl")).study
+    assert warmup_per_user(None, trace, 1) == 0 and warmup_per_user(2, trace, 1) == 2  # an explicit one applies
+    assert warmup_per_user(None, RunConfig.from_options(Namespace()).study, 1) == 1 and warmup_per_user(None, None, 3) == 3
+    assert RunConfig.from_options(Namespace(llm_trace="t.jsonl")).warmup_for(1) == 0
+    assert RunConfig.from_options(Namespace(llm_trace="t.jsonl", llm_warmup="2")).warmup_for(1) == 2
+    assert RunConfig.from_options(Namespace(llm_rate="5")).warmup_for(1) == 1  # an arrival law: the default stays
+
+
+def test_a_trace_replays_users_and_summary_warm_up_nothing() -> None:
+    """What each user flags (users.py) and what the summary says it flagged (window.warmup) agree."""
+    class Traced(VLLMUser):
+        host = "http://127.0.0.1:9"  # never reached: the user is only made
+
+    o = Namespace(llm_trace="t.jsonl")
+    env = Environment(user_classes=[Traced], parsed_options=o)
+    env.llm_config = RunConfig.from_options(o, [Traced])
+    assert Traced(env)._warmup_requests == 0
+    run = run_for(env, env.llm_config, env.create_local_runner())
+    try:
+        assert run.summary()["window"]["warmup"]["requests_per_user"] == 0
+    finally:
+        run.close()
 
 
 def test_warmup_ramp_is_refused_beside_a_load_profile() -> None:

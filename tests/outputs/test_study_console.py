@@ -57,3 +57,26 @@ def test_the_search_result_and_the_guard_note_in_console_and_report() -> None:
                "flight grew by 30.0/s; point ended early)" in ln for ln in lines), lines
     page = "".join(sweep_section(sw))
     assert f"<b>Search:</b> {text}." in page
+
+
+def _arrivals(**extra: object) -> dict:
+    lag = {"p50": 1.0, "p99": 2.0}
+    return {"rate": None, "arrival": "poisson", "seed": 0, "max_inflight": 256, "achieved_rps": 5.9,
+            "schedule_lag": lag, "ttft_from_schedule": lag, "e2e_from_schedule": lag, "cap_reached": False,
+            "client_behind": False, "verdict": "the client kept to the schedule", **extra}
+
+
+def test_a_trace_replay_is_named_with_its_rows_not_an_arrival_law() -> None:
+    """Issue 53 item 10: `--llm-trace FILE` printed "open loop (poisson, seed 0)": the trace
+    decides the send times, so no arrival law or seed is named, only the trace's rows and speed-up."""
+    from llm_users.outputs.study_console import arrivals_lines
+
+    trace = _arrivals(trace="t.jsonl", trace_speedup=2, trace_requests=30, trace_format="mooncake", trace_window=None)
+    line = arrivals_lines({"arrivals": trace})[0]
+    assert line.startswith("open loop (trace replay of t.jsonl's 30 rows at speed-up 2): target the trace's schedule, "
+                           "achieved 5.90 req/s;"), line
+    assert "poisson" not in line and "seed" not in line
+    windowed = arrivals_lines({"arrivals": dict(trace, trace_window=[60, None], trace_speedup=1)})[0]
+    assert windowed.startswith("open loop (trace replay of t.jsonl's 30 rows (seconds 60 to its end of it) at speed-up 1)")
+    law = arrivals_lines({"arrivals": _arrivals(rate=4, seed=11)})[0]
+    assert law.startswith("open loop (poisson, seed 11): target 4 req/s, achieved 5.90 req/s;")

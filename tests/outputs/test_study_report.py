@@ -72,3 +72,19 @@ def test_repeated_points_get_a_ci_column_a_method_line_and_error_bars() -> None:
     assert bars in (pareto_chart(s["stages"], 1, LIMITS) or "")
     assert bars not in (pareto_chart(plain["stages"], 1, LIMITS) or "")
     assert "measured 3 times" in "".join(stages_section(s))
+
+
+def test_the_arrivals_section_names_a_trace_not_an_arrival_law() -> None:
+    """Issue 53 item 10: report.html said "poisson arrivals, seed 0" of a trace replay."""
+    from llm_users.outputs.study_report import arrivals_section
+
+    lag = {"p50": 1.0, "p99": 2.0}
+    a = {"rate": None, "arrival": "poisson", "seed": 0, "achieved_rps": 5.9, "schedule_lag": lag,
+         "ttft_from_schedule": lag, "e2e_from_schedule": lag, "cap_reached": False, "client_behind": False,
+         "verdict": "kept to the schedule", "trace": "t.jsonl", "trace_speedup": 2, "trace_requests": 30}
+    overall = {"ttft": {"p99": 3.0}, "e2e": {"p99": 4.0}}
+    page = "".join(arrivals_section({"arrivals": a, "overall": overall}))
+    assert "<p>Trace replay of t.jsonl&#x27;s 30 rows at speed-up 2, target the trace&#x27;s schedule, " in page
+    assert "poisson" not in page and "seed" not in page
+    page = "".join(arrivals_section({"arrivals": {**a, "trace": None, "rate": 4.0, "seed": 11}, "overall": overall}))
+    assert "<p>poisson arrivals, seed 11, target 4 req/s, " in page
