@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+from pathlib import Path
+
 import pytest
 
 from tests.helpers import read_summary, run_locust
@@ -31,6 +35,12 @@ def test_calm_run_is_not_flagged(sim_factory, tmp_path) -> None:
 def test_overloaded_client_is_flagged(sim_factory, tmp_path) -> None:
     # 300 streams at a 1 ms chunk gap ask for ~300k chunks/s: far past one client process
     sim = sim_factory("--ttft-ms", "20", "--itl-ms", "1", "--output-tokens", "200", "--seed", "1")
+    # the simulator ahead of the client for a core (root may raise a priority): the client must be
+    # the bottleneck this test names, and beside a busy loop the simulator, as slow per chunk as the
+    # client, fell behind first (TTFT p50 472 ms, loop lag p99 21 ms: rightly healthy)
+    for task in Path(f"/proc/{sim.pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, int(task.name), -10)
     report = tmp_path / "r"
     proc = run_locust("vllm.py", "--llm-html", "on", "--host", sim.url, "-u", "300", "-r", "300", "-t", "6s", "--stop-timeout", "30",
                       report=report, timeout=180)
