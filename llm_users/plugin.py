@@ -125,6 +125,9 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
             from llm_users.outputs.console import hold_until_quit
 
             hold_until_quit(environment.events)
+        from llm_users.outputs.console import watch_resets
+
+        watch_resets(environment, run)  # Locust's table reset mid-test: its count is not the test's
         if getattr(environment, "web_ui", None) is not None:
             from llm_users.webui import guard
             from llm_users.webui.tab import install as install_tab

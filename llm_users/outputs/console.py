@@ -12,6 +12,7 @@ samples is marked ``*``.
 from __future__ import annotations
 
 import atexit
+import time
 from typing import Any
 
 from llm_users.load.ramp import console_lines as ramp_lines
@@ -135,6 +136,63 @@ def kinds_line(overall: dict[str, Any]) -> str | None:
             f"E2E p50 {_number(e2e.get('p50'))} ms, p90 {_number(e2e.get('p90'))} ms, p99 {_number(e2e.get('p99'))} ms")
 
 
+def counts_line(summary: dict[str, Any]) -> str | None:
+    """Why this table's request count is not Locust's (issue 53 item 10), or None when they agree.
+
+    Locust counts every request a user fired its ``request`` event for: each one that ended,
+    measured or not (warm-up, cool-down; a cancelled one in its own ``<name> (cancelled)`` row).
+    An interrupted request (in flight at the stop) fires none: it is in neither count. So
+    Locust's total is this table's requests plus those excluded here, unless Locust's statistics
+    were reset during the test (``--reset-stats`` as the spawn completed, the web UI's button)."""
+    ov = summary["overall"]
+    measured = ov.get("requests") or 0
+    parts = [(ov.get(key) or 0, word) for key, word in
+             (("excluded_warmup", "warm-up"), ("excluded_cooldown", "cool-down"), ("cancelled", "cancelled"))]
+    parts = [(n, word) for n, word in parts if n]
+    reset = ("as the spawn completed: --reset-stats" if (summary.get("config") or {}).get("reset_stats")
+             else "from the web UI" if (summary.get("window") or {}).get("locust_stats_reset") else None)
+    if not parts and reset is None:
+        return None
+    excluded = " + ".join(f"{n} {word}" for n, word in parts)
+    interrupted = ov.get("interrupted") or 0
+    neither = f"; the {interrupted} interrupted are in neither" if interrupted else ""
+    if reset is not None:
+        return (f"requests: {measured} measured here" + (f" ({excluded} excluded)" if parts else "")
+                + f"; Locust's table counts only those that ended after its statistics were reset ({reset}), "
+                  "measured or not" + neither)
+    total = measured + sum(n for n, _ in parts)
+    return (f"requests: {measured} measured here; Locust's table counts {total} = {measured} + {excluded} "
+            f"(it counts every request that ended; these statistics leave those out){neither}")
+
+
+def warmup_text(warmup: dict[str, Any], trace: bool = False) -> str:
+    """Which requests were warm-up (summary.json ``window.warmup``): the time form, the ramp's, the
+    first N per user; in a trace replay none by default (``trace``: load/ramp.py warmup_per_user)."""
+    if warmup.get("seconds"):
+        return f"{warmup['seconds']:g} s"
+    if warmup.get("ramp"):
+        return "started before the spawn completed"
+    n = warmup.get("requests_per_user", 0)
+    if trace and not n:
+        return "none: a trace replay measures every row it sends; --llm-warmup N excludes each user's first N"
+    return f"first {n} per user"
+
+
+def watch_resets(environment: Any, run: Any) -> None:
+    """Note in the test's summary (``window.locust_stats_reset``: when, epoch seconds) that
+    Locust's statistics were reset mid-test from the web UI (its ``reset_stats`` event; a new test
+    starts with none), so :func:`counts_line` claims no total for Locust's table."""
+    resets: list[float] = []
+    environment.events.test_start.add_listener(lambda **_: resets.clear())
+    environment.events.reset_stats.add_listener(lambda **_: resets.append(time.time()))
+
+    def note(summary: dict[str, Any]) -> None:
+        if resets:
+            summary.setdefault("window", {})["locust_stats_reset"] = resets[-1]
+
+    run.summary_hooks.append(note)
+
+
 def summary_table(summary: dict[str, Any]) -> str:
     """Per name and aggregated; latencies in ms."""
     columns = _columns(summary["overall"])
@@ -150,6 +208,9 @@ def summary_table(summary: dict[str, Any]) -> str:
     if marked:
         lines.append(f"{MARK} fewer than {MIN_PERCENTILE_SAMPLES} samples: that percentile is little more than "
                      "one of them")
+    counts = counts_line(summary)
+    if counts:
+        lines.append(counts)
     ov = summary["overall"]
     tokens = token_line(ov)
     if tokens:
@@ -196,8 +257,7 @@ def summary_table(summary: dict[str, Any]) -> str:
     window = summary.get("window") or {}
     if window.get("measured_s"):
         wu = window.get("warmup") or {}
-        how = (f"{wu.get('seconds'):g} s" if wu.get("seconds") else "started before the spawn completed"
-               if wu.get("ramp") else f"first {wu.get('requests_per_user', 0)} per user")
+        how = warmup_text(wu, bool((summary.get("arrivals") or {}).get("trace")))
         users = users_text(window.get("users"))  # the users that ran in the window (load/ramp.py)
         lines.append(f"measured window: {window['measured_s']:.1f} s" + (f" at {users}" if users else "")
                      + f"; warm-up excluded: {ov.get('excluded_warmup', 0)} requests ({how})"

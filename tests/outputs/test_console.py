@@ -215,3 +215,78 @@ def test_the_measured_window_says_its_users_and_a_target_never_reached() -> None
     text = summary_table(summary)
     assert "measured window: 3.6 s at 8 users; warm-up excluded: 0 requests (started before the spawn completed)" in text
     assert "never reached" not in text
+
+
+def _counts(line: str) -> tuple[int, int, list[int]]:
+    """``requests: M measured here; Locust's table counts T = M + a warm-up + b ...`` -> (M, T, [M, a, b])."""
+    import re
+
+    m = re.match(r"requests: (\d+) measured here; Locust's table counts (\d+) = ([\d +a-z-]+) \(", line)
+    assert m, line
+    return int(m[1]), int(m[2]), [int(n) for n in re.findall(r"\d+", m[3])]
+
+
+def test_the_table_says_why_locusts_count_differs() -> None:
+    """Issue 53 item 10: two request counts (Locust's and ours) with nothing saying why. Locust's
+    table counts every record a user fired ``request`` for: all but the interrupted ones."""
+    s = _stats(6)
+    name = "/v1/chat/completions"
+    for i, kw in enumerate([{"warmup": True}] * 3 + [{"cooldown": True}, {"status": "cancelled"},
+                                                     {"status": "interrupted"}, {"status": "interrupted"}]):
+        s.add(RequestRecord(f"x{i}", name, "vllm", "m", start_time=1, **kw))
+    summary = s.summary()
+    line = console.counts_line(summary)
+    assert line == ("requests: 6 measured here; Locust's table counts 11 = 6 + 3 warm-up + 1 cool-down + 1 cancelled "
+                    "(it counts every request that ended; these statistics leave those out); the 2 interrupted are "
+                    "in neither")
+    measured, total, parts = _counts(line)
+    assert measured == summary["overall"]["requests"] and total == sum(parts) == 6 + 3 + 1 + 1  # 7 fired, 2 did not
+    assert line in summary_table(summary).splitlines()
+    assert console.counts_line(_stats(4).summary()) is None  # nothing excluded: the counts agree
+
+
+def test_a_reset_of_locusts_statistics_claims_no_total_for_its_table() -> None:
+    summary = _stats(4).summary()
+    summary["overall"]["excluded_warmup"] = 2
+    summary["config"] = {"reset_stats": True}
+    assert console.counts_line(summary) == (
+        "requests: 4 measured here (2 warm-up excluded); Locust's table counts only those that ended after its "
+        "statistics were reset (as the spawn completed: --reset-stats), measured or not")
+    summary["config"] = {}
+    summary["window"] = {"locust_stats_reset": 12.0}
+    assert "reset (from the web UI)" in (console.counts_line(summary) or "")
+
+
+def test_watch_resets_notes_the_web_uis_reset_in_this_tests_summary() -> None:
+    from types import SimpleNamespace
+
+    from locust.event import Events
+
+    events, run = Events(), SimpleNamespace(summary_hooks=[])
+    console.watch_resets(SimpleNamespace(events=events), run)
+    summary: dict = {"window": {}}
+    run.summary_hooks[0](summary)
+    assert summary == {"window": {}}
+    events.reset_stats.fire()
+    run.summary_hooks[0](summary)
+    assert summary["window"]["locust_stats_reset"] > 0
+    events.test_start.fire(environment=None)  # a new test: Locust's table starts again with it
+    fresh: dict = {"window": {}}
+    run.summary_hooks[0](fresh)
+    assert fresh == {"window": {}}
+
+
+def test_a_trace_replays_measured_window_says_no_row_was_warm_up() -> None:
+    """Issue 53 item 10: in a trace replay the default warm-up is none (load/ramp.py
+    warmup_per_user), and the measured-window line says why; an explicit --llm-warmup N is stated as such."""
+    summary = _stats(30).summary()
+    summary["window"] = {"measured_s": 3.6, "warmup": {"requests_per_user": 0, "seconds": 0.0}}
+    lag = {"p50": 1.0, "p99": 2.0}
+    summary["arrivals"] = {"trace": "t.jsonl", "trace_requests": 30, "trace_speedup": 1, "rate": None,
+                           "achieved_rps": 6.0, "schedule_lag": lag, "ttft_from_schedule": lag,
+                           "e2e_from_schedule": lag, "cap_reached": False, "client_behind": False, "verdict": "on time"}
+    assert ("measured window: 3.6 s; warm-up excluded: 0 requests (none: a trace replay measures every row it "
+            "sends; --llm-warmup N excludes each user's first N)") in summary_table(summary).splitlines()
+    summary["window"]["warmup"]["requests_per_user"] = 2
+    assert "warm-up excluded: 0 requests (first 2 per user)" in summary_table(summary)
+    assert console.warmup_text({"requests_per_user": 0}) == "first 0 per user"  # no trace: as it was
