@@ -14,6 +14,7 @@ import pytest
 
 from llm_users.sim.launcher import start_simulator
 from llm_users.sim.text import expected_tokens
+from tests.helpers import run_delay_ms
 from tests.sim import simhttp
 
 MS = 1_000_000
@@ -110,14 +111,19 @@ def _two_requests_on_one_connection(url: str) -> list[dict]:
 
 
 def test_cold_start_only_on_a_new_connection(busy):
-    # Timing is the OS scheduler's to spoil on a loaded machine: three tries, same bounds.
+    # The simulator's own stamps, each within 3 ms, widened by the time the simulator waited for a
+    # core meanwhile (schedstat: a write is late by no more than that; CI's shards: 54.2 ms for 50)
+    tries = []
     for _attempt in range(3):
+        waited = run_delay_ms(busy.pid)
         recs = _two_requests_on_one_connection(busy.url)
+        waited = run_delay_ms(busy.pid) - waited
         assert [r["cold_start"] for r in recs] == [True, False]
         ttfts = [(r["chunks"][0][0] - r["arrival_ns"]) / MS for r in recs]
-        if abs(ttfts[0] - 50) <= 3 and abs(ttfts[1] - 20) <= 3:
+        tries.append((ttfts, waited))
+        if abs(ttfts[0] - 50) <= 3 + waited and abs(ttfts[1] - 20) <= 3 + waited:
             return
-    raise AssertionError(ttfts)
+    raise AssertionError(tries)
 
 
 def test_validation(sim):
