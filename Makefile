@@ -48,7 +48,7 @@ test-real: real-servers
 # The whole suite (CI runs exactly this), the real-server tier included: SHARDS pytest processes
 # at once, then the timing-bound tests in two quiet lanes (tests/sharding.py; each lane's output in
 # .test-shards/). A shard that collects no tests (pytest's exit 5) is a failure.
-SHARDS ?= 4
+SHARDS ?= 3
 test: real-servers
 	@$(BIN)/python -m tests.sharding -j $(SHARDS) tests
 
