@@ -83,14 +83,18 @@ def test_a_connection_the_server_closed_is_dropped(pair) -> None:
 def test_the_read_deadline_rearms_from_the_last_read_and_fires_past_it() -> None:
     exc = Timeout(0.0)  # never started itself: only thrown
     ex = SimpleNamespace(now=perf_counter_ns())
-    deadline = ReadDeadline(0.5, exc)
+    deadline = ReadDeadline(0.02, exc)
     deadline.start(ex)
-    for _ in range(10):  # reads keep stamping: the deadline never fires
-        gevent.sleep(0.01)
-        ex.now = perf_counter_ns()
+    first = deadline.timer
+    ex.now = perf_counter_ns() + 10**9  # a read stamped after the limit's end: the fire must re-arm
+    gevent.sleep(0.1)  # the 20 ms timer is due first (libev: in deadline order), however late both are
+    assert deadline.timer is not None and deadline.timer is not first  # re-armed, nothing thrown
     deadline.stop()
     assert deadline.timer is None and deadline.ex is None
-    gevent.sleep(0.6)  # stopped: nothing is thrown after its limit
+    stopped = ReadDeadline(0.02, exc)
+    stopped.start(SimpleNamespace(now=perf_counter_ns()))
+    stopped.stop()  # before its limit, with no wait between: decided, not timed
+    gevent.sleep(0.1)  # stopped: nothing is thrown after its limit
 
     quick = ReadDeadline(0.02, exc)
     quick.start(SimpleNamespace(now=perf_counter_ns()))
