@@ -107,6 +107,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 _durations: dict[str, float] = {}
+_cpu: dict[str, float] = {}
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -114,10 +115,29 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         _durations[report.nodeid] = _durations.get(report.nodeid, 0.0) + report.duration
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):  # noqa: ANN201
+    """Each test's CPU seconds: its own process's and those of the processes it reaped
+    (``locust`` runs, simulators); a module fixture's children count for the test that ends it."""
+    if not os.environ.get(RECORD_ENV):
+        yield
+        return
+    before = own_and_children_cpu_s()
+    yield
+    _cpu[item.nodeid] = own_and_children_cpu_s() - before
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     out = os.environ.get(RECORD_ENV)
     if out and _durations:
         Path(out).write_text(json.dumps({k: round(v, 2) for k, v in sorted(_durations.items())}))
+        Path(out).with_suffix(".cpu.json").write_text(json.dumps({k: round(v, 2) for k, v in sorted(_cpu.items())}))
+
+
+def own_and_children_cpu_s() -> float:
+    """CPU seconds (user and system) of this process and of every child it reaped."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def serial_args(args: list[str]) -> list[str]:
@@ -192,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     logs = Path(os.environ.get("LLM_TEST_LOGS", ".test-shards"))
     logs.mkdir(exist_ok=True)
-    for old in logs.glob("*.durations.json"):
+    for old in [*logs.glob("*.durations.json"), *logs.glob("*.durations.cpu.json")]:
         old.unlink()
     base = [sys.executable, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider"]
     t0 = time.monotonic()
@@ -262,9 +282,14 @@ def main(argv: list[str] | None = None) -> int:
     merged: dict[str, float] = {}
     for f in logs.glob("*.durations.json"):
         merged.update(json.loads(f.read_text()))
+    cpu: dict[str, float] = {}
+    for f in logs.glob("*.durations.cpu.json"):
+        cpu.update(json.loads(f.read_text()))
     if a.record:
         DURATIONS.write_text(json.dumps(dict(sorted(merged.items())), indent=0) + "\n")
     sys.stdout.write(f"\nmake test: the {SLOWEST} slowest tests\n" + "".join(f"{line}\n" for line in slowest(merged)))
+    sys.stdout.write(f"make test: the {SLOWEST} tests that took the most CPU (with their processes')\n"
+                     + "".join(f"{line}\n" for line in slowest(cpu)))
     sys.stdout.write("make test: lanes " + ", ".join(f"{k} {s:.0f} s" for k, s in lanes.items()) + "\n")
     sys.stdout.write("make test: CPU " + ", ".join(f"{k} {c:.0f} s in {w:.0f} s ({c / w:.2f} of {os.cpu_count()} cores)"
                                                    for k, (c, w) in phases.items() if w > 0)
