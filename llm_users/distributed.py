@@ -29,7 +29,8 @@ In a payload the records are one msgpack ``bin`` of rows (:mod:`~llm_users.metri
 ``records``, with ``record_fields`` naming the columns and ``record_count``): each row a record's
 fields, its ITL gaps packed as int64 bytes and its tokens and gaps by arrival second computed by
 the worker, so the master's merge builds no integer per gap, no dict per record and splits no
-record into seconds (issue 34).
+record into seconds (issue 34). A payload also says the run-wide settings the worker applied
+(``applied``: its warm-up, :mod:`~llm_users.load.warmup`), so the master states them as they ran.
 
 Local runs use the same :class:`Collector` without messages: records go straight in. Both
 sides pass each record through a :class:`~llm_users.pipeline.RecordPipeline` (its stages and
@@ -73,6 +74,7 @@ class Shipper:
         self.seq = 0
         self.unacked: dict[int, list[RequestRecord]] = {}  # seq -> records shipped, not yet confirmed
         self.confirmed = 0  # records the master confirmed
+        self.applied: dict[str, Any] = {}  # the run-wide settings this worker applies (load/warmup.py), in each payload
         self.pipeline = RecordPipeline()
         self.pipeline.add("statistics", self._pending.put)
         self.pipeline.add("ship", self._ship)
@@ -111,6 +113,7 @@ class Shipper:
             "record_fields": record_wire.FIELDS,
             "record_count": len(records),
             "health": health,
+            "applied": dict(self.applied),
         }
         self._stats = StatsByName(self.slos)
         self.unacked[self.seq] = records
@@ -180,6 +183,7 @@ class WorkerState:
     final: bool = False
     lost_at: float | None = None
     in_flight: int = 0  # requests in flight at its last payload: no record of them if it is lost
+    applied: dict[str, Any] | None = None  # the run-wide settings it applied, as its last payload said
 
 
 class Collector:
@@ -304,6 +308,7 @@ class Collector:
         ws.payloads += 1
         ws.final = ws.final or bool(payload.get("final"))
         ws.in_flight = int(payload.get("in_flight") or 0)
+        ws.applied = payload.get("applied") or ws.applied
         self._stats.merge_wire(payload["stats"])
         if self.live is not None:
             self.live.merge_wire(payload["stats"])

@@ -250,8 +250,8 @@ class RunConfig:
     def for_test(self, options: Any, user_classes: list[Any] | tuple[Any, ...]) -> RunConfig:
         """This run with its per-test parts read again from ``options`` (as a test starts: the
         web UI's start form, a worker's options from the master): the per-user settings and
-        back-off, the workload, the spawn seed, the study's fields and the SLOs (the run adopts
-        those only before its first record: :meth:`LLMRun.adopt_slos`). The run-wide parts stay."""
+        back-off, the workload, the spawn seed, the study's fields, the SLOs (adopted only before the
+        first record: :meth:`LLMRun.adopt_slos`), the warm-up (a worker's is the master's: load/warmup.py)."""
         try:
             study = _study(options)
         except ConfigError as e:
@@ -262,7 +262,9 @@ class RunConfig:
         except ConfigError as e:
             log.error("locust-llm: %s; the SLOs stay as they were", e)
             slos = self.slos
+        warmup_requests, warmup_s = parse_warmup(warmup := _given(options, "llm_warmup"))
         return replace(self, user_settings=_user_settings(options, user_classes), backoff=_backoff(options),
+                       warmup_requests=warmup_requests, warmup_s=warmup_s, warmup_ramp=is_ramp(warmup),
                        workload=_workload(options), spawn_seed=_spawn_seed(options), study=study, slos=slos,
                        preflight=_preflight(options), options=_snapshot(options))
 

@@ -112,6 +112,9 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
         from llm_users.load.ramp import attach as attach_ramp
 
         attach_ramp(environment, run)  # window.users, --llm-warmup ramp: before run.install's own listeners
+        from llm_users.load.warmup import attach as attach_warmup
+
+        attach_warmup(environment, run)  # one warm-up for the run, as applied; window.warmup's counts
         if isinstance(run, MergingRun):  # extensions attach here (e.g. exporters.register)
             environment.events.llm_run_ready.fire(environment=environment, run=run)
         from llm_users.outputs.environment import attach as attach_environment

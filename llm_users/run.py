@@ -151,7 +151,7 @@ class LLMRun:
         """Flag warm-up (time-based) and cool-down; per-user request warm-up is set by the user."""
         if self.test_start is None:
             return
-        c = self.config
+        c = self.current_config  # this test's warm-up: a worker's is the master's (load/warmup.py)
         if c.warmup_s and rec.start_time < self.test_start + c.warmup_s:
             rec.warmup = True
         if c.cooldown_s and c.run_time_s and rec.start_time > self.test_start + c.run_time_s - c.cooldown_s:

@@ -151,6 +151,7 @@ class Ended:
         self.longest_cut_s = 0.0
         self.records = 0  # every record, whatever its status
         self.failed: Counter[str] = Counter()  # failures by category
+        self.warmup_failed: Counter[str] = Counter()  # of them, the warm-up's (load/warmup.py: window.warmup.failed)
         self.too_large_bytes = 0  # the largest request a server refused with HTTP 413 (0: none, or size unknown)
 
     def add(self, rec: RequestRecord) -> None:
@@ -163,6 +164,8 @@ class Ended:
             self.ok_e2e_s += e2e
         elif rec.status != "cancelled":
             self.failed[rec.error_category or "error"] += 1
+            if rec.warmup:
+                self.warmup_failed[rec.error_category or "error"] += 1
             if rec.http_status == TOO_LARGE:
                 self.too_large_bytes = max(self.too_large_bytes, rec.request_bytes)
 
@@ -210,6 +213,13 @@ def nothing_measured(overall: dict[str, Any], ended: Ended, warmup: dict[str, An
         return (f"nothing measured: the {ended.ok} requests that ended were warm-up (--llm-warmup ramp: they started "
                 f"before all users ran), {cut} were cut by the stop; raise -r so the users all start well before the "
                 "end, run longer (-t), or give --llm-warmup N or a time")
+    if ended.ok and ended.warmup_failed:  # the server failed part of the warm-up: that first, not the run's length
+        top, n = ended.warmup_failed.most_common(1)[0]
+        failed = ended.warmup_failed.total()
+        why = (_failed_why(top, ended) if top == f"http_{TOO_LARGE}"
+               else "the server failed part of the warm-up: find why before running longer (-t)")
+        return (f"nothing measured: the {ended.ok + failed} requests that ended were warm-up and {failed} of them "
+                f"failed (top category {top}: {n}; summary.json window.warmup.failed); {why}")
     if ended.ok:
         e2e = ended.ok_e2e_s / ended.ok
         need = (per_user + 1) * e2e + warm_s

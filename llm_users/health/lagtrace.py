@@ -13,7 +13,8 @@ object per event):
   of it, and tallied apart as ``contention``; and of what is left, the part the loop's thread
   was **off the CPU** without waiting for it (asleep in a blocking call, waiting for the GIL,
   or its virtual CPU taken by the host: what the thread's own CPU clock did not count between
-  the probe's send and its callback);
+  the probe's send and its callback); the loop thread's run delay and CPU time are summed too
+  (``sched``: whether the machine or the client held it up, :mod:`~llm_users.health.verdict`);
 - **gc passes**: ``gc.callbacks`` start/stop and the generation collected;
 - **spans**: named pieces of our own periodic or per-request work timing themselves
   (``with span("timeline")``): the statistics/timeline tick, the shipper, the self-check's CPU
@@ -77,6 +78,8 @@ class LagTrace:
         self.probe_off = array("q")  # of the own part, how long the loop's thread was off the CPU
         self.contention = [0, 0, 0]  # probes >= late_ns of run delay: [count, sum_ns, max_ns]
         self._contention_taken = (0, 0)
+        self.sched = [0, 0, 0, 0]  # the loop thread between probes: [intervals, run delay, CPU, wall] (ns)
+        self._sched_taken, self._sched_at = (0, 0, 0, 0), 0
         self._sched_fd: int | None = None
         self._run_delay = -1
         self._cpu = -1
@@ -114,6 +117,9 @@ class LagTrace:
             cpu, rd = read_schedstat(self._sched_fd)
             now = due_ns + lag_ns
             if rd >= 0 and self._run_delay >= 0:
+                s = self.sched  # how long the loop thread waited for a core against how long it ran
+                s[:] = (s[0] + 1, s[1] + max(rd - self._run_delay, 0), s[2] + max(cpu - self._cpu, 0),
+                        s[3] + now - self._sched_at)
                 other = 0
                 if probe_delay_ns >= 0 and self._probe_delay >= 0:
                     other = max(0, (probe_delay_ns - self._probe_delay) - (cpu - self._cpu))
@@ -123,7 +129,7 @@ class LagTrace:
                 # probes sent late in a row after one such wait all waited in it
                 ov = min(now, self._taken[1]) - max(due_ns, self._taken[0])
                 wait = min(max(d, ov, 0), max(lag_ns, 0))
-            self._cpu, self._run_delay, self._probe_delay = cpu, rd, probe_delay_ns
+            self._cpu, self._run_delay, self._probe_delay, self._sched_at = cpu, rd, probe_delay_ns, now
         if wait >= self.late_ns:
             c = self.contention
             c[0] += 1
@@ -300,6 +306,10 @@ class LagTrace:
                "spans": {k: v for k, v in span_new.items() if v[0]}}
         if c[0] > n0:
             out["contention"] = {"other processes": [c[0] - n0, c[1] - s0, c[2]]}
+        s, t0 = self.sched, self._sched_taken
+        self._sched_taken = (s[0], s[1], s[2], s[3])
+        if s[0] > t0[0]:  # the loop thread's schedstat, as tallies (merge_tally adds them up)
+            out["sched"] = {k: [s[0] - t0[0], s[i] - t0[i], 0] for i, k in ((1, "run delay"), (2, "cpu"), (3, "wall"))}
         return out
 
     # output -----------------------------------------------------------------------------------

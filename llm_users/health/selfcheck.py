@@ -190,7 +190,8 @@ class NodeHealth:
         # per second of the run, 8 bytes each (metrics/seconds.py): the bins with a burst as bits
         self.phase_seconds = SecondSeries()
         self.cpu = array("d")  # share of one core, a sample a second
-        self.trace: dict[str, dict[str, list[int]]] = {"stalls": {}, "gc": {}, "spans": {}, "contention": {}}
+        self.trace: dict[str, dict[str, list[int]]] = {"stalls": {}, "gc": {}, "spans": {}, "contention": {},
+                                                        "sched": {}}
         self.live = Distribution()  # every piece's lag as it arrives, start-up too: the live views (Prometheus)
         self.pending: list[Held] = []  # pieces not yet known to be inside the window (hold)
         self._outside: NodeHealth | None = None
@@ -288,6 +289,8 @@ class NodeHealth:
             "tasks": lagtrace.tally_ms(self.trace["spans"]),
             # probes delayed >= 1 ms because other processes held the core (not in loop_lag_ms)
             "contention": lagtrace.tally_ms(self.trace["contention"]).get("other processes"),
+            # the loop thread's schedstat: how long it ran and waited for a core (run delay) in all
+            "loop_thread": self._loop_thread(),
             "cpu_share_p50": shares[len(shares) // 2] if shares else None,
             "cpu_share_max": shares[-1] if shares else None,
             "cpu_busy_seconds": busy,
@@ -296,6 +299,13 @@ class NodeHealth:
             # start-up, warm-up and stop: kept out of the figures above and of the verdict
             "outside_window": self._outside_summary(),
         }
+
+    def _loop_thread(self) -> dict[str, float] | None:
+        s = self.trace.get("sched") or {}
+        if "cpu" not in s or "run delay" not in s:
+            return None  # no schedstat (not Linux), or no probe pair yet
+        return {"ran_ms": s["cpu"][1] / 1e6, "waited_for_core_ms": s["run delay"][1] / 1e6,
+                "wall_ms": (s.get("wall") or [0, 0])[1] / 1e6}
 
     def _outside_summary(self) -> dict[str, Any]:
         o = self._outside

@@ -11,10 +11,12 @@ console and the report print. The levels, first that applies wins:
   no probe of the client's loop inside the measured window: no verdict.
 - ``saturated``: a node's loop lag p99 is above :data:`LAG_SHARE` of the TTFT p50, its CPU stays
   above :data:`CPU_LIMIT`, or its pauses can add as much as the whole TTFT p99
-  (:data:`STALL_SATURATED_SHARE`): the latencies are upper bounds.
-- ``caution``: other processes held a node's core (:data:`CONTENTION_SHARE` of its probes, for
-  :data:`LAG_SHARE` of the TTFT p50 on average), or
-  its pauses can add :data:`STALL_CAUTION_SHARE` of the TTFT p99 or more, but less than all of it.
+  (:data:`STALL_SATURATED_SHARE`): the latencies are upper bounds. The lag and the pauses count
+  only when they are the client's own: not on a busy machine (:func:`machine_busy`).
+- ``caution``: the machine is busy: other processes held a node's core (:data:`CONTENTION_SHARE`
+  of its probes, for :data:`LAG_SHARE` of the TTFT p50 on average), or raised its lag: its loop
+  thread waited for a core :data:`BUSY_WAIT_SHARE` as long as it ran and had idle time; or its
+  pauses can add :data:`STALL_CAUTION_SHARE` of the TTFT p99 or more, but less than all of it.
 - ``healthy``: none of that, with the figure that says so.
 
 Thresholds and their reasons: docs/decisions/self-check.md.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from llm_users.health.lagtrace import OFF_CPU
 from llm_users.health.selfcheck import BURST_LAG_NS, BURST_SHARE, CPU_LIMIT, STALL_MS, NodeHealth
 from llm_users.metrics import Distribution
 
@@ -37,6 +40,18 @@ CPU_SUSTAINED_SHARE = 0.5  # "stays above" CPU_LIMIT: more than half of the samp
 STALL_CAUTION_SHARE = 0.2
 STALL_SATURATED_SHARE = 1.0
 CONTENTION_SHARE = 0.01  # other processes held the core for >= STALL_MS in 1% of the probes
+# The machine is busy for a node when other processes held its core in CONTENTION_SHARE of the
+# probes and its loop thread waited for a core (schedstat's run delay) at least BUSY_WAIT_SHARE
+# as long as it ran (4 users beside two busy loops: 0.54-3.2 times in 7 runs; a client on a quiet
+# machine waited <= 0.1% of the window, a small fraction of its CPU). Its lag is then the
+# machine's, not its own work, when the thread also had nothing to do (ran + waited) for more
+# than 1 - OWN_WORK_SHARE of the wall time (those 4 users had work 4-16% of it); with work nearly
+# all the time the client used all the core it got and its backlog is its own too: saturated,
+# the busy machine named beside it (300 users at a 1 ms chunk gap beside other jobs: ran 1.9 s
+# and waited 7.5-8.6 s of 9-10.5 s). bench/selfcheck_causes.py runs both.
+BUSY_WAIT_SHARE = 0.25
+OWN_WORK_SHARE = 0.9
+BUSY = "the machine is busy"
 MOST_FAILED_SHARE = 0.5  # "most requests failed" from this share of the measured requests on
 # The lag figure the verdict compares is the p99, but never a value fewer than LAG_MIN_LATE probes
 # reached: in a short window (101 probes in 2 s) the p99 is the second-latest probe, and
@@ -112,7 +127,47 @@ def contention_warning(s: dict[str, Any], ttft_p50_ms: float | None = None) -> l
     """Other processes held the client's core: its stamps waited, though not for the client's
     own work. A caution, not a saturation reason (:func:`contention_detail`)."""
     detail = contention_detail(s, ttft_p50_ms)
-    return [f"other processes held this client's core: {detail}; {CONTENTION_ADVICE}"] if detail else []
+    return [f"{BUSY}: other processes held this client's core: {detail}; {CONTENTION_ADVICE}"] if detail else []
+
+
+def machine_busy(s: dict[str, Any]) -> dict[str, Any] | None:
+    """Other processes held the node's core in at least CONTENTION_SHARE of its probes and its
+    loop thread waited for a core (run delay) at least BUSY_WAIT_SHARE as long as it ran: the
+    loop thread's figures and ``own_work``, true when its lag is its own all the same: it had
+    work (ran or waited) OWN_WORK_SHARE of the wall time or more (its backlog is its own too), or
+    most of its late probes are put to its own named work (gc passes, our periodic work) rather
+    than to unnamed code or the thread off the CPU, which a busy machine also makes. None
+    otherwise."""
+    c, probes, t = s.get("contention"), s["loop_lag_ms"]["count"] or 0, s.get("loop_thread")
+    if not c or not t or not probes or c["count"] < CONTENTION_SHARE * probes:
+        return None
+    waited, ran, wall = t["waited_for_core_ms"], t["ran_ms"], t.get("wall_ms") or 0.0
+    if waited <= 0 or waited < BUSY_WAIT_SHARE * ran:
+        return None
+    share = (waited + ran) / wall if wall else None
+    stalls = s.get("stalls") or {}
+    named = sum(v["count"] for k, v in stalls.items() if k not in ("unattributed", OFF_CPU))
+    return {"waited_for_core_ms": waited, "ran_ms": ran, "wall_ms": wall, "had_work_share": share,
+            "own_work": share is None or share >= OWN_WORK_SHARE
+                        or 2 * named > sum(v["count"] for v in stalls.values())}
+
+
+def _held(b: dict[str, Any]) -> str:
+    return (f"its loop ran {b['ran_ms']:.0f} ms and waited {b['waited_for_core_ms']:.0f} ms for a core"
+            + (f" in {b['wall_ms'] / 1000:.0f} s" if b["wall_ms"] else ""))
+
+
+def _raw_detail(s: dict[str, Any]) -> str:
+    c, probes = s["contention"], s["loop_lag_ms"]["count"]
+    return (f"{c['count']} of {probes} probes waited >= {STALL_MS:g} ms for it, {c['total_ms'] / c['count']:.1f} ms "
+            f"on average, up to {c['max_ms']:.0f} ms")
+
+
+def busy_clause(s: dict[str, Any]) -> str:
+    """What a busy machine did to a node whose lag it raised (:func:`machine_busy`)."""
+    b = s["machine_busy"]
+    return (f"{s.get('contention_detail') or _raw_detail(s)}; {_held(b)}, so {' and '.join(b['lag'])} "
+            "is the machine's, not the client's own work")
 
 
 def failure_verdict(overall: dict[str, Any]) -> dict[str, Any] | None:
@@ -137,15 +192,24 @@ def _node(n: NodeHealth, ttft_p50_ms: float | None, ttft_p99_ms: float | None,
         s["lag_figure_ms"] = lag_figure(n.lag)
     reasons, cautions = [], contention_warning(s, ttft_p50_ms)
     s["contention_detail"] = contention_detail(s, ttft_p50_ms)
-    lag99 = _lag(s)
+    lag99, lag, cpu, stall = _lag(s), None, None, stall_reason(s, ttft_p99_ms)
     if lag99 is not None and ttft_p50_ms and lag99 > LAG_SHARE * ttft_p50_ms:
-        reasons.append(f"{_lag_label(s)} {lag99:.2f} ms > {LAG_SHARE:.0%} of TTFT p50 {ttft_p50_ms:.1f} ms")
+        lag = f"{_lag_label(s)} {lag99:.2f} ms > {LAG_SHARE:.0%} of TTFT p50 {ttft_p50_ms:.1f} ms"
     if s["cpu_seconds_sampled"] and s["cpu_busy_seconds"] > CPU_SUSTAINED_SHARE * s["cpu_seconds_sampled"]:
-        reasons.append(f"CPU above {CPU_LIMIT:.0%} for {s['cpu_busy_seconds']} of {s['cpu_seconds_sampled']} s")
-    stall = stall_reason(s, ttft_p99_ms)
-    if stall:
-        bound = stall_bound(s) or 0.0
-        (reasons if ttft_p99_ms and bound >= STALL_SATURATED_SHARE * ttft_p99_ms else cautions).append(stall)
+        cpu = f"CPU above {CPU_LIMIT:.0%} for {s['cpu_busy_seconds']} of {s['cpu_seconds_sampled']} s"
+    if stall and not (ttft_p99_ms and (stall_bound(s) or 0.0) >= STALL_SATURATED_SHARE * ttft_p99_ms):
+        cautions.append(stall)  # pauses under the whole tail: a caution
+        stall = None
+    own = [r for r in (lag, stall) if r]  # the loop's lag and pauses: saturation reasons when its own
+    busy = machine_busy(s)
+    # the machine's lag, not its own: a client that had idle time, its CPU not above the limit
+    mine = not own or not busy or busy["own_work"] or bool(cpu)
+    s["machine_busy"] = dict(busy, lag=[] if mine else own) if busy else None
+    if not mine:
+        cautions = [f"{BUSY}: other processes held this client's core: {busy_clause(s)}; {CONTENTION_ADVICE}"] + [
+            w for w in cautions if not w.startswith(BUSY)]
+    else:
+        reasons = [r for r in (lag, cpu, stall) if r]
     share = n.burst_share()
     if reasons and share is not None and share >= BURST_SHARE:
         advice = ("; start them with --llm-spawn-spread on" if not spawn_spread else  # only what would change it
@@ -181,12 +245,16 @@ def decide(nodes: list[dict[str, Any]], overall: dict[str, Any] | None, ttft_p50
     flagged = [s for s in nodes if s["reasons"]]
     if flagged:
         more = sum(len(s["reasons"]) for s in flagged) - 1
+        too = [f"{s['node']} ({_held(s['machine_busy'])})" for s in flagged if s.get("machine_busy")]
         return "saturated", ("client saturated on " + ", ".join(s["node"] for s in flagged) + ": "
                              + flagged[0]["reasons"][0] + (f" (+{more} more in the details)" if more else "")
+                             + (f"; {BUSY} too on {', '.join(too)}" if too else "")
                              + "; its own delay is in the measurements: treat latencies as upper bounds")
-    held = [f"{s['node']} ({s['contention_detail']})" for s in nodes if s.get("contention_detail")]
-    cautions = [f"other processes held the client's core on {', '.join(held)}: {CONTENTION_ADVICE}"] if held else []
-    cautions += [f"{s['node']}: {w}" for s in nodes for w in s["warnings"] if not w.startswith("other processes")]
+    held = [f"{s['node']} ({busy_clause(s) if (s.get('machine_busy') or {}).get('lag') else s['contention_detail']})"
+            for s in nodes if (s.get("machine_busy") or {}).get("lag") or s.get("contention_detail")]
+    cautions = [f"{BUSY}: other processes held the client's core on {', '.join(held)}: {CONTENTION_ADVICE}"] if held \
+        else []
+    cautions += [f"{s['node']}: {w}" for s in nodes for w in s["warnings"] if not w.startswith(BUSY)]
     if cautions:
         return "caution", "caution: " + "; ".join(cautions)
     top = max(nodes, key=lambda s: _lag(s) or 0.0)
@@ -225,6 +293,8 @@ def verdict(nodes: list[NodeHealth], ttft_p50_ms: float | None, ttft_p99_ms: flo
         for node in judged:
             node["reasons"] = [_as_e2e(r) for r in node["reasons"]]
             node["warnings"] = [_as_e2e(w) for w in node["warnings"]]
+            if node["machine_busy"]:
+                node["machine_busy"]["lag"] = [_as_e2e(x) for x in node["machine_busy"]["lag"]]
     out: dict[str, Any] = {"level": level, "saturated": level == "saturated", "nodes": judged, "message": message,
                            "lag_share_limit": LAG_SHARE, "cpu_limit": CPU_LIMIT}
     failing = failure_verdict(overall) if overall is not None else None

@@ -235,8 +235,8 @@ def slo_phrase(
     target = (summary.get("sweep") or {}).get("target", 0.95)
     pk = target_percentile(target)
     shares = (failing.get("slo") or {}).get("share_meeting") or {}
-    broke = [m for m in limits if shares.get(m) is not None and shares[m] < target] or list(limits)
-    metric = broke[0] if broke else "latency"
+    broke = [m for m in limits if shares.get(m) is not None and shares[m] < target]
+    metric = broke[0] if broke else "latency"  # no SLO alone broke (failed requests): name none
     where = load_label(failing, kind)
     if metric not in limits:
         return f"the SLOs break from {where}"

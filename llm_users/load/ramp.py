@@ -166,9 +166,9 @@ def attach(environment: Any, run: Any) -> RampWatch:
     events.test_start.add_listener(lambda **_: watch.start())
     events.spawning_complete.add_listener(lambda user_count=0, **_: watch.complete(user_count))
     events.test_stopping.add_listener(lambda **_: watch.stop(environment.runner))
-    if run.generates_load and config.warmup_ramp:
+    if run.generates_load:  # this test's setting: a worker's is the master's (load/warmup.py)
         def flag(record: Any, **_: Any) -> None:
-            if watch.is_warmup(record.start_time):
+            if run.current_config.warmup_ramp and watch.is_warmup(record.start_time):
                 record.warmup = True
 
         events.llm_response.add_listener(flag)
@@ -181,7 +181,7 @@ def _add(summary: dict[str, Any], environment: Any, run: Any, watch: RampWatch) 
     window = summary.get("window")
     if not isinstance(window, dict):
         return
-    window.setdefault("warmup", {})["ramp"] = bool(run.config.warmup_ramp)
+    window.setdefault("warmup", {})["ramp"] = bool(run.current_config.warmup_ramp)
     if not plain(run.current_config.study):
         return
     runner = environment.runner

@@ -10,6 +10,19 @@ load, and the true limit lies in ``[lo, hi)``: within ``hi - lo <= tolerance`` a
 
 Every point is judged by one function, :func:`point_passes`, from its summary (a single
 measurement or, with repeats, their mean), so the search does not care how the figures came.
+Its verdict has three states: pass, fail, and *not enough data* (fewer than
+:data:`MIN_REQUESTS` measured requests), which is never a miss. A point whose window ends with
+too few requests back is measured longer, once, when ``-t`` leaves room (:func:`lengthen_s`;
+its window closes as soon as enough came back);
+a point still short of data moves neither end of the bracket: the search goes on above it
+(more load, more requests a second; :func:`next_load`'s ``unsure``), and when nothing is left
+to probe it stops saying so (:func:`not_enough_text`). The verdict sentences
+(:func:`verdict_text`, :func:`max_load_text`) never call a load a miss that was not one.
+
+The plan: ``-t`` is split into ``--llm-sweep-points`` points; a point needs its settle window,
+at least :data:`MIN_MEASURE_S` measured and the tail of its requests (:func:`point_floor_s`);
+a plan whose points cannot hold that is resized at start to the points that fit
+(:func:`fit_points`, :func:`plan_note`: one console line).
 
 The guard (:func:`guard_check`) ends a point early when the load cannot be held:
 
@@ -32,8 +45,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from llm_users.errors import ConfigError
+from llm_users.load.plans import SETTLE_SHARE
 
 MIN_REQUESTS = 5
+MIN_MEASURE_S = 1.0  # the shortest measurement window a sweep plans for a point
+MIN_TAIL_S = 0.5  # the shortest tail after a point's window (beside the shipping delay)
+LENGTHEN_MARGIN = 2.0  # a lengthened point may run twice what its rate needs (it closes when enough came back)
 RATE_RESOLUTION = 0.05  # the default rate tolerance: 5% of the load
 GUARD_GROWTH = 2.0
 GUARD_HALF_RATIO = 1.5
@@ -100,10 +117,21 @@ def converged(lo: float | None, hi: float | None, kind: str, tol: Tolerance) -> 
     return hi - lo <= tol.width(kind, lo) + 1e-9
 
 
-def next_load(lo: float | None, hi: float | None, kind: str, tol: Tolerance) -> tuple[float | None, str | None]:
+def next_load(lo: float | None, hi: float | None, kind: str, tol: Tolerance,
+              unsure: float | None = None) -> tuple[float | None, str | None]:
     """The next probe and, when there is none, why the search stops: doubling until a point
-    fails, halving until one passes, then the bracket's middle until it is within ``tol``."""
+    fails, halving until one passes, then the bracket's middle until it is within ``tol``.
+    ``unsure``: the highest load in ``(lo, hi)`` measured without enough data: it moves neither
+    end; the search goes on above it (twice it, or the middle of it and ``hi``: more load, more
+    requests a second) and stops, saying so, when nothing is left between it and ``hi``."""
     whole = kind == "users"
+    if unsure is not None and (lo is None or unsure > lo) and (hi is None or unsure < hi):
+        if hi is None:
+            return (float(int(unsure * 2)) if whole else unsure * 2), None
+        mid = float(int((unsure + hi) / 2)) if whole else (unsure + hi) / 2
+        if converged(unsure, hi, kind, tol) or mid <= unsure:
+            return None, not_enough_text(unsure, kind)
+        return mid, None
     if hi is None:
         assert lo is not None
         return (float(int(lo * 2)) if whole else lo * 2), None
@@ -120,19 +148,94 @@ def next_load(lo: float | None, hi: float | None, kind: str, tol: Tolerance) -> 
     return mid, None
 
 
-def point_passes(point: dict[str, Any], target: float, saturated: bool = False) -> tuple[bool, str]:
+def load_text(load: float, kind: str) -> str:
+    """'1 user', '16 users', '7.5 req/s'."""
+    if kind == "users":
+        return f"{load:g} user" + ("" if load == 1 else "s")
+    return f"{load:g} req/s"
+
+
+def not_enough_text(load: float, kind: str, n: int | None = None) -> str:
+    """'not enough data at 1 user (2 requests measured, 5 needed): lengthen -t or use fewer
+    --llm-sweep-points'."""
+    got = f" ({n} requests measured, {MIN_REQUESTS} needed)" if n is not None else ""
+    return (f"not enough data at {load_text(load, kind)}{got}: lengthen -t or use fewer "
+            f"--llm-sweep-points")
+
+
+def point_passes(point: dict[str, Any], target: float, saturated: bool = False) -> tuple[bool | None, str]:
     """One point's verdict and its reason, from its summary (``requests``, ``slo.share_meeting_all``):
-    at least :data:`MIN_REQUESTS` measured and the share meeting every SLO >= ``target``; a point
-    the guard ended is failed. With repeats, pass the mean of the repeats' figures."""
+    True when the share meeting every SLO >= ``target``, False below it or when the guard ended
+    the point; None (not enough data, never a miss) with fewer than :data:`MIN_REQUESTS`
+    measured. With repeats, pass the mean of the repeats' figures."""
     if saturated:
         return False, "over-saturated"
     n = point.get("requests") or 0
     share = (point.get("slo") or {}).get("share_meeting_all")
     if n < MIN_REQUESTS:
-        return False, f"only {n} requests measured"
+        return None, f"not enough data: {n} requests measured, {MIN_REQUESTS} needed"
     if share is None:
-        return False, "no data"
+        return None, "not enough data: no SLO figures"
     return share >= target, f"{share:.1%} met the SLOs"
+
+
+def verdict_word(passed: bool | None) -> str:
+    """summary.json ``sweep.points[i].verdict``: 'pass', 'fail' or 'not enough data'."""
+    return "pass" if passed else "fail" if passed is False else "not enough data"
+
+
+def lengthen_s(n: int, seen_s: float, window_s: float, measure_s: float, room_s: float,
+               rate_hint: float | None = None) -> float | None:
+    """How much longer, at most, a point is measured (once; its window closes as soon as
+    :data:`MIN_REQUESTS` are back), or None: enough expected, or ``-t`` leaves no room.
+    ``n`` measured requests came back in the first ``seen_s`` of its ``window_s``; at that
+    rate (none back: ``rate_hint``, the requests a second its load brings at the E2E seen)
+    the window is expected to hold ``rate x window_s`` (each counted when it comes back, in
+    the tail too); when that is short of
+    :data:`MIN_REQUESTS`, the time the rate needs for the rest, twice over (at least the
+    window again, ``measure_s``; four windows when nothing tells the rate). What ``room_s``
+    leaves when that is less, as long as it still covers the need (one window, unknown rate)."""
+    rate = n / seen_s if n > 0 and seen_s > 0 else rate_hint
+    if rate:
+        expected = max(n, rate * window_s)
+        if expected >= MIN_REQUESTS:
+            return None
+        need = (MIN_REQUESTS - expected) / rate
+        want = max(LENGTHEN_MARGIN * need, measure_s)
+    elif n >= MIN_REQUESTS:
+        return None
+    else:
+        need, want = measure_s, 4 * measure_s
+    if room_s >= want:
+        return want
+    return room_s if room_s >= need else None
+
+
+def point_floor_s(settle_s: float | None, ship_delay_s: float) -> float:
+    """The shortest point a sweep plans: its settle window (``settle_s``, or the default share
+    of the point), :data:`MIN_MEASURE_S` measured, and the shortest tail (the shipping delay
+    and :data:`MIN_TAIL_S`)."""
+    tail = ship_delay_s + MIN_TAIL_S
+    if settle_s is None:
+        return (MIN_MEASURE_S + tail) / (1 - SETTLE_SHARE)
+    return settle_s + MIN_MEASURE_S + tail
+
+
+def fit_points(budget_s: float, points: int, repeat: int, settle_s: float | None, ship_delay_s: float) -> int:
+    """The points ``budget_s`` holds, at most ``points``, each ``repeat`` measurements of at
+    least :func:`point_floor_s` (0: not even one)."""
+    return min(points, int(budget_s / (repeat * point_floor_s(settle_s, ship_delay_s)) + 1e-9))
+
+
+def plan_note(run_time_s: float, asked: int, fit: int, point_s: float, repeat: int = 1) -> str:
+    """The start line of a resized plan: 'SLO sweep: -t 12s holds 4 points of 2.5 s (a settle
+    window, at least 1 s measured and its requests' tail), not the 12 asked; sweeping 4 points
+    (for more, lengthen -t)'."""
+    each = f"{repeat} measurements of {point_s:.1f} s" if repeat > 1 else f"{point_s:.1f} s"
+    word = "point" if fit == 1 else "points"
+    return (f"SLO sweep: -t {run_time_s:g}s holds {fit} {word} of {each} (a settle window, at least "
+            f"{MIN_MEASURE_S:g} s measured and its requests' tail), not the {asked} asked; sweeping {fit} "
+            f"{word} (for more, lengthen -t)")
 
 
 def latency_growth(samples: list[tuple[float, float]], t0: float, now: float,
@@ -203,21 +306,53 @@ def guard_note(kind: str, guard: dict[str, Any]) -> str:
     return f"over-saturated: TTFT grew without bound{r} (the users hold the in-flight count); point ended early"
 
 
+def _unsure(sweep: dict[str, Any]) -> list[dict[str, Any]]:
+    """The points judged without enough data."""
+    return [p for p in sweep.get("points") or [] if p.get("verdict") == "not enough data"]
+
+
 def max_load_text(sweep: dict[str, Any]) -> str | None:
-    """'max load under the SLOs: 21 users (within +-1 user: 22 failed)', or None (no sweep)."""
+    """'max load under the SLOs: 21 users (within +-1 user: 22 failed)', or None (no sweep).
+    A load measured without enough data is named as such, never as failed."""
     if not sweep:
         return None
     kind = "users" if sweep.get("mode") == "concurrency" else "rate"
+    key = "concurrency" if kind == "users" else "rate"
     unit = " users" if kind == "users" else " req/s"
     tol = sweep.get("tolerance") or {}
     tol_text = tol.get("text", "?")
     lo, hi = (sweep.get("bracket") or [None, None])[:2]
+    short = [p for p in _unsure(sweep) if (lo is None or p[key] > lo) and (hi is None or p[key] < hi)]
+    extra = f"; not enough data at {', '.join(load_text(p[key], kind) for p in short)}" if short else ""
+    if lo is None and hi is None:
+        why = extra[2:] if extra else "no point was judged"
+        return f"max load under the SLOs: not known ({why})"
     if lo is None:
-        return f"max load under the SLOs: none found (lowest probed load failed; tolerance {tol_text})"
+        what = "lowest probed load failed" if not short else f"{hi:g}{unit} failed"
+        return f"max load under the SLOs: none found ({what}; tolerance {tol_text}{extra})"
     if hi is None:
         return (f"max load under the SLOs: at least {lo:g}{unit} (no probed load failed; "
-                f"not within +-{tol_text})")
+                f"not within +-{tol_text}{extra})")
     if sweep.get("converged"):
         return f"max load under the SLOs: {lo:g}{unit} (within +-{tol_text}: {hi:g} failed)"
     return (f"max load under the SLOs: {lo:g}{unit}, not yet within +-{tol_text} "
-            f"(between {lo:g} and {hi:g}; {sweep.get('stopped')})")
+            f"(between {lo:g} and {hi:g}; {sweep.get('stopped')}{extra})")
+
+
+def verdict_text(sweep: dict[str, Any]) -> str:
+    """The sweep's verdict when no load met the SLOs, true to its points: 'no load met the
+    SLOs' only when a point failed; 'not enough data at 1 user (2 requests measured, 5
+    needed): ...' when none failed and a point was short of data; 'no point was measured'."""
+    kind = "users" if sweep.get("mode") == "concurrency" else "rate"
+    key = "concurrency" if kind == "users" else "rate"
+    points = sweep.get("points") or []
+    short = _unsure(sweep)
+    if any(p.get("verdict") == "fail" for p in points):
+        hi = (sweep.get("bracket") or [None, None])[1]
+        below = [p[key] for p in short if hi is None or p[key] < hi]  # the search's own (next_load)
+        tail = f" ({not_enough_text(max(below), kind)})" if below else ""
+        return f"no load met the SLOs{tail}"
+    if short:
+        top = max(short, key=lambda p: p[key])
+        return not_enough_text(top[key], kind, top.get("requests") or 0)
+    return "no point was judged (the run stopped first)" if points else "no point was measured"

@@ -12,8 +12,13 @@ Search (the bisection search of issue 29; the rules are pure, in :mod:`.search`)
 probe from ``--llm-sweep-start`` (x2 per point) until a point fails, then bisection between the
 highest passing and lowest failing load, until the bracket is within ``--llm-sweep-tolerance``
 (default one user for concurrency, 5% for rate). ``-t`` is the whole budget: it is split
-into ``--llm-sweep-points`` equal points; the sweep stops early when the budget cannot hold
-another point, and says so. Each point is judged by :func:`~.search.point_passes`. With
+into ``--llm-sweep-points`` equal points (fewer when they cannot each hold a settle window,
+:data:`~.search.MIN_MEASURE_S` measured and a tail: :func:`~.search.fit_points`, said at start in
+``plan_note``); the sweep stops early when the budget cannot hold another point, and says so.
+Each point is judged by :func:`~.search.point_passes`: pass, fail or not enough data (fewer than
+:data:`MIN_REQUESTS` measured). A point whose window ends with fewer than that back is measured
+longer, once, when the budget leaves room (:func:`~.search.lengthen_s`); one still short of data
+moves neither end of the bracket (``unsure``: the search goes on above it). With
 ``--llm-repeat K`` each point is measured K times in a row (each repeat a stage of the book,
 ``-t`` split into points x K measurements), judged on the mean over its repeats of the share
 meeting every SLO (:func:`~.repeats.passes_on_mean`, through the same ``point_passes``; an
@@ -27,30 +32,39 @@ carries the guard's figures (``guard``).
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
 from locust import LoadTestShape
 
+from llm_users.errors import ConfigError
 from llm_users.load.search import (  # noqa: F401 - MIN_REQUESTS, RATE_RESOLUTION, GUARD_GROWTH: their home is search.py
     GUARD_GROWTH,
     MIN_REQUESTS,
     RATE_RESOLUTION,
     Tolerance,
     default_tolerance,
+    fit_points,
     guard_check,
     guard_note,
     inflight_growth,
     latency_growth,
+    lengthen_s,
     max_load_text,
     next_load,
     not_returning,
+    plan_note,
+    point_floor_s,
     point_passes,
+    verdict_text,
+    verdict_word,
 )
 from llm_users.load.stages import StageBook, StageRecord, stage_summary
 
 DEFAULT_POINTS = 12
 DRAIN_MAX_S = 30.0
+TICK_S = 1.0  # Locust asks the shape every second
 
 
 class SweepShape(LoadTestShape):
@@ -58,8 +72,18 @@ class SweepShape(LoadTestShape):
 
     def __init__(self, *, kind: str, book: StageBook, on_point: Any, budget_s: float, start: float, target: float,
                  points: int, ship_delay_s: float, settle_s: float | None = None,
-                 tolerance: Tolerance | None = None, repeat: int = 1) -> None:
+                 tolerance: Tolerance | None = None, repeat: int = 1, run_time_s: float | None = None) -> None:
         super().__init__()
+        fit = fit_points(budget_s, points, repeat, settle_s, ship_delay_s)
+        run_time_s = run_time_s if run_time_s is not None else budget_s
+        if fit < 1:
+            floor = point_floor_s(settle_s, ship_delay_s) * repeat
+            raise ConfigError(f"--llm-sweep: -t {run_time_s:g}s cannot hold one point (a settle window, at least "
+                              f"1 s measured and its requests' tail: {floor:.1f} s"
+                              + (f" x {repeat} repeats" if repeat > 1 else "")
+                              + f"); give -t {math.ceil(run_time_s - budget_s + floor)}s or longer")
+        self.points_asked = points
+        points = fit
         self.kind = kind  # "users" | "rate"
         self.book = book
         self.on_point = on_point
@@ -72,12 +96,17 @@ class SweepShape(LoadTestShape):
         self.repeat = repeat  # --llm-repeat: measurements per point
         self._reps: list[int] = []  # the current point's earlier repeats (book indices)
         self.point_s = budget_s / (points * repeat)
+        self.plan_note = None if fit == self.points_asked else plan_note(run_time_s, self.points_asked, fit,
+                                                                          self.point_s, repeat)
         self.settle_s = settle_s if settle_s is not None else 0.2 * self.point_s
         self.tail_est_s = ship_delay_s + 2.0  # the shipping delay, the slowest E2E, the 1 s tick
         self.measure_s = max(self.point_s - self.settle_s - self.tail_est_s, 0.5 * self.point_s)
         self.results: list[dict[str, Any]] = []
         self.lo: float | None = None
         self.hi: float | None = None
+        self.unsure: list[float] = []  # loads judged without enough data
+        self._lengthened: float | None = None  # seconds the point's window was lengthened by (None: not decided)
+        self._short: tuple[int, float, float] = (0, 0.0, 0.0)  # when lengthened: requests, seconds, first end
         self.stopped: str | None = None
         self._cur: StageRecord | None = None
         self._load: float = start
@@ -128,10 +157,17 @@ class SweepShape(LoadTestShape):
             cur.measure_end = now
             cur.note = guard_note(self.kind, self._guard)
             self._judge(now, saturated=True)
-        elif now >= cur.measure_end:
-            tail = self.ship_delay_s + max(1.5 * self._e2e_max_ns / 1e9, 0.5)
-            if now >= cur.measure_end + min(tail, 60.0) or self._budget_left(now) <= 0:
-                self._judge(now)
+        else:
+            if self._lengthened is None and now >= cur.measure_end - TICK_S:  # the window's last tick
+                self._lengthen(now)
+            elif self._lengthened and now < cur.measure_end and self._measured_n(now)[0] >= MIN_REQUESTS:
+                self._lengthened = now - self._short[2]  # enough came back: the window closes now
+                cur.measure_end = now
+                cur.note = self._lengthened_note()
+            if now >= cur.measure_end:
+                tail = self.ship_delay_s + max(1.5 * self._e2e_max_ns / 1e9, 0.5)
+                if now >= cur.measure_end + min(tail, 60.0) or self._budget_left(now) <= 0:
+                    self._judge(now)
         if self.stopped:
             self.book.finish(now)
             return None
@@ -153,8 +189,52 @@ class SweepShape(LoadTestShape):
         self._guard = {}
         self._point_done = 0
         self._e2e_max_ns = 0
+        self._lengthened = None
         self._cur = self.book.begin(self.kind, load, now, self.settle_s, self.measure_s)
         self.on_point(self.kind, load)
+
+    def _measured_n(self, now: float) -> tuple[int, float]:
+        """The point's measured requests back so far and the seconds they were measured in up
+        to ``now`` (its repeats' windows too)."""
+        cur = self._cur
+        assert cur is not None
+        earlier = [self.book.stages[i] for i in self._reps]
+        n = sum(st.figures()[0].requests for st in [*earlier, cur])
+        return n, now - cur.measured_start + sum(st.measured_s(now) for st in earlier)
+
+    def _lengthen(self, now: float) -> None:
+        """At the window's last tick, fewer than :data:`MIN_REQUESTS` measured requests back
+        (over the point's repeats): measure it longer, once, when the budget leaves room
+        (:func:`~.search.lengthen_s`: when the rate seen, or with none back the rate its load
+        brings at the slowest E2E seen or at least the time the point has waited, leaves its
+        window short of them); the window closes as soon as enough came back. Decided before the window ends, so that it stays one window: no
+        request started after its first end has been left out yet; on the figures up to the
+        shipping delay ago (a worker's records of the last seconds are still on their way),
+        none when the window is shorter than that delay."""
+        cur = self._cur
+        assert cur is not None and cur.measure_end is not None
+        self._lengthened = 0.0
+        if len(self._reps) + 1 < self.repeat or now > cur.measure_end:  # an earlier repeat; a late tick
+            return
+        seen = now - self.ship_delay_s  # the records of requests ended since may not have arrived yet
+        n, so_far = self._measured_n(seen)
+        e2e_s = max(self._e2e_max_ns, self.book.e2e_max_ns) / 1e9
+        if cur.returned == 0:  # nothing came back since the point began: they take at least this long
+            e2e_s = max(e2e_s, seen - cur.start)
+        hint = self._load if self.kind == "rate" else self._load / e2e_s if e2e_s > 0 else None
+        window = so_far + cur.measure_end - seen  # the point's whole window (its repeats' too)
+        ext = lengthen_s(n, so_far, window, self.measure_s, self._budget_left(now) - self.tail_est_s, hint)
+        if ext is None:
+            return
+        self._lengthened = ext
+        self._short = (n, so_far, cur.measure_end)
+        cur.measure_end += ext
+        cur.note = self._lengthened_note()
+
+    def _lengthened_note(self) -> str:
+        n, so_far, _ = self._short
+        return (f"lengthened by {self._lengthened or 0:.1f} s: {n} requests measured in its first {so_far:.1f} s, "
+                f"{MIN_REQUESTS} needed")
 
     def _saturated(self, now: float) -> bool:
         """The guard (:func:`~.search.guard_check`) on the measured requests so far: latency
@@ -183,12 +263,14 @@ class SweepShape(LoadTestShape):
         self._reps = []
         guard = self._guard or guard_check(self.kind, (False, None), (False, None))
         self.results.append({"index": cur.index, "load": cur.load, "passed": passed, "reason": reason,
-                             "repeats": reps, "guard": guard})
+                             "repeats": reps, "guard": guard, "lengthened_s": round(self._lengthened or 0.0, 2)})
         load = cur.load
         if passed:
             self.lo = load if self.lo is None else max(self.lo, load)
-        else:
+        elif passed is False:
             self.hi = load if self.hi is None else min(self.hi, load)
+        else:  # not enough data: no end of the bracket moves
+            self.unsure.append(load)
         nxt = self._next()
         if nxt is None:
             return
@@ -269,7 +351,8 @@ class SweepShape(LoadTestShape):
         return out
 
     def _next(self) -> float | None:
-        nxt, why = next_load(self.lo, self.hi, self.kind, self.tolerance)
+        inside = [u for u in self.unsure if (self.lo is None or u > self.lo) and (self.hi is None or u < self.hi)]
+        nxt, why = next_load(self.lo, self.hi, self.kind, self.tolerance, max(inside) if inside else None)
         if why:
             self.stopped = why
         return nxt
@@ -285,6 +368,9 @@ class SweepShape(LoadTestShape):
             r = by_index.get(st.index, {"passed": None, "reason": "not judged (run stopped)"})
             s[key] = st.load
             s["passed"], s["reason"] = r["passed"], r["reason"]
+            s["verdict"] = verdict_word(r["passed"]) if st.index in by_index else "not judged"
+            if r.get("lengthened_s"):
+                s["lengthened_s"] = r["lengthened_s"]
             s["guard"] = r.get("guard")
             points.append(s)
         knee = None
@@ -304,6 +390,11 @@ class SweepShape(LoadTestShape):
                "converged": self.stopped == "converged",
                "points": points, "frontier": {f: [points[i]["index"] for i in idx] for f, idx in fr.items()}}
         out["max_load"] = max_load_text(out)
+        out["points_planned"] = self.max_points
+        if self.plan_note:
+            out["plan_note"] = self.plan_note
+        if knee is None:
+            out["verdict"] = verdict_text(out)
         if self.repeat > 1:
             from llm_users.load.repeats import knee_interval
 

@@ -94,11 +94,48 @@ class RequestRecord:
         return self.status == "ok"
 
     @property
+    def reasoning_hidden(self) -> bool:
+        """The server counted reasoning it did not stream in full: none of it (OpenAI o-series,
+        Gemini without ``includeThoughts``) or only a summary (Claude's summarised thinking, the
+        Responses API's reasoning summaries, Gemini's thought summaries). The wire does not say
+        which a thinking stream is, so the counts decide: more reasoning tokens than twice what the
+        reasoning chunks carry at the answer's tokens per chunk is a summary."""
+        counted = self.reasoning_tokens
+        if not counted or self.reasoning_tokens_source != "usage":  # estimated: one a streamed chunk
+            return False
+        shown = self.reasoning_chunks
+        if not shown:
+            return True
+        answer_chunks = self.chunks - shown
+        per_chunk = max((self.answer_tokens or 0) / answer_chunks, 1.0) if answer_chunks else 1.0
+        return counted > 2 * shown * per_chunk
+
+    @property
+    def tpot_basis(self) -> str | None:
+        """Which tokens TPOT divides by: ``"all"`` (every output token after the first: nothing
+        reasoned, or the reasoning streamed in full) or ``"answer"`` (the answer's tokens after its
+        first: the reasoning was hidden or summarised); None without a TPOT (docs/metrics.md)."""
+        return self.tpot_with_basis()[1]
+
+    @property
     def tpot_ns(self) -> float | None:
-        """(E2E - TTFT) / (output_tokens - 1): the decode time per token after the first."""
-        if self.e2e_ns is None or self.ttft_ns is None or not self.output_tokens or self.output_tokens < 2:
-            return None
-        return (self.e2e_ns - self.ttft_ns) / (self.output_tokens - 1)
+        """The decode time per token after the first streamed one, as :attr:`tpot_basis` says:
+        ``"all"``: (E2E - TTFT) / (output_tokens - 1); ``"answer"``: (E2E - TTFO) /
+        (answer_tokens - 1), hidden reasoning out of the count (with none streamed TTFO = TTFT)."""
+        return self.tpot_with_basis()[0]
+
+    def tpot_with_basis(self) -> tuple[float | None, str | None]:
+        e2e = self.e2e_ns
+        if e2e is None or self.ttft_ns is None:
+            return None, None
+        if self.reasoning_hidden:
+            answer = self.answer_tokens
+            if self.ttfo_ns is None or not answer or answer < 2:
+                return None, None
+            return (e2e - self.ttfo_ns) / (answer - 1), "answer"
+        if not self.output_tokens or self.output_tokens < 2:
+            return None, None
+        return (e2e - self.ttft_ns) / (self.output_tokens - 1), "all"
 
     @property
     def answer_tokens(self) -> int | None:
@@ -162,7 +199,7 @@ class RequestRecord:
         d = dict(zip(_RECORD_ORDER, _RECORD_VALUES(self), strict=True))  # in C
         if plain_gaps and type(self.itl_ns) is not list:  # a merged record's array("q")
             d["itl_ns"] = self.itl_ns.tolist() if type(self.itl_ns) is array else list(self.itl_ns)
-        d["tpot_ns"] = self.tpot_ns
+        d["tpot_ns"], d["tpot_basis"] = self.tpot_with_basis()
         d["answer_tokens"] = self.answer_tokens
         return d
 
@@ -171,6 +208,7 @@ class RequestRecord:
         """From :meth:`to_dict`'s dict, or a worker payload's (its ITL gaps packed: :func:`pack_gaps`)."""
         kw = d.copy()
         kw.pop("tpot_ns", None)  # derived
+        kw.pop("tpot_basis", None)
         kw.pop("answer_tokens", None)
         if type(kw.get("itl_ns")) is bytes:
             kw["itl_ns"] = unpack_gaps(kw["itl_ns"])

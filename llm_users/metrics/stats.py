@@ -39,6 +39,7 @@ class Stats:
         self.input_per_request = TokenCounts()  # successful requests' token counts, exact
         self.output_per_request = TokenCounts()
         self.token_reasons: Counter[str] = Counter()  # records with an estimated count, by reason
+        self.tpot_basis: Counter[str] = Counter()  # records with a TPOT, by its basis ("all" | "answer")
         self.excluded = 0
         self.interrupted = 0
         self.cancelled = 0  # --llm-cancel-after: abandoned on purpose, counted, out of the statistics
@@ -99,9 +100,10 @@ class Stats:
             itl = bucket_counts(rec.itl_ns)
         if itl is not None:
             d["itl"].add_counts(itl)
-        tpot = rec.tpot_ns
-        if tpot is not None:
+        tpot, basis = rec.tpot_with_basis()
+        if tpot is not None and basis is not None:
             d["tpot"].add(tpot)
+            self.tpot_basis[basis] += 1
         if rec.e2e_ns is not None:
             d["e2e"].add(rec.e2e_ns)
         self.input_tokens += rec.input_tokens or 0
@@ -155,6 +157,7 @@ class Stats:
         }
         for m, dist in self.dists.items():
             out[m] = dist.summary_ms()
+        out["tpot_basis"] = {"all": self.tpot_basis["all"], "answer": self.tpot_basis["answer"]}
         out["input_tokens"] = self.input_tokens
         out["output_tokens"] = self.output_tokens
         out["reasoning"] = self.reasoning.summary(self.output_tokens)
@@ -199,6 +202,7 @@ class Stats:
             "input_per_request": self.input_per_request.to_wire(),
             "output_per_request": self.output_per_request.to_wire(),
             "token_reasons": dict(self.token_reasons),
+            "tpot_basis": dict(self.tpot_basis),
             "excluded": self.excluded,
             "excluded_cooldown": self.excluded_cooldown,
             "interrupted": self.interrupted,
@@ -227,6 +231,7 @@ class Stats:
         self.input_per_request.merge_wire(w.get("input_per_request"))
         self.output_per_request.merge_wire(w.get("output_per_request"))
         self.token_reasons.update(w["token_reasons"])
+        self.tpot_basis.update(w.get("tpot_basis", {}))
         self.excluded += w["excluded"]
         self.excluded_cooldown += w["excluded_cooldown"]
         self.interrupted += w.get("interrupted", 0)

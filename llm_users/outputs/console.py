@@ -167,15 +167,11 @@ def counts_line(summary: dict[str, Any]) -> str | None:
 
 def warmup_text(warmup: dict[str, Any], trace: bool = False) -> str:
     """Which requests were warm-up (summary.json ``window.warmup``): the time form, the ramp's, the
-    first N per user; in a trace replay none by default (``trace``: load/ramp.py warmup_per_user)."""
-    if warmup.get("seconds"):
-        return f"{warmup['seconds']:g} s"
-    if warmup.get("ramp"):
-        return "started before the spawn completed"
-    n = warmup.get("requests_per_user", 0)
-    if trace and not n:
-        return "none: a trace replay measures every row it sends; --llm-warmup N excludes each user's first N"
-    return f"first {n} per user"
+    first N per user, as applied (a master's: by its workers), and how many of them failed; in a
+    trace replay none by default (``trace``: load/ramp.py warmup_per_user). load/warmup.py."""
+    from llm_users.load.warmup import text
+
+    return text(warmup, trace)
 
 
 def watch_resets(environment: Any, run: Any) -> None:

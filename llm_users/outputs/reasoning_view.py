@@ -41,7 +41,14 @@ def _hidden(overall: dict[str, Any]) -> str | None:
     if reasoned(overall) or not r.get("reasoning_tokens"):
         return None
     return (f"reasoning: the server counted {r['reasoning_tokens']} reasoning tokens but streamed none of them "
-            f"(answer tokens {r['answer_tokens']}): TTFO = TTFT, the hidden reasoning is inside TTFT")
+            f"(answer tokens {r['answer_tokens']}): TTFO = TTFT, the hidden reasoning is inside TTFT"
+            f"{_tpot_basis(overall)}")
+
+
+def _tpot_basis(overall: dict[str, Any]) -> str:
+    """The clause for TPOTs that counted the answer's tokens only (metrics/record.py ``tpot_basis``)."""
+    n = (overall.get("tpot_basis") or {}).get("answer") or 0
+    return f"; TPOT counts the answer's tokens in {n} requests (reasoning hidden or summarised)" if n else ""
 
 
 def reasoning_line(overall: dict[str, Any]) -> str | None:
@@ -54,7 +61,7 @@ def reasoning_line(overall: dict[str, Any]) -> str | None:
     return (f"reasoning: {r['requests']} requests reasoned; tokens reasoning {r['reasoning_tokens']}, answer "
             f"{r['answer_tokens']}{src}; chunks reasoning {r['reasoning_chunks']}, answer {r['answer_chunks']}; "
             f"ITL p50 reasoning {_ms(r.get('itl_reasoning'), 'p50')} ms, answer {_ms(r.get('itl_answer'), 'p50')} ms; "
-            f"TTFO - TTFT p50 {_gap(overall)} ms")
+            f"TTFO - TTFT p50 {_gap(overall)} ms{_tpot_basis(overall)}")
 
 
 def _gap(overall: dict[str, Any]) -> str:

@@ -135,7 +135,9 @@ def sweep_lines(summary: dict[str, Any]) -> list[str]:
                          f"(goodput {knee.get('goodput_rps') or 0:.2f} req/s, {knee.get('share_meeting_all') or 0:.1%} "
                          f"met the SLOs); {len(sw['points'])} points; stopped: {sw['stopped']}")
         else:
-            lines.append(f"SLO sweep ({sw['mode']}): no load met the SLOs; stopped: {sw['stopped']}")
+            verdict = sw.get("verdict") or "no load met the SLOs"
+            stopped = "" if sw["stopped"] in verdict else f"; stopped: {sw['stopped']}"
+            lines.append(f"SLO sweep ({sw['mode']}): {verdict}{stopped}")
         lines += why_lines(summary)
         ki = sw.get("knee_interval")
         if ki:

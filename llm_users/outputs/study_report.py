@@ -229,11 +229,12 @@ def sweep_section(summary: dict[str, Any]) -> list[str]:
                                                              .get("limits_ms") or {}).items())
     text = (f"knee at {key} {knee[key]:g}: goodput {_fmt(knee.get('goodput_rps'))} req/s, "
             f"{(knee.get('share_meeting_all') or 0):.1%} of requests met every SLO ({html.escape(limits)})"
-            if knee else "no measured load met the SLOs")
+            if knee else html.escape(sw.get("verdict") or "no measured load met the SLOs"))
     parts = [f"<h2>SLO sweep ({html.escape(sw['mode'])})</h2><p class='{'ok' if knee else 'bad'}'>"
              f"<b>Knee:</b> {text}; target share {sw['target']:.0%}; {len(sw['points'])} points; "
              f"stopped: {html.escape(sw['stopped'])}.</p>" + _why(summary) + _knee_interval(sw, key)
              + (f"<p><b>Search:</b> {html.escape(str(sw['max_load']))}.</p>" if sw.get("max_load") else "")
+             + (f"<p><b>Plan:</b> {html.escape(str(sw['plan_note']))}.</p>" if sw.get("plan_note") else "")
              + _stage_table(summary, sw["points"]) + _pooled(summary)]
     lim = slo_limits(summary)
     charts = [stage_chart(sw["points"], "Per-point latency and throughput", lim),

@@ -6,8 +6,8 @@ Rules (docs/studies.md, "Reading a study"):
 
 - a sweep point's verdict is the sweep's own (``passed``, ``reason``); a stage has none, so it
   passes when the share of its measured requests meeting every SLO is at least
-  :data:`STAGE_TARGET` (the sweep's default target) and at least :data:`MIN_REQUESTS` were
-  measured;
+  :data:`STAGE_TARGET` (the sweep's default target); with fewer than :data:`MIN_REQUESTS`
+  measured it is "not enough data" (``passed`` None), never a miss;
 - an SLO "failed" at a point when the share of requests meeting it alone is below the target;
   it is shown by the percentile the target names (target 0.95 -> p95: 95% of requests meet
   the limit exactly when the p95 is within it) against the limit. ITL's SLO limits each
@@ -117,11 +117,13 @@ def point_verdict(point: dict[str, Any], limits_ms: dict[str, float], target: fl
         return PointVerdict(index, load, None, "")
     else:
         n = point.get("requests") or 0
-        passed = n >= MIN_REQUESTS and share is not None and share >= target
-        reason = f"only {n} requests measured" if n < MIN_REQUESTS else "no data" if share is None else ""
+        if n < MIN_REQUESTS or share is None:  # too few to judge: never a miss
+            return PointVerdict(index, load, None, f"not enough data: {n} requests measured, {MIN_REQUESTS} needed"
+                                if n < MIN_REQUESTS else "not enough data: no SLO figures")
+        passed, reason = share >= target, ""
     if passed:
         return PointVerdict(index, load, True, f"pass: {share:.1%} met every SLO" if share is not None else "pass")
-    misses = [] if reason.startswith("only ") else slo_misses(point, limits_ms, target)
+    misses = slo_misses(point, limits_ms, target)
     if reason.startswith("over-saturated"):
         note = str(point.get("note") or "")
         detail = note.split(": ", 1)[1] if note.startswith("over-saturated: ") else \
@@ -162,6 +164,8 @@ def knee_sentence(summary: dict[str, Any], points: list[dict[str, Any]]) -> str 
     knee = next((p for p, v in zip(points, vs, strict=True) if v.knee), None)
     target = (summary.get("sweep") or {}).get("target", STAGE_TARGET)
     if knee is None:
+        if not any(v.passed is False for v in vs):  # none failed either: no miss to report
+            return f"no stage had enough data to judge (at least {MIN_REQUESTS} measured requests)"
         return f"no stage met the SLOs for {target:.0%} of its requests"
     good = (knee.get("slo") or {}).get("goodput_rps")
     return (f"knee (highest load meeting the SLOs for {target:.0%} of requests, below every failing one): "

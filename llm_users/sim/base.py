@@ -37,6 +37,8 @@ class Job:
     n: int = 0
     reasoning: int = 0  # of the n tokens, reported as reasoning in usage
     thinking: int = 0  # of the n tokens, the first ones streamed as reasoning text (set by the renderer)
+    shown: str = "full"  # --reasoning-stream: how much of the reasoning streams (show_reasoning: as the dialect can)
+    hidden: int = 0  # of the thinking tokens, the first ones decoded on the clock but never written
     finish: str = "length"  # "length" (max tokens reached) or "stop" (end of sequence)
     zero_input: bool = False  # --usage-zero input|both: usage reports 0 prompt tokens
     zero_output: bool = False  # --usage-zero output|both: usage reports 0 output (and reasoning) tokens
@@ -68,11 +70,29 @@ class Job:
             return (0 if self.zero_input else self.input_tokens), 0, 0
         return (0 if self.zero_input else self.input_tokens), self.n, self.reasoning
 
+    def show_reasoning(self, thinking: int, swap: dict[str, str] | None = None) -> None:
+        """The renderer's call: the first ``thinking`` tokens are reasoning; of them the first
+        ``hidden`` are decoded (one ITL each) but not written, as ``--reasoning-stream`` says
+        (``shown``) where the dialect has that form, else as ``swap`` maps it to one it has:
+        ``full`` hides none, ``hidden`` all of them (the answer's first token still streams),
+        ``summary`` streams only the last quarter (at least one) as the dialect's summary. Only
+        counted reasoning (``--reasoning-tokens``) is ever hidden."""
+        self.thinking = thinking
+        mode = self.shown = (swap or {}).get(self.shown, self.shown)
+        r = min(self.reasoning, thinking)
+        if not r or mode == "full":
+            self.hidden = 0
+        elif mode == "hidden":
+            self.hidden = min(r, self.n - 1)
+        else:
+            self.hidden = r - max(1, r // 4)
+
     @property
     def n_chunks(self) -> int:
-        """Chunks of ``k`` tokens; no chunk mixes reasoning and answer (the streamer cuts at ``thinking``)."""
-        t = self.thinking
-        return -(-t // self.k) + -(-(self.n - t) // self.k)
+        """Chunks of ``k`` tokens; no chunk mixes hidden, streamed reasoning and answer (the streamer
+        cuts at ``hidden`` and ``thinking``)."""
+        h, t, k = self.hidden, self.thinking, self.k
+        return -(-h // k) + -(-(t - h) // k) + -(-(self.n - t) // k)
 
     def text(self, i: int = 0, j: int | None = None) -> bytes:
         joined = b"".join(self.words[i:j])

@@ -22,7 +22,14 @@ from typing import Any
 
 from llm_users.errors import ConfigError
 from llm_users.health.heap import fix_mmap_threshold
-from llm_users.sim.config import DEFAULT_MAX_TOKENS, DISTRIBUTIONS, FAULT_KINDS, USAGE_ZERO, SimConfig
+from llm_users.sim.config import (
+    DEFAULT_MAX_TOKENS,
+    DISTRIBUTIONS,
+    FAULT_KINDS,
+    REASONING_STREAM,
+    USAGE_ZERO,
+    SimConfig,
+)
 from llm_users.sim.routes import route_modules
 from llm_users.workload.local_tokenizer import LocalTokenizer
 
@@ -130,6 +137,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "Anthropic thinking_delta, Gemini thought parts, Ollama thinking) and reported in usage (OpenAI "
                    "completion_tokens_details.reasoning_tokens, Anthropic "
                    "output_tokens_details.thinking_tokens, Gemini thoughtsTokenCount; default 0)")
+    g.add_argument("--reasoning-stream", choices=REASONING_STREAM, default="full", help="how much of the "
+                   "--reasoning-tokens streams: full (default); hidden: decoded on the clock, counted in usage, never "
+                   "streamed (OpenAI o-series chat completions and Responses, Gemini without includeThoughts); summary: "
+                   "only the last quarter streams, as a summary (Responses reasoning_summary_text, Claude's summarised "
+                   "thinking, Gemini thought summaries). Chat has no summary (hidden instead), Claude no hidden "
+                   "(summary instead); Ollama always streams it in full")
     g.add_argument("--ignore-max-tokens", type=_positive_int, default=None, metavar="N", help="ignore the "
                    "request's max-token field and answer N tokens, as servers that do not know the field do "
                    "(llama.cpp and max_completion_tokens); default honour it")

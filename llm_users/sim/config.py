@@ -28,6 +28,8 @@ FAULT_KINDS = (
 
 USAGE_ZERO = ("output", "input", "both")
 
+REASONING_STREAM = ("full", "summary", "hidden")
+
 DEFAULT_MAX_TOKENS = 512
 
 
@@ -70,6 +72,7 @@ class SimConfig:
     require_api_key: str | None = None
 
     reasoning_tokens: int = 0  # of each answer's tokens, the first ones: streamed as reasoning and reported in usage
+    reasoning_stream: str = "full"  # how much of it streams: "full", "summary", "hidden" (base.py show_reasoning)
     ignore_max_tokens: int | None = None  # ignore the request's max-token field: write N tokens
     answer_model: str | None = None  # report this model, whatever the request asked for
     usage_zero: str | None = None  # usage reports 0 "output", "input" or "both" token counts (the trace keeps the truth)
@@ -119,6 +122,9 @@ class SimConfig:
             raise ValueError(f"unknown fault kinds {unknown}: choose from {', '.join(FAULT_KINDS)}")
         if self.fault_rate > 0 and not self.fault_kinds:
             raise ValueError("fault_rate > 0 needs at least one fault kind")
+        if self.reasoning_stream not in REASONING_STREAM:
+            raise ValueError(f"reasoning_stream must be one of {', '.join(REASONING_STREAM)}, "
+                             f"got {self.reasoning_stream!r}")
         if self.usage_zero is not None and self.usage_zero not in USAGE_ZERO:
             raise ValueError(f"usage_zero must be one of {', '.join(USAGE_ZERO)}, got {self.usage_zero!r}")
         if not set(self.cache_reset_routes.split(",")) <= {"vllm", "sglang", "none", ""}:

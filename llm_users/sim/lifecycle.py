@@ -57,6 +57,7 @@ def new_job(
     n = max_tokens if sim.cfg.output_tokens is None else min(sim.cfg.output_tokens, max_tokens)
     job.plan(sim.cfg.output_tokens, sim.tokens.indices(prompt, n))
     job.reasoning = min(cfg.reasoning_tokens, job.n)
+    job.shown = cfg.reasoning_stream
     if cfg.usage_zero is not None:  # a gateway that reports 0 counts (usage only; the trace keeps the truth)
         job.zero_input = cfg.usage_zero in ("input", "both")
         job.zero_output = cfg.usage_zero in ("output", "both")

@@ -13,6 +13,9 @@ first quarter of the answer's tokens (at least one, at most ``budget_tokens``) a
 The thinking words are the first tokens of the deterministic sequence, the text the rest.
 With ``--reasoning-tokens N`` (N > 0) the first N tokens are thinking, whether or not the request
 asked for it, and ``message_delta``'s usage says so (``output_tokens_details.thinking_tokens``).
+``--reasoning-stream summary`` (or ``hidden``: Claude 4 always shows a summary) streams only the
+last quarter of them as the thinking block's text, as Claude's summarised thinking: the rest
+are decoded on the clock, unwritten, and counted.
 Accepts ``x-api-key`` or ``Authorization: Bearer`` and any ``anthropic-version``. Errors are
 ``{"type":"error","error":{"type","message"}}``; a full queue is 529 ``overloaded_error``;
 mid-stream an ``event: error`` frame. A request with ``tools`` (``tool_choice`` not ``none``) is
@@ -75,7 +78,8 @@ class AnthropicRenderer(Renderer):
         t = job.reasoning
         if not t and thinking_budget is not None and job.n >= 2:
             t = min(max(1, job.n // 4), thinking_budget)
-        self.t = job.thinking = t  # thinking tokens (the streamer cuts chunks there)
+        job.show_reasoning(t, {"hidden": "summary"})  # Claude 4 summarises its thinking: never none of it
+        self.t = t  # thinking tokens (the streamer cuts chunks there; job.hidden of them never written)
         self.p, self.c, self.r = job.reported()  # input, output, thinking tokens as usage says
         self.text_index = 1 if t else 0
         self.tool: str | None = None  # use_tool: the answer is a call of this tool
@@ -158,7 +162,7 @@ class AnthropicRenderer(Renderer):
         job = self.job
         content: list[dict[str, Any]] = []
         if self.t:
-            content.append({"type": "thinking", "thinking": job.text(0, self.t).decode(),
+            content.append({"type": "thinking", "thinking": job.text(job.hidden, self.t).decode(),
                             "signature": "c2ltdWxhdGVk"})
         content.append({"type": "text", "text": job.text(self.t).decode()})
         return orjson.dumps({

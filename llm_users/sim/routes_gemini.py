@@ -6,7 +6,9 @@ Each carries ``candidates[0].content.parts[0].text`` (role ``model``) and cumula
 ``usageMetadata {promptTokenCount, candidatesTokenCount, totalTokenCount}``; the last one also
 ``finishReason`` (``MAX_TOKENS`` or ``STOP``). With ``--reasoning-tokens N`` the first N tokens
 stream as parts with ``"thought": true`` and ``usageMetadata`` counts them in ``thoughtsTokenCount``,
-apart from ``candidatesTokenCount`` (the answer only, as Gemini counts). The body just ends: no sentinel. Several tokens
+apart from ``candidatesTokenCount`` (the answer only, as Gemini counts); ``--reasoning-stream
+hidden`` writes no thought part (Gemini without ``includeThoughts``: only the count), ``summary``
+the last quarter of them (thought summaries). The body just ends: no sentinel. Several tokens
 per chunk by default (``--gemini-tokens-per-chunk``), as Gemini streams. The max is
 ``generationConfig.maxOutputTokens``. Errors are ``{"error": {code, message, status}}``; a full
 queue is 503 UNAVAILABLE; mid-stream a ``data: {"error": ...}`` frame. With ``tools``
@@ -65,7 +67,7 @@ class GeminiRenderer(Renderer):
         self.response_id = f"sim{job.seq:012x}"
         self.pre = b'data: {"candidates":[{"content":{"parts":[{"text":"'
         self.thought = b'","thought":true'
-        job.thinking = job.reasoning  # the first tokens stream as thought parts (the streamer cuts chunks there)
+        job.show_reasoning(job.reasoning)  # the first tokens are thoughts (the streamer cuts chunks there)
         self.tail = b',"modelVersion":%b,"responseId":"%b"}' % (orjson.dumps(job.model), self.response_id.encode())
         self.p, self.c, self.r = job.reported()  # prompt, candidates, thoughts tokens as usageMetadata says
         # With --usage-zero output|both every chunk's usageMetadata is the same: built once.
@@ -99,7 +101,8 @@ class GeminiRenderer(Renderer):
     def body(self) -> bytes:
         job = self.job
         p, c, r, t = self.p, self.c, self.r, job.thinking
-        parts: list[dict[str, Any]] = [{"text": job.text(0, t).decode(), "thought": True}] if t else []
+        h = job.hidden
+        parts: list[dict[str, Any]] = [{"text": job.text(h, t).decode(), "thought": True}] if t > h else []
         parts.append({"text": job.text(t).decode()})
         usage = {"promptTokenCount": p, "candidatesTokenCount": c - r, "totalTokenCount": p + c}
         if r:

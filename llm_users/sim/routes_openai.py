@@ -10,7 +10,9 @@ chunk carries ``finish_reason`` (vLLM style, with ``stop_reason``), then with
 ``continuous_usage_stats`` adds usage to every chunk. With ``--reasoning-tokens N`` the first N
 tokens of a chat answer stream as ``delta.reasoning`` (vLLM's field since 0.19; llama.cpp and older
 vLLM write ``reasoning_content``: the client reads both), then the answer as ``delta.content``;
-usage reports them in ``completion_tokens_details.reasoning_tokens``. ``--timings`` adds vLLM's per-request
+usage reports them in ``completion_tokens_details.reasoning_tokens``. ``--reasoning-stream hidden``
+(or ``summary``: chat has none) writes none of them, as OpenAI's o-series: the first chunk is the
+answer's, after the reasoning's time. ``--timings`` adds vLLM's per-request
 ``metrics`` (``--enable-per-request-metrics``) to the usage chunk: ``queue_time_ms`` (arrival ->
 batch slot), ``time_to_first_token_ms`` (slot -> first token: prefill), ``generation_time_ms``
 (first -> last token: decode), from the engine's own stamps. A chat request with ``tools`` is
@@ -150,7 +152,9 @@ class ChatRenderer(_Base):
         self.pre = b'data: %b"choices":[{"index":0,"delta":{' % self.obj_head
         self.mid = b'"},"logprobs":null,"finish_reason":null}]'
         self.role = b'%b"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]' % self.pre
-        job.thinking = job.reasoning  # the first tokens stream as reasoning (the streamer cuts chunks there)
+        # the first tokens are reasoning (the streamer cuts chunks there); chat completions have no
+        # summary: OpenAI's hide it all (o-series), vLLM's stream it all
+        job.show_reasoning(job.reasoning, {"summary": "hidden"})
 
     def chunk(self, i: int, j: int, last: bool) -> bytes:
         words = self.job.words
@@ -161,8 +165,8 @@ class ChatRenderer(_Base):
         else:
             out = b'%b%b%b"},"logprobs":null,"finish_reason":"%b","stop_reason":null}]%b%b%b' % (
                 self.pre, key, text, self.job.finish.encode(), self._cont(j), self._usage_frame(), DONE)
-        if i == 0:
-            return self.role + self._cont(0) + out
+        if i == self.job.hidden:  # the first chunk written (hidden reasoning: the answer's first)
+            return self.role + self._cont(i) + out
         return out
 
     def body(self) -> bytes:
@@ -172,7 +176,8 @@ class ChatRenderer(_Base):
             "choices": [{
                 "index": 0,
                 "message": {"role": "assistant", "content": job.text(job.thinking).decode(), "tool_calls": [],
-                            **({"reasoning": job.text(0, job.thinking).decode()} if job.thinking else {})},
+                            **({"reasoning": job.text(job.hidden, job.thinking).decode()}
+                               if job.thinking > job.hidden else {})},
                 "logprobs": None, "finish_reason": job.finish, "stop_reason": None,
             }],
             "usage": self.usage_dict(),
@@ -204,8 +209,8 @@ class ToolCallRenderer(ChatRenderer):
                 self.args, text, self._cont(j), self._usage_frame(), DONE)
         if i == thinking:  # the call's head (id, name) before its first arguments piece
             out = self.call + self._cont(thinking) + out
-            if i == 0:
-                out = self.role + self._cont(0) + out
+            if i == self.job.hidden:  # nothing streamed before it (no reasoning, or all of it hidden)
+                out = self.role + self._cont(i) + out
         return out
 
 

@@ -13,6 +13,10 @@ reasoning_tokens``, ``input_tokens_details.cached_tokens``). No ``[DONE]``. Delt
 
 With ``--reasoning-tokens N`` the first N tokens of the answer are a ``reasoning`` item
 (output_index 0, ``response.reasoning_text.delta``), the text a ``message`` item after it.
+``--reasoning-stream summary`` streams only the last quarter of them, as a summary part
+(``response.reasoning_summary_part.added``, ``response.reasoning_summary_text.delta`` with
+``summary_index``, the item's ``summary``); ``hidden`` none: the item (``summary: []``) ends as
+the answer's first chunk comes, as OpenAI's o-series without a summary asked for.
 
 A request with function ``tools`` (and a ``tool_choice`` that allows a call) is answered with a
 ``function_call`` item instead of the message: ``response.output_item.added`` (``name``,
@@ -112,7 +116,8 @@ class ResponsesRenderer(Renderer):
         self.rs_id = f"rs_sim{seq:016x}"
         self.created = int(time.time())
         self.seq = 0  # the next event's sequence_number
-        self.t = job.thinking = min(job.reasoning, job.n)  # tokens streamed as reasoning (the streamer cuts there)
+        job.show_reasoning(min(job.reasoning, job.n))  # reasoning tokens (the streamer cuts there), hidden ones
+        self.t, self.h = job.thinking, job.hidden
         self.p, self.c, self.r = job.reported()
         self.cached = 0 if job.cached_tokens is None or job.zero_input else job.cached_tokens
         self.msg_index = 1 if self.t else 0
@@ -131,6 +136,15 @@ class ResponsesRenderer(Renderer):
         tail = b',"logprobs":[]}' if logprobs else b"}"
         out = b'event: %b\ndata: {"type":"%b","sequence_number":%d,"item_id":"%b","output_index":%d,' \
               b'"content_index":0,"delta":"%b"%b\n\n' % (kind, kind, self.seq, item_id.encode(), index, text, tail)
+        self.seq += 1
+        return out
+
+    def _reasoning_delta(self, text: bytes) -> bytes:
+        if self.job.shown != "summary":
+            return self._delta(b"response.reasoning_text.delta", self.rs_id, 0, text, False)
+        out = b'event: response.reasoning_summary_text.delta\ndata: {"type":"response.reasoning_summary_text.delta",' \
+              b'"sequence_number":%d,"item_id":"%b","output_index":0,"summary_index":0,"delta":"%b"}\n\n' % (
+                  self.seq, self.rs_id.encode(), text)
         self.seq += 1
         return out
 
@@ -158,9 +172,16 @@ class ResponsesRenderer(Renderer):
     def _reasoning_item(self, done: bool) -> dict[str, Any]:
         item: dict[str, Any] = {"id": self.rs_id, "type": "reasoning", "summary": []}
         if done:
-            item["content"] = [{"type": "reasoning_text", "text": self.job.text(0, self.t).decode()}]
+            shown = self.job.shown
+            if shown == "full":
+                item["content"] = [{"type": "reasoning_text", "text": self.job.text(0, self.t).decode()}]
+            elif shown == "summary":
+                item["summary"] = [self._summary_part()]
             item["status"] = "completed"
         return item
+
+    def _summary_part(self) -> dict[str, Any]:
+        return {"type": "summary_text", "text": self.job.text(self.h, self.t).decode()}
 
     def _text_part(self, done: bool) -> dict[str, Any]:
         return {"type": "output_text", "annotations": [], "logprobs": [],
@@ -187,21 +208,35 @@ class ResponsesRenderer(Renderer):
                                                            "content_index": 0, "part": self._text_part(False)}))
 
     def _end_reasoning(self) -> bytes:
-        text = self.job.text(0, self.t).decode()
-        part = {"type": "reasoning_text", "text": text}
-        where = {"item_id": self.rs_id, "output_index": 0, "content_index": 0}
-        return (self._ev("response.reasoning_text.done", {**where, "text": text})
-                + self._ev("response.content_part.done", {**where, "part": part})
-                + self._ev("response.output_item.done", {"output_index": 0, "item": self._reasoning_item(True)}))
+        shown = self.job.shown
+        out = b""
+        if shown == "summary":
+            part = self._summary_part()
+            where = {"item_id": self.rs_id, "output_index": 0, "summary_index": 0}
+            out = (self._ev("response.reasoning_summary_text.done", {**where, "text": part["text"]})
+                   + self._ev("response.reasoning_summary_part.done", {**where, "part": part}))
+        elif shown == "full":
+            text = self.job.text(0, self.t).decode()
+            where = {"item_id": self.rs_id, "output_index": 0, "content_index": 0}
+            out = (self._ev("response.reasoning_text.done", {**where, "text": text})
+                   + self._ev("response.content_part.done",
+                              {**where, "part": {"type": "reasoning_text", "text": text}}))
+        return out + self._ev("response.output_item.done", {"output_index": 0, "item": self._reasoning_item(True)})
 
     def head(self) -> bytes:
         out = (self._ev("response.created", {"response": self.response("in_progress", [])})
                + self._ev("response.in_progress", {"response": self.response("in_progress", [])}))
         if self.t:
             out += self._ev("response.output_item.added", {"output_index": 0, "item": self._reasoning_item(False)})
-            out += self._ev("response.content_part.added", {"item_id": self.rs_id, "output_index": 0,
-                                                            "content_index": 0,
-                                                            "part": {"type": "reasoning_text", "text": ""}})
+            shown = self.job.shown
+            if shown == "summary":
+                out += self._ev("response.reasoning_summary_part.added", {
+                    "item_id": self.rs_id, "output_index": 0, "summary_index": 0,
+                    "part": {"type": "summary_text", "text": ""}})
+            elif shown == "full":
+                out += self._ev("response.content_part.added", {"item_id": self.rs_id, "output_index": 0,
+                                                                "content_index": 0,
+                                                                "part": {"type": "reasoning_text", "text": ""}})
         else:
             out += self._start_message()
         return out
@@ -212,10 +247,12 @@ class ResponsesRenderer(Renderer):
         out = b""
         if i < t:
             e = min(j, t)
-            out = self._delta(b"response.reasoning_text.delta", self.rs_id, 0, b"".join(words[i:e]), False)
+            out = self._reasoning_delta(b"".join(words[i:e]))
             if e == t:
                 out += self._end_reasoning() + self._start_message()
             i = e
+        elif t and not self.msg_started:  # all of the reasoning hidden: its item ends as the answer starts
+            out = self._end_reasoning() + self._start_message()
         if i < j:
             text = words[i] if j - i == 1 else b"".join(words[i:j])
             if self.tool:

@@ -61,7 +61,7 @@ def reset_connection(transport: asyncio.BaseTransport | None) -> None:
 
 class Streamer:
     __slots__ = (
-        "sim", "job", "render", "transport", "rec", "done", "silent", "target", "i", "c", "n", "k", "think",
+        "sim", "job", "render", "transport", "rec", "done", "silent", "target", "i", "c", "n", "k", "think", "hide",
         "fault", "fault_at", "rng", "itl_ns", "last_t", "released", "late_fault", "stats", "clock", "cancelled",
         "_cb",
     )
@@ -92,6 +92,7 @@ class Streamer:
         self.n = job.n
         self.k = job.k
         self.think = job.thinking  # the first tokens, streamed as reasoning: no chunk crosses this boundary
+        self.hide = job.hidden  # the first tokens, decoded on the clock but never written (hidden reasoning)
         self.fault = fault
         self.fault_at = -1 if fault is None else fault.chunk_index(job.n_chunks)
         self.rng = rng
@@ -149,10 +150,12 @@ class Streamer:
             n = self.n
             if j > n:
                 j = n
-            if i < self.think < j:
+            if i < self.hide < j:
+                j = self.hide
+            elif i < self.think < j:
                 j = self.think
             last = j == n
-            data = None if silent else self.render.chunk(i, j, last)
+            data = None if silent or i < self.hide else self.render.chunk(i, j, last)
             t = perf_counter_ns()
             if data is not None:
                 transport.write(b"%x\r\n%b\r\n" % (len(data), data))  # type: ignore[union-attr]

@@ -9,6 +9,9 @@ from the scraped sidecars, mean requests in flight and arrivals/s), the last :da
 seconds. In flight: the request-seconds spent in each second (its mean in-flight count, Little's
 law), complete at the same horizon; arrivals by the second a request started.
 
+Goodput counts the measured requests that met every SLO (warm-up and cool-down are not judged, as
+in summary.json), from the first second; the users running are the run's count each second.
+
 Requests, failures and goodput count in the second a request ended, complete ``lag_s`` back
 from now (a master hears from workers every couple of seconds). Output tokens, TTFT and ITL
 count in the second their chunk *arrived*
@@ -26,6 +29,7 @@ were.
 from __future__ import annotations
 
 from array import array
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,11 +108,11 @@ class LiveView:
             self._update_point(sec)
             return
         sec.e2e_max = max(sec.e2e_max, (rec.e2e_ns or 0) / 1e9)  # failures add no tokens: not held for
-        if self.slos and all(slo_results(rec, self.slos).values()):
+        measured = not (rec.warmup or rec.cooldown)
+        if measured and self.slos and all(slo_results(rec, self.slos).values()):  # goodput: measured ones only
             sec.good += 1
             named[3] += 1
         self._update_point(sec)
-        measured = not (rec.warmup or rec.cooldown)
         oldest = int(self.since)
         if measured and rec.ttft_ns is not None and rec.start_time + rec.ttft_ns / 1e9 >= oldest:
             first = self._sec(int(rec.start_time + rec.ttft_ns / 1e9))
@@ -188,8 +192,10 @@ class LiveView:
         keys = ("requests", "failures", "tokens", "good")
         return {k: v / span if span > 0 else 0.0 for k, v in zip(keys, totals, strict=True)}
 
-    def series(self, now: float, extra: dict[int, dict[str, float]] | None = None) -> list[dict[str, Any]]:
-        """One point per complete second since the reset, up to the complete horizon: the chart data."""
+    def series(self, now: float, extra: dict[int, dict[str, float]] | None = None,
+               users: Mapping[int, int] | None = None) -> list[dict[str, Any]]:
+        """One point per complete second since the reset, up to the complete horizon: the chart data;
+        ``users``: the users running, by second (the run's count each second, a master's its workers' total)."""
         if not self._seconds:
             return []
         end = self.horizon(now)
@@ -205,6 +211,8 @@ class LiveView:
             if gpu is not None:
                 point["gpuUtil"] = gpu
             point.update(server_point((extra or {}).get(t)))
+            if users and t in users:
+                point["users"] = users[t]
             out.append(point)
         return out
 

@@ -3,28 +3,32 @@
 // time axis, legend, zoom and PNG toolbox, light/dark colours); Locust bundles it unexported, so
 // the page loads the vendored build from ./llm/echarts.min.js (nothing from the internet). While
 // the LLM tab is open it polls ./llm/live.json every 2 s. Null points (a second without a
-// sample) are skipped, so lines never break. Start form: one "LLM settings" group of inputs
-// named by the options' dest (llm_slo, ...); Locust's form sends every named input it holds.
+// sample) are skipped, so lines never break; one unit per axis (a second unit on a right-hand
+// axis). Start form: one "LLM settings" group of inputs named by the options' dest (llm_slo,
+// ...); Locust's form sends every named input it holds.
 (function () {
   "use strict";
   var THEMES = {  // Locust's own chart colours (its J9 constant)
     dark: { text: "#b3c3bc", axis: "#5b6f66", background: "#27272a", split: "#4c4c52" },
     light: { text: "#000", axis: "#000", background: "#fff", split: "#ddd" }
   };
+  // lines: [key, name, axis]; axes: one unit per axis (the second on the right), named by its unit
   var CHARTS = [
     { id: "tokens", title: "Output tokens/s (by chunk arrival)", lines: [["outTokS", "Output tokens/s"]], colors: ["#00ca5a"] },
     { id: "ttft", title: "Time to first token (ms)", lines: [["ttftP50", "p50"], ["ttftP99", "p99"]], colors: ["#ff9f00", "#9966CC"],
       slo: "ttft" },
     { id: "itl", title: "Inter-token latency (ms)", lines: [["itlP50", "p50"], ["itlP99", "p99"]], colors: ["#ff9f00", "#9966CC"] },
-    { id: "goodput", title: "Requests/s and goodput/s (meeting every SLO)", lines: [["reqS", "Requests/s"], ["goodputS", "Goodput/s"]],
-      colors: ["#00ca5a", "#3E98C5"], when: "slos" },
-    { id: "requests", title: "Requests/s", lines: [["reqS", "Requests/s"]], colors: ["#00ca5a"], unless: "slos" },
-    { id: "openloop", title: "In flight (mean) and arrivals/s", lines: [["inflight", "In flight"], ["arrivalS", "Arrivals/s"]],
-      colors: ["#ff6d6d", "#3E98C5"], split: true, when: "openLoop" },
+    { id: "goodput", title: "Requests/s, goodput/s (measured requests meeting every SLO) and users",
+      lines: [["reqS", "Requests/s", 0], ["goodputS", "Goodput/s", 0], ["users", "Users", 1]], axes: ["req/s", "users"],
+      colors: ["#00ca5a", "#3E98C5", "#888888"], when: "slos" },
+    { id: "requests", title: "Requests/s and users", lines: [["reqS", "Requests/s", 0], ["users", "Users", 1]],
+      axes: ["req/s", "users"], colors: ["#00ca5a", "#888888"], unless: "slos" },
+    { id: "openloop", title: "In flight (mean) and arrivals/s", lines: [["inflight", "In flight", 0], ["arrivalS", "Arrivals/s", 1]],
+      axes: ["requests", "req/s"], colors: ["#ff6d6d", "#3E98C5"], when: "openLoop" },
     { id: "gpu", title: "GPU utilization (%)", lines: [["gpuUtil", "GPU %"]], colors: ["#9966CC"], when: "gpu" },
-    { id: "server", title: "Server: running and waiting requests, queue time (ms) (its /metrics)",
-      lines: [["srvRunning", "Running"], ["srvWaiting", "Waiting"], ["srvQueueMs", "Queue ms"]],
-      colors: ["#00ca5a", "#ff6d6d", "#9966CC"], when: "server" }
+    { id: "server", title: "Server: running and waiting requests, queue time (its /metrics)",
+      lines: [["srvRunning", "Running", 0], ["srvWaiting", "Waiting", 0], ["srvQueueMs", "Queue time (ms)", 1]],
+      axes: ["requests", "ms"], colors: ["#00ca5a", "#ff6d6d", "#9966CC"], when: "server" }
   ];
   var charts = {};
   var echartsLoading = null;
@@ -72,32 +76,39 @@
 
   function options(spec) {  // Locust's chart options (its Tte function), for one of ours
     var axis = { type: "value", boundaryGap: [0, "5%"] };
+    var axes = (spec.axes || []).map(function (unit, i) {  // the second on the right, its grid lines off
+      return { type: "value", boundaryGap: [0, "5%"], name: unit, nameTextStyle: { align: i ? "right" : "left" },
+               splitLine: { show: i === 0 } };
+    });
     return {
       title: { text: spec.title, left: "left" },
       tooltip: { trigger: "axis", borderWidth: 0 },
       xAxis: { type: "time", splitNumber: window.innerWidth < 900 ? 2 : 7, minInterval: 1,
                axisLabel: { formatter: function (v) { return new Date(v).toLocaleTimeString(); } } },
-      grid: { left: 60, right: spec.split ? 60 : 40 },
-      yAxis: spec.split ? [axis, axis] : axis,
+      grid: { left: 60, right: axes.length > 1 ? 60 : 40 },
+      yAxis: axes.length ? axes : axis,
       color: spec.colors,
       legend: { top: 25, icon: "circle" },
       toolbox: { right: 10, feature: { dataZoom: { yAxisIndex: false }, saveAsImage: { title: "Download as PNG",
                  name: "llm_" + spec.id } } },
-      series: spec.lines.map(function (l, i) {
+      series: spec.lines.map(function (l) {
         return { name: l[1], type: "line", symbolSize: 4, showSymbol: false, connectNulls: true, data: [],
-                 yAxisIndex: spec.split ? i : 0 };
+                 yAxisIndex: l[2] || 0 };
       })
     };
   }
 
-  function themed(chart) {
+  function themed(chart, spec) {
     var t = THEMES[dark() ? "dark" : "light"];
+    var yAxis = (spec.axes || [0]).map(function () {
+      return { axisLine: { lineStyle: { color: t.axis } }, splitLine: { lineStyle: { color: t.split } } };
+    });
     chart.setOption({
       backgroundColor: t.background, textStyle: { color: t.text }, title: { textStyle: { color: t.text } },
       legend: { inactiveColor: t.text, textStyle: { color: t.text } },
       tooltip: { backgroundColor: t.background, textStyle: { color: t.text } },
       xAxis: { axisLine: { lineStyle: { color: t.axis } } },
-      yAxis: { axisLine: { lineStyle: { color: t.axis } }, splitLine: { lineStyle: { color: t.split } } }
+      yAxis: yAxis
     });
   }
 
@@ -142,7 +153,7 @@
         chart = charts[spec.id] = echarts.init(div);
         chart.setOption(options(spec));
       }
-      themed(chart);
+      themed(chart, spec);
       var first = d.series.length ? d.series[0].time : null, last = d.series.length ? d.series[d.series.length - 1].time : null;
       (d.stages || []).forEach(function (m) { if (first !== null && m.time < first) first = m.time; });
       var span = first === null ? {} : { min: first * 1000, max: last * 1000 };  // one range for every chart

@@ -6,9 +6,9 @@ carries the rows under ``extendedStats``. The rows come from a :class:`~llm_user
 fed by the merged statistics (master or local runner), so they are exact in distributed runs,
 reset with Locust's own table (Reset stats, a new test), and give current rates.
 
-Locust's tabs hold tables only, so the charts (output tokens/s, TTFT/ITL p50/p99, goodput with
-SLOs, in-flight requests and arrivals/s in open loop, stage markers, GPU utilization with a
-sidecar) are drawn by ``tab.js`` with ECharts, the charting library Locust's own charts use
+Locust's tabs hold tables only, so the charts (output tokens/s, TTFT/ITL p50/p99, requests/s
+with the users running and goodput with SLOs, in-flight requests and arrivals/s in open loop,
+stage markers, GPU utilization with a sidecar, the server's queue; one unit per axis) are drawn by ``tab.js`` with ECharts, the charting library Locust's own charts use
 (Locust bundles it unexported, so the same major version is vendored under ``vendor/``,
 Apache-2.0, and served from ``GET /llm/echarts.min.js``: nothing is loaded from the internet).
 ``tab.js`` is loaded by the index page, polls ``GET /llm/live.json`` (its ``notes``, the console's
@@ -30,7 +30,7 @@ from llm_users.errors import ConfigError
 from llm_users.outputs.console import connect_line
 from llm_users.webui.form import fixed_reason, form_groups
 from llm_users.webui.guard import key_notes
-from llm_users.webui.live import LiveView
+from llm_users.webui.live import KEEP_S, LiveView
 
 TAB = "llm"
 SCRIPT = Path(__file__).with_name("tab.js")
@@ -130,6 +130,13 @@ def stage_marks(run: Any, since: float) -> list[dict[str, Any]]:
     return marks
 
 
+def users_by_second(run: Any, since: float, now: float) -> dict[int, int]:
+    """The users running each second the charts may show (the run's per-second count: timeseries.csv's)."""
+    timeline = run.collector.timeline if run.collector is not None else None
+    first = max(int(since), int(now) - KEEP_S - 1)
+    return dict(timeline.users_between(first, int(now))) if timeline is not None else {}
+
+
 def install(web_ui: Any, run: Any) -> LiveView:
     """Add the LLM tab, its charts and the summary route to a Locust WebUI."""
     from flask import Response, jsonify, request
@@ -219,7 +226,7 @@ def install(web_ui: Any, run: Any) -> LiveView:
         body = {"since": live.since, "slos": bool(live.slos), "gpu": gpu, "server": server, "rates": live.rates(now),
                 "sloMs": {k: v / 1e6 for k, v in live.slos.items()},
                 "openLoop": bool(study and study.open_loop), "stages": stage_marks(run, live.since),
-                "series": live.series(now, extra),
+                "series": live.series(now, extra, users_by_second(run, live.since, now)),
                 "notes": notes(live) + key_notes(run.current_config, environment.host)}
         return Response(json.dumps(body), mimetype="application/json")
 

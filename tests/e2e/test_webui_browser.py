@@ -8,7 +8,8 @@ dataset, rate, steps, price, ...) with the command line's values, and none under
 from the form, then checks the run used them (the summary's token counts and SLO limits, the
 workers' per-SLO counts). The LLM tab shows live rows (sane TTFT/ITL/tokens, merged from both
 workers) and its ECharts charts with data, GPU utilization included (the real sidecar exporter,
-in-process, reading a fake NVML: this machine has no GPU); the user count is changed mid-run
+in-process, reading a fake NVML: this machine has no GPU), the users running beside requests/s
+and one unit per axis; the user count is changed mid-run
 with Locust's Edit form and the current rates follow; Reset stats empties the tab; the run is
 stopped, and a new test starts the tab afresh. The run's report.html is opened as a file.
 Screenshots go to the test's tmp dir and must not be blank; with LLM_DOCS_SCREENSHOTS=1 the
@@ -314,6 +315,23 @@ def test_the_web_ui_in_a_browser(browser, cluster, tmp_path) -> None:
     # raw mode keeps its connections: the notes' place is there, empty
     assert d.execute_script("return document.querySelectorAll('#llm-charts #llm-notes .llm-note').length") == 0
     screenshot(d, tmp_path / "2-llm-tab-4-users.png", docs_name="live-tab.png")
+    # issue 53 item 6: the users running drawn beside requests/s, each unit on its own axis (the
+    # server's running/waiting counts were flattened by its queue time's milliseconds on one axis)
+    users = wait_for(lambda: [v for _, v in echarts_data(d)["goodput"][2]], 20, "the users line")
+    assert set(users) <= {1, 2, 3, 4} and users[-1] == 4, users  # 4 users spawned at 4/s
+    axes = d.execute_script("""const out = {};
+        for (const id of ['goodput', 'server']) {
+            const o = echarts.getInstanceByDom(document.querySelector(`[data-chart=${id}]`)).getOption();
+            out[id] = {axes: o.yAxis.map(a => a.name), lines: o.series.map(s => [s.name, s.yAxisIndex])};
+        }
+        return out;""")
+    assert axes["goodput"] == {"axes": ["req/s", "users"], "lines": [["Requests/s", 0], ["Goodput/s", 0],
+                                                                     ["Users", 1]]}, axes
+    assert axes["server"] == {"axes": ["requests", "ms"], "lines": [["Running", 0], ["Waiting", 0],
+                                                                    ["Queue time (ms)", 1]]}, axes
+    d.execute_script("document.querySelector('[data-chart=goodput]').scrollIntoView()")
+    screenshot(d, tmp_path / "2b-llm-tab-users-and-server.png")
+    d.execute_script("window.scrollTo(0, 0)")
 
     # Locust's Edit form: 12 users mid-run; the current rates follow (the simulator is not the limit)
     button(d, "Edit").click()  # while running, the only user-count field is the edit form's

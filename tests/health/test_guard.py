@@ -52,3 +52,20 @@ def test_a_413_of_unknown_size_and_other_warm_up_failures() -> None:
     other = nothing_measured({"successes": 0, "failures": 0}, _ended(_failed(0, 500), _failed(1, 500)), {}, 16, 4.0)
     assert other == ("nothing measured: every request that ended failed (2, all in the warm-up or cool-down, which "
                      "the statistics leave out; top category http_500: 2); see the failure table")
+
+
+def test_failed_warm_ups_are_named_not_the_run_length() -> None:
+    """Issue 53 item 6: part of the warm-up failed, the rest succeeded, and nothing was measured:
+    the line said only "run longer than N s", the failed warm-ups appearing nowhere."""
+    ok = RequestRecord(request_id="ok", name="/v1/chat/completions", backend="vllm", model="m", start_time=1.0,
+                       e2e_ns=1_000_000_000, warmup=True)
+    ended = _ended(ok, _failed(1, 500), _failed(2, 500), _failed(3, 503))
+    line = nothing_measured({"successes": 0, "failures": 0, "interrupted": 2}, ended,
+                            {"requests_per_user": 2, "seconds": 0.0}, 512, 10.0)
+    assert line == ("nothing measured: the 4 requests that ended were warm-up and 3 of them failed (top category "
+                    "http_500: 2; summary.json window.warmup.failed); the server failed part of the warm-up: find why "
+                    "before running longer (-t)")
+    # no warm-up failed: the run's length, as before
+    line = nothing_measured({"successes": 0, "failures": 0, "interrupted": 2}, _ended(ok),
+                            {"requests_per_user": 2, "seconds": 0.0}, 512, 10.0)
+    assert line is not None and "run longer than 3 s" in line, line

@@ -52,6 +52,7 @@ def test_forced_block_appears_in_the_trace_and_the_verdict(monitor: SelfMonitor)
     assert s["loop_lag_ms"]["max"] >= 14
     assert sum(v["count"] for v in s["stalls"].values()) >= 1
     s["cpu_share_p50"] = 0.5  # the test's own CPU share is meaningless: fix it for the bound
+    s["loop_thread"] = None  # and so is what other processes took of its 0.1 s (a busy machine: verdict.machine_busy)
     v = verdict([_node(s)], ttft_p50_ms=20.0, ttft_p99_ms=21.0)
     reason = v["nodes"][0]["reasons"][-1]
     assert reason.startswith("client pauses up to ") and "to the TTFT tail (p99 21.0 ms)" in reason
@@ -265,6 +266,28 @@ def test_run_delay_is_taken_off_the_lag_and_warned_about(monkeypatch) -> None:
     w = verdict([h], ttft_p50_ms=100.0)["nodes"][0]
     assert w["warnings"] and "other processes held this client's core" in w["warnings"][0]
     assert not w["saturated"]  # the machine's fault, not the client's: a warning only
+
+
+def test_loop_threads_run_and_wait_are_summed_for_the_verdict(monkeypatch) -> None:
+    """Issue 53: the loop thread's CPU time, run delay and wall time between probes travel as
+    ``sched`` tallies, per piece, and NodeHealth sums them into ``loop_thread``."""
+    t = LagTrace()
+    t._sched_fd = 99  # a stand-in: the reads below are faked
+    reads = iter([b"0 0 1\n", b"1000000 6000000 2\n", b"4000000 6000000 3\n", b"4100000 9000000 4\n"])
+    monkeypatch.setattr(lagtrace.os, "pread", lambda fd, n, off: next(reads))
+    for due, lag in ((0, 100_000), (10_000_000, 7_000_000), (20_000_000, 3_000_000)):
+        t.probe(due, lag, 0)
+    first = t.take()["sched"]  # the first read is the baseline: two intervals, 0.1 -> 17 -> 23 ms
+    assert first == {"run delay": [2, 6_000_000, 0], "cpu": [2, 4_000_000, 0], "wall": [2, 22_900_000, 0]}
+    t.probe(30_000_000, 5_000_000, 0)
+    second = t.take()["sched"]  # only what came since the last take
+    assert second == {"run delay": [1, 3_000_000, 0], "cpu": [1, 100_000, 0], "wall": [1, 12_000_000, 0]}
+    assert "sched" not in t.take()  # nothing new
+    h = NodeHealth("w")
+    for took in (first, second):
+        h.merge_wire({"lag": {"count": 0}, "cpu": [], "trace": {"sched": took}})
+    assert h.summary()["loop_thread"] == {"ran_ms": 4.1, "waited_for_core_ms": 9.0, "wall_ms": 34.9}
+    assert NodeHealth("x").summary()["loop_thread"] is None  # no schedstat: no figure, no busy machine
 
 
 def test_cause_looks_only_near_the_probe_and_names_what_a_full_scan_names() -> None:

@@ -22,12 +22,21 @@ START, END = 100.0, 130.0  # the measured window of every case
 
 
 def piece(t0: float, lag_ms: float, *, cpu: float = 0.3, contention: int = 0, stopping: bool = False,
-          probes: int = 50) -> dict[str, Any]:
-    """One second of a node's samples, as SelfMonitor.to_wire(encode=False) hands it on."""
+          probes: int = 50, wait_ms: float = 4.0, ran_ms: float | None = None, waited_ms: float = 0.0,
+          stalls: dict[str, list[int]] | None = None) -> dict[str, Any]:
+    """One second of a node's samples, as SelfMonitor.to_wire(encode=False) hands it on:
+    ``contention`` probes waited ``wait_ms`` each for the core; the loop thread ran ``ran_ms``
+    (default: the CPU share) and waited ``waited_ms`` for a core (schedstat) in its 1,000 ms."""
     d = Distribution()
     for _ in range(probes):
         d.add(lag_ms * 1e6)
-    trace = {"contention": {"other processes": [contention, contention * 4_000_000, 9_000_000]}} if contention else {}
+    trace: dict[str, Any] = {"contention": {"other processes": [contention, int(contention * wait_ms * 1e6),
+                                                                 9_000_000]}} if contention else {}
+    ran = cpu * 1000 if ran_ms is None else ran_ms
+    trace["sched"] = {"run delay": [probes, int(waited_ms * 1e6), 0], "cpu": [probes, int(ran * 1e6), 0],
+                      "wall": [probes, 1_000_000_000, 0]}
+    if stalls:
+        trace["stalls"] = stalls
     return {"node": "n", "lag": d, "cpu": [(t0 + 0.5, cpu)], "phase": [0] * selfcheck.PHASE_BINS,
             "phase_seconds": [], "trace": trace, "t0": t0, "t1": t0 + 1.0, "stopping": stopping}
 
@@ -57,6 +66,20 @@ def short_window(lags: dict[float, int]) -> NodeHealth:
 
 OK = {"requests": 600, "failures": 0, "failures_by_category": {}}
 CALM = {"lag_ms": 0.2}
+OFF_CPU = "loop thread off-CPU (a blocking call, the GIL or the VM)"
+# Issue 53, the figures of bench/selfcheck_causes.py's two runs, per second of the window.
+# 4 users beside two busy loops: the client at 2.5% of a core, its loop thread ran 25 ms and
+# waited 45 ms for a core; 17 of 50 probes waited 8.7 ms for it; what is left of its lag (8.7 ms
+# at p99, over 5% of a 50 ms TTFT) is put to no work of its own (off-CPU, unattributed).
+BUSY_MACHINE = {"lag_ms": 8.7, "cpu": 0.025, "contention": 17, "wait_ms": 8.7, "ran_ms": 25.0, "waited_ms": 45.0,
+                "stalls": {OFF_CPU: [5, 15_000_000, 5_000_000], "unattributed": [2, 12_000_000, 9_000_000]}}
+# 300 users at a 1 ms chunk gap on a quiet machine: its loop ran 950 ms a second, waited 30 ms
+BUSY_CLIENT = {"lag_ms": 30.0, "cpu": 0.97, "contention": 1, "ran_ms": 950.0, "waited_ms": 30.0}
+# the same on a busy machine: it got 19% of a core and had work all the time (ran 190, waited 810)
+BUSY_CLIENT_BUSY_MACHINE = {"lag_ms": 745.0, "cpu": 0.19, "contention": 40, "wait_ms": 45.7, "ran_ms": 190.0,
+                            "waited_ms": 810.0}
+# the busy machine's figures, but the late probes are the client's own gc passes
+GC_ON_BUSY_MACHINE = dict(BUSY_MACHINE, stalls={"gc gen2": [10, 80_000_000, 9_000_000], OFF_CPU: [2, 3_000_000, 2_000_000]})
 
 # (case, nodes, overall, ttft p50, ttft p99, level, the message starts with)
 CASES = [
@@ -76,8 +99,26 @@ CASES = [
     ("CPU saturated", [node("local", {"lag_ms": 0.2, "cpu": 0.97})], OK, 50.0, 80.0,
      "saturated", "client saturated on local: CPU above 90% for 30 of 30 s"),
     ("other processes on the core", [node("local", {"lag_ms": 0.2, "contention": 5})], OK, 50.0, 80.0,
-     "caution", "caution: other processes held the client's core on local (150 of 1500 probes waited >= 1 ms for it, "
-     "4.0 ms on average, up to 9 ms): stamps taken then are late by as much"),
+     "caution", "caution: the machine is busy: other processes held the client's core on local (150 of 1500 probes "
+     "waited >= 1 ms for it, 4.0 ms on average, up to 9 ms): stamps taken then are late by as much"),
+    ("issue 53: a busy machine raised the lag of a client at 2.5% of a core", [node("local", BUSY_MACHINE)], OK,
+     50.0, 80.0, "caution", "caution: the machine is busy: other processes held the client's core on local (510 of "
+     "1500 probes waited >= 1 ms for it, 8.7 ms on average, up to 9 ms; its loop ran 750 ms and waited 1350 ms for a "
+     "core in 30 s, so loop lag p99 8.70 ms > 5% of TTFT p50 50.0 ms is the machine's, not the client's own work): "
+     "stamps taken then are late by as much (give the load generator its own cores)"),
+    ("issue 53: a client overloaded by its own work", [node("local", BUSY_CLIENT)], OK, 50.0, 80.0,
+     "saturated", "client saturated on local: loop lag p99 30.00 ms > 5% of TTFT p50 50.0 ms (+2 more in the details); "
+     "its own delay is in the measurements: treat latencies as upper bounds"),
+    ("issue 53: a client overloaded by its own work on a busy machine", [node("local", BUSY_CLIENT_BUSY_MACHINE)], OK,
+     68.7, 415.5, "saturated", "client saturated on local: loop lag p99 745.00 ms > 5% of TTFT p50 68.7 ms (+1 more "
+     "in the details); the machine is busy too on local (its loop ran 5700 ms and waited 24300 ms for a core in 30 s); "
+     "its own delay is in the measurements"),
+    ("issue 53: a lag of its own on a machine barely busy (it waited 5 ms for a core, ran 25 ms)",
+     [node("local", dict(BUSY_MACHINE, waited_ms=5.0))], OK, 50.0, 80.0,
+     "saturated", "client saturated on local: loop lag p99 8.70 ms > 5% of TTFT p50 50.0 ms; its own delay"),
+    ("issue 53: its own gc passes on a busy machine", [node("local", GC_ON_BUSY_MACHINE)], OK, 50.0, 80.0,
+     "saturated", "client saturated on local: loop lag p99 8.70 ms > 5% of TTFT p50 50.0 ms; the machine is busy too "
+     "on local (its loop ran 750 ms and waited 1350 ms for a core in 30 s)"),
     ("other processes, waits small against TTFT", [node("local", {"lag_ms": 0.2, "contention": 5})], OK,
      200.0, 260.0, "healthy", "client healthy: loop lag p99 0.20 ms, under 5% of TTFT p50 200.0 ms"),
     ("pauses a fifth of the tail", [node("local", {"lag_ms": 1.9, "cpu": 0.8})], OK, 40.0, 45.0,
@@ -89,8 +130,13 @@ CASES = [
      "healthy", "client healthy: loop lag p99 0.20 ms"),
     ("distributed, two workers on a shared machine",
      [node(f"worker-{i}", {"lag_ms": 0.2, "contention": 5}, startup={"lag_ms": 3000.0}) for i in (1, 2)], OK,
-     50.0, 80.0, "caution", "caution: other processes held the client's core on worker-1 (150 of 1500 probes "
-     "waited >= 1 ms for it, 4.0 ms on average, up to 9 ms), worker-2 (150 of 1500"),
+     50.0, 80.0, "caution", "caution: the machine is busy: other processes held the client's core on worker-1 (150 of "
+     "1500 probes waited >= 1 ms for it, 4.0 ms on average, up to 9 ms), worker-2 (150 of 1500"),
+    ("issue 53: distributed, a busy machine raised both workers' lag",
+     [node(f"worker-{i}", BUSY_MACHINE) for i in (1, 2)], OK, 50.0, 80.0, "caution",
+     "caution: the machine is busy: other processes held the client's core on worker-1 (510 of 1500 probes waited "
+     ">= 1 ms for it, 8.7 ms on average, up to 9 ms; its loop ran 750 ms and waited 1350 ms for a core in 30 s, so "
+     "loop lag p99 8.70 ms > 5% of TTFT p50 50.0 ms is the machine's, not the client's own work), worker-2 (510 of"),
     ("distributed, one worker busy", [node("worker-1", CALM), node("worker-2", {"lag_ms": 8.0, "contention": 5})],
      OK, 50.0, 80.0, "saturated", "client saturated on worker-2: loop lag p99 8.00 ms"),
     ("two blips in a short window", [short_window({0.2: 99, 19.0: 2})], OK, 40.0, 60.0,

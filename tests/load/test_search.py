@@ -1,6 +1,8 @@
 """load/search.py: the sweep's pure rules: the stated tolerance (parsed, its width and text, when the
-bracket has converged), the next load to probe, a point's verdict, the max-load sentence, and the
-over-saturation guard's signals (latency growth, in-flight growth, requests not coming back)."""
+bracket has converged), the next load to probe, a point's three-state verdict (pass, fail, not
+enough data) and its lengthening, the plan resized to what -t holds, the verdict and max-load
+sentences, and the over-saturation guard's signals (latency growth, in-flight growth, requests
+not coming back)."""
 
 from __future__ import annotations
 
@@ -65,9 +67,90 @@ def test_point_passes_is_the_one_verdict() -> None:
     assert search.point_passes(ok, 0.95) == (True, "96.0% met the SLOs")
     assert search.point_passes(ok, 0.97) == (False, "96.0% met the SLOs")
     assert search.point_passes(ok, 0.95, saturated=True) == (False, "over-saturated")
+    # too few requests to judge: not enough data (None), never a miss, however well they did
     assert search.point_passes({"requests": 4, "slo": {"share_meeting_all": 1.0}}, 0.95) == \
-        (False, "only 4 requests measured")
-    assert search.point_passes({"requests": 9}, 0.95) == (False, "no data")
+        (None, "not enough data: 4 requests measured, 5 needed")
+    assert search.point_passes({"requests": 2, "slo": {"share_meeting_all": 0.0}}, 0.95)[0] is None
+    assert search.point_passes({"requests": 9}, 0.95) == (None, "not enough data: no SLO figures")
+    assert [search.verdict_word(v) for v in (True, False, None)] == ["pass", "fail", "not enough data"]
+
+
+def test_a_point_short_of_data_moves_no_end_of_the_bracket_the_search_goes_on_above_it() -> None:
+    one = Tolerance(1.0, False)
+    # the issue's run: 1 user, 2 requests measured: not "even the lowest load misses", but 2 users next
+    assert search.next_load(None, None, "users", one, unsure=1.0) == (2.0, None)
+    assert search.next_load(8.0, None, "users", one, unsure=16.0) == (32.0, None)
+    assert search.next_load(None, 8.0, "users", one, unsure=4.0) == (6.0, None)  # halving: up into (4, 8)
+    assert search.next_load(2.0, 8.0, "users", one, unsure=4.0) == (6.0, None)
+    assert search.next_load(None, 5.0, "users", one, unsure=4.0) == (
+        None, "not enough data at 4 users: lengthen -t or use fewer --llm-sweep-points")
+    assert search.next_load(10.0, 20.0, "rate", Tolerance(0.05, True), unsure=12.0) == (16.0, None)
+    # an unsure load outside (lo, hi) says nothing: the bracket decides
+    assert search.next_load(8.0, 16.0, "users", one, unsure=4.0) == (12.0, None)
+    assert search.next_load(None, 1.0, "users", one, unsure=None) == (None, "even the lowest load misses the SLOs")
+
+
+@pytest.mark.parametrize(("n", "seen", "window", "room", "hint", "ext"), [
+    (2, 2.0, 2.4, 50.0, None, 5.2),  # 2 in 2 s of a 2.4 s window: 2.4 expected, 2.6 s for the rest, twice over
+    (4, 4.0, 4.0, 50.0, None, 4.0),  # 1 more needs 1 s: at least the window again
+    (4, 3.0, 4.0, 50.0, None, None),  # 4 in 3 s of a 4 s window: 5.3 expected
+    (0, 2.0, 2.4, 50.0, 1 / 3, 25.2),  # none back, 1 user at 3 s a request: 0.8 expected, 12.6 s for the rest
+    (0, 2.0, 2.4, 50.0, 2.5, None),  # none back yet at 2.5 req/s: 6 expected over the window
+    (0, -0.5, 3.5, 50.0, 10.0, None),  # none arrived yet (a master's records on their way): 35 expected
+    (0, 2.0, 2.4, 50.0, None, 9.6),  # none back, nothing tells the rate: four windows
+    (2, 2.0, 2.4, 4.0, None, 4.0),  # what the budget leaves, as it covers the 2.6 s the rate needs
+    (2, 2.0, 2.4, 2.0, None, None),  # -t leaves no room: the sweep goes on to the next point
+    (0, 2.0, 2.4, 2.0, None, None),
+    (0, 2.0, 2.4, 12.0, 1 / 3, None),
+    (5, 2.4, 2.4, 50.0, None, None),  # enough
+])
+def test_lengthen_once_by_what_the_rate_needs_when_t_leaves_room(n, seen, window, room, hint, ext) -> None:
+    got = search.lengthen_s(n, seen, window, window, room, hint)
+    assert got == (None if ext is None else pytest.approx(ext))
+
+
+def test_a_plan_is_resized_to_the_points_t_holds() -> None:
+    # a point: settle (20%) + 1 s measured + the tail (shipping delay + 0.5 s)
+    assert search.point_floor_s(None, 0.2) == pytest.approx(1.7 / 0.8)
+    assert search.point_floor_s(3.0, 2.5) == pytest.approx(7.0)
+    assert search.fit_points(58.0, 12, 1, None, 0.2) == 12  # the issue's -t 60s: 4.8 s points hold it
+    assert search.fit_points(58.0, 12, 1, None, 2.5) == 11  # on a master: 5 s points
+    assert search.fit_points(10.0, 12, 1, None, 0.2) == 4
+    assert search.fit_points(60.0, 5, 2, 3.0, 2.5) == 4
+    assert search.fit_points(1.0, 12, 1, None, 0.2) == 0
+    assert search.plan_note(12, 12, 4, 2.5) == (
+        "SLO sweep: -t 12s holds 4 points of 2.5 s (a settle window, at least 1 s measured and its "
+        "requests' tail), not the 12 asked; sweeping 4 points (for more, lengthen -t)")
+    assert "holds 1 point of 2 measurements of 3.0 s" in search.plan_note(8, 12, 1, 3.0, repeat=2)
+
+
+def _sweep(points: list[tuple[float, str, int]], bracket: list, **kw) -> dict:
+    return {"mode": "concurrency", "tolerance": {"text": "1 user"}, "bracket": bracket, "converged": False,
+            "stopped": "budget used", "points": [{"concurrency": c, "verdict": v, "requests": n} for c, v, n in points],
+            **kw}
+
+
+def test_the_verdict_never_contradicts_its_points() -> None:
+    short = _sweep([(1, "not enough data", 2)], [None, None])
+    assert search.verdict_text(short) == ("not enough data at 1 user (2 requests measured, 5 needed): lengthen -t "
+                                          "or use fewer --llm-sweep-points")
+    assert search.max_load_text(short) == ("max load under the SLOs: not known (not enough data at 1 user)")
+    failed = _sweep([(1, "fail", 20)], [None, 1.0])
+    assert search.verdict_text(failed) == "no load met the SLOs"
+    assert "none found (lowest probed load failed" in search.max_load_text(failed)
+    both = _sweep([(8, "fail", 40), (4, "not enough data", 3), (6, "fail", 30), (5, "fail", 25)], [None, 5.0])
+    assert search.verdict_text(both) == ("no load met the SLOs (not enough data at 4 users: lengthen -t or use fewer "
+                                         "--llm-sweep-points)")
+    stopped = search.next_load(None, 5.0, "users", Tolerance(1.0, False), unsure=4.0)[1]
+    assert stopped and stopped in search.verdict_text(both)  # the console says it once
+    assert search.max_load_text(both) == ("max load under the SLOs: none found (5 users failed; tolerance 1 user; "
+                                          "not enough data at 4 users)")
+    above = _sweep([(1, "pass", 9), (2, "not enough data", 4)], [1.0, None])
+    assert search.max_load_text(above) == ("max load under the SLOs: at least 1 users (no probed load failed; not "
+                                           "within +-1 user; not enough data at 2 users)")
+    assert search.verdict_text(_sweep([(1, "not judged", 1)], [None, None])) == \
+        "no point was judged (the run stopped first)"
+    assert search.verdict_text(_sweep([], [None, None])) == "no point was measured"
 
 
 def test_max_load_text_when_not_converged() -> None:

@@ -175,3 +175,94 @@ def test_open_loop_guard_holds_while_completions_keep_up(monkeypatch) -> None:
     assert over and all(p["guard"]["ended_early"] is False for p in over)
     assert all(p["reason"].endswith("met the SLOs") and p["measured_s"] >= shape.measure_s - 1e-6 for p in over)
     assert any((p["guard"]["latency_ratio"] or 0) >= 1.5 for p in over)
+
+
+# not enough data: a closed loop whose users send one request after another ---------------------------
+
+
+def _closed(monkeypatch, e2e_s: float, limit: float, budget: float, points: int, start: float = 1,
+            settle_s: float | None = None, ship_delay_s: float = 0.0) -> SweepShape:
+    """Closed loop: each user sends its next request when the last comes back (``e2e_s`` later);
+    a record reaches the book when it ends, as the collector's do (``ship_delay_s`` later: a
+    master's workers ship every 2 s). TTFT 100 ms up to ``limit`` users, 900 ms above it (SLO
+    TTFT <= 500 ms)."""
+    clock = {"t": 1000.0}
+    monkeypatch.setattr(sweep_mod.time, "time", lambda: clock["t"])
+    book = StageBook({"ttft": 500e6})
+    shape = SweepShape(kind="users", book=book, on_point=lambda *a: None, budget_s=budget, start=start, target=0.95,
+                       points=points, ship_delay_s=ship_delay_s, settle_s=settle_s)
+    nxt: list[float] = []  # each running user's next start
+    pending: list[RequestRecord] = []
+    n = 0
+    while (users := shape.tick()) is not None:
+        want = users[0]
+        nxt = nxt[:want] + [clock["t"]] * (want - len(nxt))
+        for i in range(want):
+            while nxt[i] < clock["t"] + 1.0:
+                n += 1
+                ttft = 100 if want <= limit else 900
+                pending.append(RequestRecord(request_id=str(n), name="/x", backend="b", model="m", start_time=nxt[i],
+                                             t0_ns=1, ttft_ns=int(ttft * 1e6), e2e_ns=int(e2e_s * 1e9),
+                                             output_tokens=3))
+                nxt[i] += e2e_s
+        clock["t"] += 1.0
+        for rec in [r for r in pending if r.start_time + e2e_s + ship_delay_s <= clock["t"]]:
+            pending.remove(rec)
+            book.add(rec)
+            shape.see(rec)
+        assert clock["t"] < 1000 + budget + 100, "the sweep must end within its budget"
+    return shape
+
+
+@pytest.mark.parametrize("e2e_s", [1.0, 5.1])
+def test_a_point_short_of_data_is_lengthened_once_and_then_judged(monkeypatch, e2e_s) -> None:
+    """The issue's run: -t 60s split into 12 points, 1 user: its 2.4 s window holds 2 requests
+    of 1 s (none of the simulator's default 5.1 s). It is measured longer (the load stays on,
+    one window), long enough at its rate (or, none back, at its E2E) for 5 requests, and the
+    window closes as soon as 5 are back (the 6th, in flight then, still counts): it passes."""
+    shape = _closed(monkeypatch, e2e_s=e2e_s, limit=4, budget=58, points=12)
+    s = shape.summary()
+    first = s["points"][0]
+    assert first["concurrency"] == 1 and first["lengthened_s"] > 0 and first["requests"] in (5, 6)
+    assert first["measured_s"] == pytest.approx(shape.measure_s + first["lengthened_s"], abs=0.01)
+    assert first["note"].startswith("lengthened by ") and first["verdict"] == "pass" and first["passed"] is True
+    assert all(p["verdict"] == ("pass" if p["concurrency"] <= 4 else "fail") for p in s["points"]
+               if p["verdict"] != "not judged"), [(p["concurrency"], p["reason"]) for p in s["points"]]
+    assert s["knee"]["concurrency"] >= 2 and "misses" not in s["stopped"]
+
+
+def test_a_point_still_short_of_data_is_no_miss_and_the_sweep_goes_on(monkeypatch) -> None:
+    """No room to lengthen the first point (requests of 1.5 s; -t leaves less than its rate
+    needs): not enough data, never a miss; the sweep goes on to 2 users, which passes."""
+    shape = _closed(monkeypatch, e2e_s=1.5, limit=8, budget=12, points=2, settle_s=0.5)
+    s = shape.summary()
+    first, second = s["points"]
+    assert (first["concurrency"], first["passed"], first["verdict"]) == (1, None, "not enough data")
+    assert first["reason"] == f"not enough data: {first['requests']} requests measured, 5 needed"
+    assert "lengthened_s" not in first and first["requests"] < 5
+    assert (second["concurrency"], second["verdict"]) == (2, "pass")  # not "even the lowest load misses the SLOs"
+    assert shape.hi is None and shape.unsure == [1] and s["knee"]["concurrency"] == 2
+    assert s["max_load"] == "max load under the SLOs: at least 2 users (no probed load failed; not within +-1 user)"
+
+
+def test_a_sweep_with_no_judged_point_says_not_enough_data(monkeypatch) -> None:
+    """Requests of 4 s, 12 s of budget: the only point holds 2 requests; no "misses" anywhere,
+    the verdict says where data was short and what to change."""
+    shape = _closed(monkeypatch, e2e_s=4.0, limit=8, budget=24, points=2, settle_s=0.5)
+    s = shape.summary()
+    assert [(p["concurrency"], p["verdict"]) for p in s["points"]] == [(1, "not enough data")]
+    assert s["knee"] is None and s["bracket"] == [None, None]
+    assert s["verdict"] == ("not enough data at 1 user (2 requests measured, 5 needed): lengthen -t or use fewer "
+                            "--llm-sweep-points")
+    assert s["max_load"] == "max load under the SLOs: not known (not enough data at 1 user)"
+    assert "misses" not in s["stopped"]
+
+
+def test_a_masters_late_records_do_not_lengthen_a_point(monkeypatch) -> None:
+    """On a master the workers' records of the last 2.5 s are still on their way at the window's
+    end: the count is read as of then (here: none yet, the window is shorter), so a point with
+    hundreds of requests is not measured longer, and the search goes on (16, then 32 users)."""
+    shape = _closed(monkeypatch, e2e_s=0.2, limit=21, budget=14, points=3, start=16, ship_delay_s=2.5)
+    s = shape.summary()
+    assert s["points_planned"] == 2 and [p["concurrency"] for p in s["points"]] == [16, 32]
+    assert all("lengthened_s" not in p and p["requests"] > 100 for p in s["points"])

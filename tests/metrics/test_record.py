@@ -68,3 +68,53 @@ def test_reasoning_tokens_from_usage_else_estimated_from_reasoning_chunks() -> N
     d = e.to_dict()
     assert (d["ttfo_ns"], d["ttst_ns"], d["reasoning_chunks"], d["answer_tokens"]) == (e.ttfo_ns, e.ttst_ns, 3, 6)
     assert RequestRecord.from_dict(d).ttfo_ns == e.ttfo_ns  # answer_tokens (derived) is dropped on the way back
+
+
+def _answered(kinds: str, output: int, reasoning: int | None) -> RequestRecord:
+    """Chunks at 100 ms + k x 10 ms (``kinds``: R reasoning, A answer), the stream's end at the last
+    chunk, the server's counts as given."""
+    r = rec_reasoning()
+    feed(r, kinds)
+    r.e2e_ns = (r.ttft_ns or 0) + sum(r.itl_ns)
+    r.usage(5, output, reasoning)
+    r.settle_tokens()
+    return r
+
+
+def test_hidden_reasoning_tpot_counts_the_answer_tokens() -> None:
+    """Issue 53 item 4: 30 reasoning tokens counted, none streamed (OpenAI o-series, Gemini without
+    includeThoughts): TPOT is the answer's pace, (E2E - TTFT) / (10 - 1), not / (40 - 1)."""
+    r = _answered("A" * 10, 40, 30)
+    assert r.reasoning_chunks == 0 and r.answer_tokens == 10 and r.reasoning_hidden
+    assert r.tpot_basis == "answer" and r.tpot_ns == pytest.approx(10 * MS)  # was 90 / 39 = 2.3 ms
+    d = r.to_dict()
+    assert (d["tpot_ns"], d["tpot_basis"]) == (r.tpot_ns, "answer")
+    assert RequestRecord.from_dict(d) == r
+
+
+def test_summarised_reasoning_tpot_is_the_answer_after_its_first_token() -> None:
+    """A summary (3 chunks) of 30 counted reasoning tokens: the hidden part's time is between
+    TTFT and TTFO, so the answer's TPOT runs from TTFO: (E2E - TTFO) / (answer - 1)."""
+    r = _answered("RRR" + "A" * 10, 40, 30)
+    assert r.reasoning_hidden and r.tpot_basis == "answer"
+    assert r.ttfo_ns - r.ttft_ns == 30 * MS and r.tpot_ns == pytest.approx(10 * MS)  # 90 ms / 9
+
+
+def test_reasoning_streamed_in_full_keeps_every_output_token() -> None:
+    full = _answered("RRRRRR" + "AAAA", 10, 6)  # one token a chunk, reasoning and answer alike
+    assert not full.reasoning_hidden and full.tpot_basis == "all" and full.tpot_ns == pytest.approx(10 * MS)
+    multi = _answered("RR" + "AAA", 20, 8)  # 4 tokens a chunk (Gemini): 8 reasoning tokens fit 2 chunks
+    assert not multi.reasoning_hidden and multi.tpot_basis == "all"
+    assert multi.tpot_ns == pytest.approx(40 * MS / 19)
+    ollama = _answered("RRR" + "AAA", 6, None)  # no count: estimated from the chunks, streamed by definition
+    assert ollama.reasoning_tokens_source == "estimated" and ollama.tpot_basis == "all"
+    plain = _answered("AAAA", 4, None)
+    assert plain.tpot_basis == "all" and plain.tpot_ns == pytest.approx(10 * MS)
+
+
+def test_no_tpot_no_basis() -> None:
+    one = _answered("A", 31, 30)  # hidden reasoning and a one-token answer: no gap to divide
+    assert one.reasoning_hidden and one.tpot_ns is None and one.tpot_basis is None
+    spent = _answered("RR", 30, 30)  # summary only, the answer never started (no TTFO)
+    assert spent.tpot_ns is None and spent.tpot_basis is None
+    assert rec(0, output_tokens=1).tpot_basis is None and rec(0).tpot_basis == "all"

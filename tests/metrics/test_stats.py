@@ -169,3 +169,27 @@ def test_a_chat_request_is_one_input() -> None:
     ov = s.summary()["overall"]
     assert ov["inputs"] == 1 and ov["request_kinds"] == {}
     assert kinds_line(ov) is None
+
+
+def test_tpot_basis_counts_and_merges_exactly() -> None:
+    """Issue 53 item 4: how many TPOTs counted the answer's tokens (reasoning hidden or summarised)
+    and how many every output token; merged through the wire form exactly."""
+    def answered(i: int, output: int, reasoning: int | None) -> RequestRecord:
+        ttft = 50_000_000 + i * 1000
+        r = rec(i, itl_ns=[10_000_000] * 9, e2e_ns=ttft + 90_000_000, ttfo_ns=ttft, output_tokens=output)
+        r.chunks = 10
+        r.usage(7, output, reasoning)
+        return r
+    recs = [answered(i, 40, 30) if i % 3 else answered(i, 10, None) for i in range(30)]
+    whole, a, b = StatsByName(), StatsByName(), StatsByName()
+    for i, r in enumerate(recs):
+        whole.add(r)
+        (a if i % 2 else b).add(r)
+    ov = whole.summary()["overall"]
+    assert ov["tpot_basis"] == {"all": 10, "answer": 20} and ov["tpot"]["count"] == 30
+    assert ov["tpot"]["max"] == pytest.approx(10.0, rel=0.01)  # 90 ms / 9 answer tokens, never 90 / 39
+    merged = StatsByName()
+    merged.merge_wire(json.loads(json.dumps(a.to_wire())))
+    merged.merge_wire(json.loads(json.dumps(b.to_wire())))
+    assert merged.summary()["overall"]["tpot_basis"] == ov["tpot_basis"]
+    assert Stats().summary()["tpot_basis"] == {"all": 0, "answer": 0}

@@ -35,6 +35,7 @@ def test_console_and_report_show_ttfo_only_when_the_run_reasoned() -> None:
     r = reasoned["overall"]["reasoning"]
     assert f"tokens reasoning {r['reasoning_tokens']}, answer {r['answer_tokens']}" in line
     assert "estimated from reasoning chunks" in line
+    assert "TPOT counts the answer's tokens" not in line  # streamed in full (one token a chunk): every token
     html = render(reasoned, [])
     assert "Reasoning and answer" in html and "TTFO p50" in html and "TTST p50" in html
     html = render(plain, [])
@@ -57,6 +58,9 @@ def test_reasoning_counted_but_not_streamed_gets_one_line() -> None:
     text = summary_table(summary)
     assert "TTFO" not in text.splitlines()[1]
     assert "the server counted 185 reasoning tokens but streamed none of them (answer tokens 15)" in text
+    # issue 53 item 4: their TPOT counted the answer's 3 tokens, and the line says so
+    assert summary["overall"]["tpot_basis"] == {"all": 0, "answer": 5}
+    assert "; TPOT counts the answer's tokens in 5 requests (reasoning hidden or summarised)" in text
     assert "streamed none of them" in render(summary, [])
 
 

@@ -8,6 +8,8 @@ from llm_users.outputs.study_report import sweep_section
 from llm_users.outputs.study_slo import (
     pooled_goodput_text,
 )
+from tests.outputs.study_points import LIMITS
+from tests.outputs.study_points import point as _point
 from tests.outputs.study_points import stages_summary as _stages_summary
 
 
@@ -80,3 +82,28 @@ def test_a_trace_replay_is_named_with_its_rows_not_an_arrival_law() -> None:
     assert windowed.startswith("open loop (trace replay of t.jsonl's 30 rows (seconds 60 to its end of it) at speed-up 1)")
     law = arrivals_lines({"arrivals": _arrivals(rate=4, seed=11)})[0]
     assert law.startswith("open loop (poisson, seed 11): target 4 req/s, achieved 5.90 req/s;")
+
+
+def test_a_sweep_short_of_data_says_so_and_never_a_miss() -> None:
+    """Issue 53 item 2: the only point (1 user, 2 requests, TTFT p95 101 ms, all met) printed "no
+    load met the SLOs; even the lowest load misses the SLOs" and "TTFT p95 passes 500 ms from 1 u
+    (101 ms)". It is not enough data: the console, the report and the knee's explanation say so
+    and nothing calls it a miss."""
+    from llm_users.load.explain import annotate
+    from llm_users.load.search import max_load_text, verdict_text
+
+    p = dict(_point(0, 1, 101, 12, {"ttft": 1.0, "tpot": 1.0}, n=2), concurrency=1, passed=None,
+             verdict="not enough data", reason="not enough data: 2 requests measured, 5 needed")
+    sw = {"mode": "concurrency", "target": 0.95, "knee": None, "bracket": [None, None], "converged": False,
+          "stopped": "budget used", "tolerance": {"text": "1 user"}, "points": [p]}
+    sw["verdict"], sw["max_load"] = verdict_text(sw), max_load_text(sw)
+    s = {"overall": {"slo": {"limits_ms": LIMITS}}, "stages": [p], "sweep": sw}
+    annotate(s, {})
+    lines = sweep_lines(s)
+    page = "".join(sweep_section(s))
+    said = "not enough data at 1 user (2 requests measured, 5 needed): lengthen -t or use fewer --llm-sweep-points"
+    assert f"SLO sweep (concurrency): {said}; stopped: budget used" in lines
+    assert lines[1].rstrip().endswith("not enough data: 2 requests measured, 5 needed")
+    assert said in page and "max load under the SLOs: not known (not enough data at 1 user)" in page
+    for text in ("\n".join(lines), page, str(s.get("knee"))):
+        assert "miss" not in text and "no load met" not in text and " passes " not in text

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from llm_users.outputs.study_slo import (
     kind_of,
+    knee_sentence,
     load_label,
     point_verdict,
     slo_misses,
@@ -46,9 +47,12 @@ def test_point_verdicts_stages_and_sweep() -> None:
     assert vs[0].text == "pass: 100.0% met every SLO" and vs[1].text == "pass: 97.0% met every SLO"
     assert vs[2].text == "fail: ttft p95 812 ms > 500 ms (81% met); tpot p95 26.0 ms > 20 ms (30% met)"
     assert [v.knee for v in vs] == [False, True, False, False]  # the highest passing below every failing
-    # too few requests
+    # too few requests: not enough data (passed None), never a miss
     few = _point(0, 2, 10, 5, {"ttft": 1.0, "tpot": 1.0}, n=3)
-    assert point_verdict(few, LIMITS, 0.95).text == "fail: only 3 requests measured"
+    v = point_verdict(few, LIMITS, 0.95)
+    assert (v.passed, v.text) == (None, "not enough data: 3 requests measured, 5 needed")
+    only_few = {**s, "stages": [few]}
+    assert knee_sentence(only_few, [few]) == "no stage had enough data to judge (at least 5 measured requests)"
     # a sweep point: the sweep's own judgement, its reason kept when saturated
     sat = _point(5, 64, 2000, 40, {"ttft": 0.4, "tpot": 0.1}, passed=False, reason="over-saturated")
     v = point_verdict(sat, LIMITS, 0.95)

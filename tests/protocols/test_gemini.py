@@ -125,3 +125,28 @@ def test_malformed_payload_raises(frame: bytes) -> None:
     with pytest.raises(ProtocolError) as exc:
         GeminiStreamParser().feed(frame)
     assert frame[6:10].strip().decode() in str(exc.value)
+
+
+def test_thoughts_counted_without_thought_parts() -> None:
+    """Gemini without includeThoughts (issue 53 item 4): usageMetadata.thoughtsTokenCount counts 48
+    thinking tokens, no part is a thought; output is candidates + thoughts and TPOT counts the
+    answer's 9 tokens."""
+    from llm_users.client.request_state import RequestState
+    from llm_users.metrics import RequestRecord
+
+    def frame(text: str, candidates: int, finish: str = "") -> bytes:
+        end = f',"finishReason":"{finish}"' if finish else ""
+        return (b'data: {"candidates":[{"content":{"parts":[{"text":"%b"}],"role":"model"}%b,"index":0}],'
+                b'"usageMetadata":{"promptTokenCount":12,"candidatesTokenCount":%d,"totalTokenCount":%d,'
+                b'"thoughtsTokenCount":48},"modelVersion":"gemini-2.5-flash","responseId":"x"}\r\n\r\n'
+                % (text.encode(), end.encode(), candidates, 12 + candidates + 48))
+    rec = RequestRecord("r", "/v1beta/models/m:streamGenerateContent", "gemini", "m", t0_ns=0)
+    st = RequestState(rec, GeminiStreamParser())
+    for k, data in enumerate([frame("There are", 3), frame(" 3 r's in", 6), frame(" strawberry.", 9, "STOP")]):
+        st.handle(st.parser.feed(data), 500 + 40 * k)
+    st.handle(st.parser.close(), 580)
+    st.finish(580)
+    rec.e2e_ns = 580
+    assert (rec.reasoning_chunks, rec.reasoning_tokens, rec.reasoning_tokens_source) == (0, 48, "usage")
+    assert (rec.output_tokens, rec.answer_tokens, rec.ttft_ns) == (57, 9, 500)
+    assert rec.tpot_basis == "answer" and rec.tpot_ns == pytest.approx(10.0)  # (580 - 500) / 8; not / 56

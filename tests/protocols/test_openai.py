@@ -191,3 +191,27 @@ def test_malformed_message_is_truncated() -> None:
     with pytest.raises(ProtocolError) as exc:
         OpenAIStreamParser().feed(b"data: {" + b"x" * 5000 + b"\n\n")
     assert len(str(exc.value)) < 300
+
+
+def test_hidden_reasoning_count_without_reasoning_deltas() -> None:
+    """OpenAI o-series chat completions (issue 53 item 4): usage counts 30 reasoning tokens, no
+    delta carries any; the record keeps the count and TPOT counts the answer's 4 tokens."""
+    from llm_users.client.request_state import RequestState
+    from llm_users.metrics import RequestRecord
+
+    head = b'data: {"id":"c","object":"chat.completion.chunk","model":"o4-mini","choices":[{"index":0,"delta":'
+    frames = [head + b'{"role":"assistant","content":"","refusal":null},"finish_reason":null}],"usage":null}\n\n']
+    frames += [head + b'{"content":"w%d"},"finish_reason":null}],"usage":null}\n\n' % k for k in range(4)]
+    frames.append(head + b'{},"finish_reason":"stop"}],"usage":null}\n\n')
+    frames.append(b'data: {"id":"c","object":"chat.completion.chunk","model":"o4-mini","choices":[],"usage":'
+                  b'{"prompt_tokens":9,"completion_tokens":34,"total_tokens":43,"completion_tokens_details":'
+                  b'{"reasoning_tokens":30,"audio_tokens":0}}}\n\ndata: [DONE]\n\n')
+    rec = RequestRecord("r", "/v1/chat/completions", "openai", "o4-mini", t0_ns=0)
+    st = RequestState(rec, OpenAIStreamParser())
+    for k, frame in enumerate(frames):
+        st.handle(st.parser.feed(frame), 300 + 10 * k)  # the reasoning's 30 tokens went before the first byte
+    st.finish(400)
+    rec.e2e_ns = 400
+    assert (rec.reasoning_chunks, rec.reasoning_tokens, rec.reasoning_tokens_source) == (0, 30, "usage")
+    assert (rec.chunks, rec.output_tokens, rec.answer_tokens, rec.ttft_ns) == (4, 34, 4, 310)
+    assert rec.tpot_basis == "answer" and rec.tpot_ns == pytest.approx(30.0)  # (400 - 310) / 3; not / 33

@@ -39,6 +39,7 @@ def test_the_defaults() -> None:
     ({"fault_kinds": ("reset", "explode")}, r"unknown fault kinds \['explode'\]: choose from http_429"),
     ({"fault_rate": 0.1, "fault_kinds": ()}, "fault_rate > 0 needs at least one fault kind"),
     ({"usage_zero": "all"}, "usage_zero must be one of output, input, both, got 'all'"),
+    ({"reasoning_stream": "off"}, "reasoning_stream must be one of full, summary, hidden, got 'off'"),
     ({"cache_reset_routes": "vllm,tgi"}, "cache_reset_routes must list vllm, sglang or none"),
     ({"prefix_cache_block": -1}, "prefix_cache_block must be >= 0"),
     ({"template_tokens": -1}, "template_tokens must be >= 0"),

@@ -39,6 +39,7 @@ def test_the_prompt_count_and_what_the_settings_change() -> None:
     assert (job.zero_input, job.zero_output) == (False, True)
     assert job.reported() == (13, 0, 0)  # what the answer says; the job keeps the truth
     assert _job(SimConfig(reasoning_tokens=30)).reasoning == 8  # at most the answer
+    assert _job(SimConfig(reasoning_tokens=3, reasoning_stream="summary")).shown == "summary"  # the renderer applies it
     assert _job(SimConfig(), input_tokens=42).input_tokens == 42  # a prompt of token ids: its own count
     state = SimState(SimConfig())
     job = new_job(state, protocol="openai", route="/r", model="m", prompt="look", max_tokens=2, stream=False,

@@ -140,3 +140,34 @@ def test_a_function_tool_is_called_in_openais_event_shapes(sim) -> None:
     final = events[-1].response
     (call,) = [o for o in final.output if o.type == "function_call"]
     assert call.name == "get_weather" and call.arguments == done.arguments and call.call_id
+
+
+@pytest.mark.parametrize("mode", ["summary", "hidden"])
+def test_sdk_parses_summarised_and_hidden_reasoning(mode: str) -> None:
+    """``--reasoning-stream`` (issue 53 item 4): 8 reasoning tokens counted; a summary streams the
+    last 2 as ``response.reasoning_summary_text.delta`` (the item's ``summary``), hidden none (the
+    item ends with ``summary: []`` as the answer starts). Every event validates strictly, the
+    sequence numbers count up, usage still says 8."""
+    with start_simulator(["--seed", str(SEED), "--ttft-ms", "5", "--itl-ms", "1", "--output-tokens", "12",
+                          "--reasoning-tokens", "8", "--reasoning-stream", mode]) as s:
+        events = _stream(s, f"resp-{mode}", input=PROMPT, max_output_tokens=64)
+    types = [e.type for e in events]
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    assert not any(t.startswith("response.reasoning_text") for t in types)
+    summary = [e for e in events if e.type == "response.reasoning_summary_text.delta"]
+    text = [e for e in events if e.type == "response.output_text.delta"]
+    expected = expected_text(SEED, PROMPT, 12)
+    assert len(summary) == (2 if mode == "summary" else 0) and len(text) == 4
+    item = next(e.item for e in events if e.type == "response.output_item.done" and e.item.type == "reasoning")
+    if mode == "summary":
+        assert {(e.output_index, e.summary_index) for e in summary} == {(0, 0)}
+        assert types.index("response.reasoning_summary_part.added") < types.index(summary[0].type)
+        said = "".join(e.delta for e in summary)
+        assert [p.text for p in item.summary] == [said]
+        assert expected.startswith(said, len(expected_text(SEED, PROMPT, 6)))  # the reasoning's last 2 tokens
+    else:
+        assert item.summary == [] and not item.content
+    assert types.index("response.output_item.done") < types.index("response.output_text.delta")
+    final = events[-1].response
+    assert final.output_text == "".join(e.delta for e in text)
+    assert (final.usage.output_tokens, final.usage.output_tokens_details.reasoning_tokens) == (12, 8)

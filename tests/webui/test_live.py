@@ -177,3 +177,36 @@ def test_live_tab_rows() -> None:
     assert table["Aggregated"]["inputsS"] == pytest.approx(agg["inputs_per_s"], abs=0.1)
     assert table["/v1/embeddings"]["inTokS"] == pytest.approx(agg["input_tokens_per_s"], abs=1)
     assert table["Aggregated"]["reqS"] > 0 and table["Aggregated"]["ttftP50"] == ""
+
+
+def test_goodput_counts_only_measured_requests_that_met_the_slos() -> None:
+    """Issue 53 item 6: in the first seconds goodput/s equalled requests/s while every measured
+    TTFT was over the SLO: the warm-up requests (each user's first, fast on an empty server)
+    were judged and counted good, though the TTFT chart, the table and summary.json leave them out."""
+    live = LiveView(slos={"ttft": 100e6}, lag_s=1)
+    live.reset(1000.0)
+    for _ in range(4):  # the warm-up: fast, ended in second 1001
+        warm = rec(1001.0, 200, ttft_ms=30)
+        warm.warmup = True
+        feed(live, warm)
+    for _ in range(3):  # measured: every TTFT over the SLO, first tokens in 1001, ended in 1002
+        feed(live, rec(1001.2, 1000, ttft_ms=400))
+    points = {p["time"]: p for p in live.series(1010.0)}
+    assert points[1001]["reqS"] == 4 and points[1001]["goodputS"] == 0
+    assert points[1001]["ttftP50"] == 400.0  # the measured TTFTs, all over the SLO
+    assert points[1002]["reqS"] == 3 and points[1002]["goodputS"] == 0
+    assert live.rates(1011.0)["good"] == 0 and live.rates(1011.0)["requests"] > 0
+    good = rec(1003.0, 200, ttft_ms=50)  # a measured request that met it counts, from its second on
+    feed(live, good)
+    assert {p["time"]: p for p in live.series(1012.0)}[1003]["goodputS"] == 1
+
+
+def test_the_points_carry_the_users_running_each_second() -> None:
+    live = LiveView(lag_s=1)
+    live.reset(1000.0)
+    for t in range(1001, 1005):
+        feed(live, rec(t, 100))
+    points = live.series(1010.0, users={1001: 2, 1002: 4, 1003: 4})
+    assert {p["time"]: p["users"] for p in points if "users" in p} == {1001: 2, 1002: 4, 1003: 4}
+    assert [p["time"] for p in points][:4] == [1001, 1002, 1003, 1004]  # 1004: no count taken, no users point
+    assert all("users" not in p for p in live.series(1010.0))

@@ -144,3 +144,21 @@ def test_live_tab_shows_the_columns_for_an_embeddings_run() -> None:
         return SimpleNamespace(current_config=SimpleNamespace(user_settings={c: settings_for(c, None) for c in classes}))
 
     assert _has_kinds(run(VLLMUser, VLLMEmbedUser)) and not _has_kinds(run(VLLMUser))
+
+
+def test_the_users_line_reads_the_runs_count_of_each_second() -> None:
+    """The charts' users (issue 53 item 6): the count the run takes each second (timeseries.csv's;
+    a master's, its workers' total), over the seconds the charts may show."""
+    from types import SimpleNamespace
+
+    from llm_users.distributed import Collector
+    from llm_users.webui.live import KEEP_S
+    from llm_users.webui.tab import users_by_second
+
+    c = Collector()
+    for t, n in ((1000, 1), (1001, 2), (1002, 4), (1000 + KEEP_S + 5, 8)):
+        c.timeline.users(t + 0.5, n)
+    run = SimpleNamespace(collector=c)
+    assert users_by_second(run, 1000.7, 1003.0) == {1000: 1, 1001: 2, 1002: 4}
+    assert users_by_second(run, 1000.0, 1000.0 + KEEP_S + 6) == {1000 + KEEP_S + 5: 8}  # the last KEEP_S s only
+    assert users_by_second(SimpleNamespace(collector=None), 1000.0, 1003.0) == {}

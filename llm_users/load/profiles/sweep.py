@@ -6,7 +6,8 @@ load at which the share of requests meeting every ``--llm-slo`` stays above the 
 
 Where the records merge it sets a :class:`~llm_users.load.sweep.SweepShape` on the run, keeps the
 points' :class:`~llm_users.load.stages.StageBook` (the ``stages`` and ``sweep`` blocks), and at the
-stop writes ``stages.csv`` and ``pareto.csv`` (the points' frontier).
+stop writes ``stages.csv`` and ``pareto.csv`` (the points' frontier). A plan whose points ``-t``
+cannot hold is resized at start, in one console line (``sweep.plan_note``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from llm_users.errors import ConfigError
-from llm_users.load.profile import LoadProfile, OptionAdder, ProfileRun, Study, StudyConfig, given, number
+from llm_users.load.profile import (
+    LoadProfile,
+    OptionAdder,
+    ProfileRun,
+    Study,
+    StudyConfig,
+    given,
+    log,
+    number,
+)
 from llm_users.load.profiles.open_loop import OpenLoop, arrival_clause
 from llm_users.load.profiles.stages import flag_pooled_goodput
 from llm_users.load.search import Tolerance, default_tolerance, parse_tolerance
@@ -40,7 +50,8 @@ class Sweep(LoadProfile):
         opt("--llm-sweep", "SLO sweep: concurrency | rate (needs --llm-slo; -t is the whole sweep's budget)")
         opt("--llm-sweep-start", "sweep: first load probed (default 1)")
         opt("--llm-sweep-target", "sweep: share of requests that must meet every SLO (default 0.95)")
-        opt("--llm-sweep-points", "sweep: most points measured; -t is split among them (default 12)")
+        opt("--llm-sweep-points", "sweep: most points measured; -t is split among them, fewer when -t "
+            "cannot hold them (said at start; default 12)")
         opt("--llm-sweep-tolerance", "sweep: the bisection stops when the passing and failing loads are this "
             "close: users (concurrency), req/s (rate) or a share such as 5%% (default 1 user / 5%%)")
 
@@ -126,7 +137,9 @@ class SweepRun(ProfileRun):
             budget_s=budget, start=config.start, target=config.target, points=config.points,
             ship_delay_s=2.5 if study.on_master else 0.2,  # how late records arrive
             settle_s=stages.settle_s if stages is not None else None, tolerance=config.tolerance,
-            repeat=stages.repeat if stages is not None else 1)
+            repeat=stages.repeat if stages is not None else 1, run_time_s=run.config.run_time_s)
+        if self.sweep.plan_note:  # the plan -t cannot hold, resized: said once, at start
+            log.warning("locust-llm: %s", self.sweep.plan_note)
         run.collector.observers.append(self.sweep.see)
         study.set_shape(self.sweep)
 

@@ -33,7 +33,7 @@ def test_it_needs_the_slos_and_a_time_budget_where_the_records_merge() -> None:
 
 @pytest.mark.parametrize(("role", "ship_delay_s"), [("local", 0.2), ("master", 2.5)])
 def test_the_shape_from_the_options(role: str, ship_delay_s: float) -> None:
-    study = study_of(role, slos=SLO, run_time=62, llm_sweep="rate", llm_sweep_start="4", llm_sweep_points="5",
+    study = study_of(role, slos=SLO, run_time=72, llm_sweep="rate", llm_sweep_start="4", llm_sweep_points="5",
                      llm_sweep_target="0.9", llm_settle="3s", llm_repeat="2")
     study.attach([OpenLoop(), Stages(), Sweep()])
     part = study.get(Sweep)
@@ -41,9 +41,32 @@ def test_the_shape_from_the_options(role: str, ship_delay_s: float) -> None:
     shape = part.sweep
     assert isinstance(shape, SweepShape) and study.shape is shape and study.environment.shape_class is shape
     assert (shape.kind, shape.start_load, shape.target, shape.max_points) == ("rate", 4.0, 0.9, 5)
-    assert (shape.budget_s, shape.settle_s, shape.repeat, shape.ship_delay_s) == (60.0, 3.0, 2, ship_delay_s)
+    assert (shape.budget_s, shape.settle_s, shape.repeat, shape.ship_delay_s) == (70.0, 3.0, 2, ship_delay_s)
+    assert shape.plan_note is None  # 5 points x 2 measurements of 7 s: each holds 3 s settle, 1 s measured, a tail
     observers = study.run.collector.observers
     assert part.book.add in observers and shape.see in observers
+
+
+def test_a_plan_that_cannot_fit_t_is_resized_at_start_in_one_line(caplog) -> None:
+    """On the master (data ships every 2 s) -t 62s cannot hold 5 points of 2 measurements with a
+    3 s settle: 4 fit, said once at start and kept in summary.json's sweep block."""
+    study = study_of("master", slos=SLO, run_time=62, llm_sweep="rate", llm_sweep_points="5",
+                     llm_settle="3s", llm_repeat="2")
+    with caplog.at_level("WARNING", logger="llm_users.load.study"):
+        study.attach([OpenLoop(), Stages(), Sweep()])
+    shape = study.get(Sweep).sweep
+    note = ("SLO sweep: -t 62s holds 4 points of 2 measurements of 7.5 s (a settle window, at least 1 s "
+            "measured and its requests' tail), not the 5 asked; sweeping 4 points (for more, lengthen -t)")
+    assert (shape.max_points, shape.points_asked, shape.point_s, shape.plan_note) == (4, 5, 7.5, note)
+    assert [r.getMessage() for r in caplog.records] == [f"locust-llm: {note}"]
+    s = shape.summary()
+    assert (s["plan_note"], s["points_planned"]) == (note, 4)
+
+
+def test_a_t_that_cannot_hold_one_point_is_refused() -> None:
+    study = study_of("local", slos=SLO, run_time=3, llm_sweep="concurrency")
+    with pytest.raises(ConfigError, match=r"^--llm-sweep: -t 3s cannot hold one point .*2.1 s\); give -t 5s or longer"):
+        study.attach([Stages(), Sweep()])
 
 
 def test_a_rate_point_sets_the_engines_rate_and_a_users_point_does_not() -> None:
