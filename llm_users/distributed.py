@@ -60,6 +60,7 @@ ACK_MESSAGE = "llm_ack"
 SHIP_INTERVAL = 2.0
 ACK_RESEND_S = 1.0
 ACK_WAIT_S = 5.0
+FINAL_WAIT_S = 15.0  # a stopping master waits --stop-timeout and this for the workers' final payloads
 
 
 class Shipper:

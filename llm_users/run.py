@@ -23,6 +23,7 @@ from llm_users.distributed import (
     ACK_MESSAGE,
     ACK_RESEND_S,
     ACK_WAIT_S,
+    FINAL_WAIT_S,
     MESSAGE,
     SHIP_INTERVAL,
     STOP_MESSAGE,
@@ -408,14 +409,13 @@ class MasterRun(MergingRun):
         # Locust drops its users dispatcher only after test_stopping; until then a worker that
         # quits on its own (Ctrl-C to the process group) makes it hand that worker's users to
         # the others, which would start sending again while we wait for their final data. The
-        # state stays RUNNING meanwhile: Locust's web UI stops polling once it sees "stopping"
-        # and then never shows the stopped state (an earlier fix set STOPPING here)
+        # state stays RUNNING: Locust's web UI stops polling at "stopping" and never shows "stopped"
         runner._users_dispatcher = None
         self.collector.stopping([c.id for c in runner.clients.all], time.time())
         if not self._stop_sent:  # a second caller (signal + last worker quitting) only waits
             self._stop_sent = True
             runner.send_message(STOP_MESSAGE, None)
-        limit = time.monotonic() + (self.environment.stop_timeout or 0) + 15
+        limit = time.monotonic() + (self.environment.stop_timeout or 0) + FINAL_WAIT_S
         while time.monotonic() < limit:
             live = [c.id for c in runner.clients.all if c.state != "missing"]
             if not self.collector.pending(live):

@@ -181,6 +181,7 @@ def test_a_final_payload_lost_on_the_way_is_sent_again_until_the_master_confirms
 def test_a_master_that_never_confirms_costs_a_bounded_wait_and_a_warning(monkeypatch, capsys) -> None:
     monkeypatch.setattr(run_module, "ACK_WAIT_S", 0.6)
     monkeypatch.setattr(run_module, "ACK_RESEND_S", 0.25)
+    monkeypatch.setattr(run_module, "FINAL_WAIT_S", 1.0)  # the master's wait for a final payload that never comes
     master, m, [(worker, w)] = _pair()
     try:
         dropped = _drop_finals(master, m, 100)

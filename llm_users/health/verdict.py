@@ -48,8 +48,13 @@ CONTENTION_SHARE = 0.01  # other processes held the core for >= STALL_MS in 1% o
 # than 1 - OWN_WORK_SHARE of the wall time (those 4 users had work 4-16% of it); with work nearly
 # all the time the client used all the core it got and its backlog is its own too: saturated,
 # the busy machine named beside it (300 users at a 1 ms chunk gap beside other jobs: ran 1.9 s
-# and waited 7.5-8.6 s of 9-10.5 s). bench/selfcheck_causes.py runs both.
+# and waited 7.5-8.6 s of 9-10.5 s). bench/selfcheck_causes.py runs both. A loop thread that ran
+# under LIGHT_SHARE of the wall time is busy the same without that wait: its lag then comes
+# from a thread of the process that held the GIL while it waited for a core, which the loop
+# thread's own run delay does not show (4 users beside two busy loops, quiet otherwise: ran 70 ms
+# and waited 15 ms in 3 s, its late probes off the CPU).
 BUSY_WAIT_SHARE = 0.25
+LIGHT_SHARE = 0.1
 OWN_WORK_SHARE = 0.9
 BUSY = "the machine is busy"
 MOST_FAILED_SHARE = 0.5  # "most requests failed" from this share of the measured requests on
@@ -132,8 +137,8 @@ def contention_warning(s: dict[str, Any], ttft_p50_ms: float | None = None) -> l
 
 def machine_busy(s: dict[str, Any]) -> dict[str, Any] | None:
     """Other processes held the node's core in at least CONTENTION_SHARE of its probes and its
-    loop thread waited for a core (run delay) at least BUSY_WAIT_SHARE as long as it ran: the
-    loop thread's figures and ``own_work``, true when its lag is its own all the same: it had
+    loop thread waited for a core (run delay) at least BUSY_WAIT_SHARE as long as it ran, or ran
+    under LIGHT_SHARE of the wall time (a GIL holder's wait): the loop thread's figures and ``own_work``, true when its lag is its own all the same: it had
     work (ran or waited) OWN_WORK_SHARE of the wall time or more (its backlog is its own too), or
     most of its late probes are put to its own named work (gc passes, our periodic work) rather
     than to unnamed code or the thread off the CPU, which a busy machine also makes. None
@@ -142,7 +147,7 @@ def machine_busy(s: dict[str, Any]) -> dict[str, Any] | None:
     if not c or not t or not probes or c["count"] < CONTENTION_SHARE * probes:
         return None
     waited, ran, wall = t["waited_for_core_ms"], t["ran_ms"], t.get("wall_ms") or 0.0
-    if waited <= 0 or waited < BUSY_WAIT_SHARE * ran:
+    if waited <= 0 or (waited < BUSY_WAIT_SHARE * ran and not (wall and ran < LIGHT_SHARE * wall)):
         return None
     share = (waited + ran) / wall if wall else None
     stalls = s.get("stalls") or {}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_users.health.verdict import BUSY_WAIT_SHARE, OWN_WORK_SHARE
+from llm_users.health.verdict import BUSY_WAIT_SHARE, LIGHT_SHARE, OWN_WORK_SHARE
 from tests.helpers import read_summary, run_locust
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial]  # loop-lag bounds: run alone (tests/sharding.py)
@@ -85,7 +85,8 @@ def test_busy_machine_is_named_not_the_client(sim_factory, tmp_path) -> None:
                                        "local ("), check["message"]
     busy = node["machine_busy"]
     if busy and busy["lag"]:  # its lag was over the limit: put to the machine, with the figures that decided it
-        assert busy["waited_for_core_ms"] >= BUSY_WAIT_SHARE * busy["ran_ms"], busy
+        assert (busy["waited_for_core_ms"] >= BUSY_WAIT_SHARE * busy["ran_ms"]
+                or busy["ran_ms"] < LIGHT_SHARE * busy["wall_ms"]), busy
         assert busy["had_work_share"] < OWN_WORK_SHARE and not busy["own_work"], busy
         assert f"so {busy['lag'][0]}" in check["message"] and "is the machine's, not the client's own work" in check["message"]
     else:  # its lag stayed under the limit: the waits other processes caused are what is said
