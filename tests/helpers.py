@@ -33,17 +33,26 @@ def run_locust(
     timeout: float = 120,
     csv_prefix: Path | None = None,
     only_summary: bool = True,
+    preexec_fn: Callable[[], None] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run a real `locust` process headless from the project root (``only_summary=False``:
-    with Locust's stats table every 2 s on stderr)."""
+    with Locust's stats table every 2 s on stderr; ``preexec_fn``: run in the child before it
+    starts, e.g. its CPUs and niceness)."""
     cmd = [LOCUST, "-f", str(ROOT / "locustfiles" / locustfile), "--headless",
            *(["--only-summary"] if only_summary else []), "--loglevel", "WARNING", *args]
     if report is not None:
         cmd += ["--llm-report", str(report)]
     if csv_prefix is not None:  # Locust's final stats, written at exit (its CSV is periodic)
         cmd += ["--json-file", str(csv_prefix)]
+    dies = die_with_parent()  # a test run killed from outside ends it too
+
+    def before() -> None:
+        dies()
+        if preexec_fn is not None:
+            preexec_fn()
+
     return subprocess.run(cmd, cwd=ROOT, env=locust_env(env), capture_output=True, text=True, timeout=timeout,
-                          preexec_fn=die_with_parent())  # a test run killed from outside ends it too
+                          preexec_fn=before)
 
 
 #: The locustfile of each client mode in runs that test both: raw mode the vLLM locustfile (our
