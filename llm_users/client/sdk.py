@@ -219,8 +219,7 @@ class SDKSession:
                 state.start()
                 timer = self._cancel_timers.get(me)
                 if timer is not None:  # the cancel counts from t0, as in raw mode: not from the SDK call
-                    timer.cancel()
-                    timer.start()
+                    self._cancel_timers[me] = restarted(timer)
         elif name.startswith("connection."):
             self._connect_trace(name)
 
@@ -309,8 +308,9 @@ class SDKSession:
             raise from_sdk_exception(e, state) from e
         finally:
             total.close()
-            if cancel_timer is not None:
-                cancel_timer.close()
+            for timer in (cancel_timer, self._cancel_timers.pop(me, None)):
+                if timer is not None:
+                    timer.close()
             if chunks is not None and getattr(chunks, "close", None) is not None:
                 chunks.close()  # a stream left early (cancelled, failed): the SDK closes its response
             del self.streaming[me]
@@ -318,7 +318,6 @@ class SDKSession:
             self._connecting.pop(me, None)
             self._response_stream.pop(me, None)
             self._responses.pop(me, None)
-            self._cancel_timers.pop(me, None)
         return rec
 
     def _abandon(self, me: Any) -> None:
@@ -331,6 +330,17 @@ class SDKSession:
                 response.close()
             except Exception:  # noqa: BLE001 - closing is all that is left to do
                 pass
+
+
+def restarted(timer: Timeout) -> Timeout:
+    """A timer of ``timer``'s length and exception started now, ``timer`` closed. Not
+    ``cancel()`` and ``start()``: libev's stop keeps the time that was left and its start
+    resumes it, so the timer would still fire at its first deadline (an SDK cancel 6 ms early
+    after a 6 ms connect)."""
+    fresh = Timeout(timer.seconds, timer.exception)
+    timer.close()
+    fresh.start()
+    return fresh
 
 
 def _cancel_in(exc: BaseException | None) -> Cancelled | None:
