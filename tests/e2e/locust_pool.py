@@ -65,6 +65,10 @@ class Run:
     sim_url: str | None
     seconds: float
 
+    def tail(self) -> str:
+        """The ends of its stdout and stderr, for an assertion's message."""
+        return f"stdout tail:\n{self.proc.stdout[-3000:]}\nstderr tail:\n{self.proc.stderr[-3000:]}"
+
 
 @dataclass
 class _Started:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.locust_pool import Pool, Run, Scenario, pool_in
+from tests.e2e.locust_pool import Pool, Scenario, pool_in
 from tests.helpers import locust_request_count, read_summary
 
 pytestmark = pytest.mark.slow
@@ -56,17 +56,13 @@ def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     yield from pool_in(request, base, _scenarios(base), _needs, parallel=2)
 
 
-def _tail(run: Run) -> str:
-    return f"stdout tail:\n{run.proc.stdout[-3000:]}\nstderr tail:\n{run.proc.stderr[-3000:]}"
-
-
 def test_the_summary_says_why_locusts_count_differs_and_the_numbers_add_up(runs) -> None:
     run = runs.run("counts")
-    assert run.proc.returncode == 0, _tail(run)
+    assert run.proc.returncode == 0, run.tail()
     ov = read_summary(run.report)["overall"]
     assert ov["excluded_warmup"] == 4, ov  # 4 users, each one's first request
     lines = [ln for ln in run.proc.stdout.splitlines() if ln.startswith("requests: ")]
-    assert len(lines) == 1, _tail(run)
+    assert len(lines) == 1, run.tail()
     m = re.match(r"requests: (\d+) measured here; Locust's table counts (\d+) = (\d+) \+ (\d+) warm-up \(", lines[0])
     assert m, lines[0]
     measured, total, first, warmup = map(int, m.groups())
@@ -78,19 +74,19 @@ def test_the_summary_says_why_locusts_count_differs_and_the_numbers_add_up(runs)
 
 def test_a_trace_replay_names_the_trace_and_measures_every_row(runs) -> None:
     run = runs.run("trace")
-    assert run.proc.returncode == 0, _tail(run)
+    assert run.proc.returncode == 0, run.tail()
     summary = read_summary(run.report)
     ov, window = summary["overall"], summary["window"]
     assert (ov["requests"], ov["excluded_warmup"], ov["failures"]) == (len(ROWS), 0, 0), ov  # every row measured
     assert window["warmup"]["requests_per_user"] == 0
     assert locust_request_count(run.report.parent.parent / "trace-locust") == len(ROWS)  # the counts agree: no line
     out = run.proc.stdout
-    assert not any(ln.startswith("requests: ") for ln in out.splitlines()), _tail(run)
+    assert not any(ln.startswith("requests: ") for ln in out.splitlines()), run.tail()
     path = summary["arrivals"]["trace"]
     loop = [ln for ln in out.splitlines() if ln.startswith("open loop (")]
-    assert len(loop) == 1, _tail(run)
+    assert len(loop) == 1, run.tail()
     assert loop[0].startswith(f"open loop (trace replay of {path}'s {len(ROWS)} rows at speed-up 1): target the "
                               "trace's schedule, achieved "), loop[0]
     assert "seed" not in loop[0] and summary["arrivals"]["arrival"] not in loop[0]
     assert (f"measured window: {window['measured_s']:.1f} s; warm-up excluded: 0 requests (none: a trace replay "
-            "measures every row it sends; --llm-warmup N excludes each user's first N)") in out, _tail(run)
+            "measures every row it sends; --llm-warmup N excludes each user's first N)") in out, run.tail()

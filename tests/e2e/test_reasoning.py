@@ -180,25 +180,6 @@ def test_every_dialect_with_reasoning(client: str, sim, tmp_path) -> None:
 
 HR, HN = 24, 36  # 24 reasoning tokens, a 12-token answer: hidden, TPOT over 35 tokens would be 11/35 of the pace
 SUMMARY = HR // 4  # the simulator's summary: the reasoning's last quarter
-HIDING = '''
-from locust import events
-from llm_users import plugin
-from llm_users.users import ClaudeUser, GeminiUser, VLLMUser
-
-plugin.register(events)
-
-class Chat(VLLMUser):
-    pass
-
-class Responses(VLLMUser):
-    endpoint = "responses"
-
-class Claude(ClaudeUser):
-    pass
-
-class Gemini(GeminiUser):
-    pass
-'''
 
 
 @pytest.fixture(scope="module")
@@ -230,8 +211,8 @@ def test_hidden_reasoning_tpot_is_the_answers_pace(mode: str, client: str, hidin
     reasoning tokens and streams none (or 6 as a summary). TPOT counts the 12 answer tokens after
     the first streamed answer token, so it is the simulator's 5 ms a token, not (E2E - TTFT) / 35 =
     1.6 ms; requests.jsonl and summary.json say which basis every TPOT used."""
-    locustfile = tmp_path / "hiding.py"
-    locustfile.write_text(HIDING)
+    locustfile = tmp_path / "every_dialect.py"
+    locustfile.write_text(EVERY_DIALECT)  # only the classes named below run
     dialects = HIDERS[mode]
     report = tmp_path / "r"
     proc = run_locust(str(locustfile), *dialects, "--host", hiding_sim(mode).url, "-u", "3", "-r", "3",

@@ -4,6 +4,7 @@ applied by every worker and stated as they applied it), and failed warm-up reque
 
 from __future__ import annotations
 
+import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -64,14 +65,22 @@ def test_only_the_master_given_warmup_0_is_what_every_worker_applies(sim_factory
                 f"{own} per user): one --llm-warmup for the whole run") in text, text[-2000:]
 
 
+def _failing_run(sim_factory, tmp_path: Path, *, fault_rate: str, seed: str,  # noqa: ANN001
+                 warmup: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """A 3-s run of 2 users against a simulator failing ``fault_rate`` of its requests with
+    HTTP 500, ``--llm-warmup warmup``: the run and its report directory."""
+    sim = sim_factory("--ttft-ms", "20", "--itl-ms", "3", "--output-tokens", "10", "--fault-rate", fault_rate,
+                      "--fault-kinds", "http_500", "--seed", seed)
+    report = tmp_path / "r"
+    proc = run_locust("vllm.py", "--host", sim.url, "-u", "2", "-r", "2", "-t", "3s", "--stop-timeout", "10",
+                      "--llm-preflight", "off", "--llm-prometheus-port", "0", "--llm-warmup", warmup, report=report)
+    return proc, report
+
+
 def test_failed_warm_ups_are_counted_and_stated(sim_factory, tmp_path: Path) -> None:
     """Every request fails (the simulator's fault injection): each user's 2 warm-up requests
     failed and appeared nowhere; now summary.json and the console count them."""
-    sim = sim_factory("--ttft-ms", "20", "--itl-ms", "3", "--output-tokens", "10", "--fault-rate", "1",
-                      "--fault-kinds", "http_500", "--seed", "1")
-    report = tmp_path / "r"
-    proc = run_locust("vllm.py", "--host", sim.url, "-u", "2", "-r", "2", "-t", "3s", "--stop-timeout", "10",
-                      "--llm-preflight", "off", "--llm-prometheus-port", "0", "--llm-warmup", "2", report=report)
+    proc, report = _failing_run(sim_factory, tmp_path, fault_rate="1", seed="1", warmup="2")
     out = proc.stdout + proc.stderr
     failed = [r for r in read_records(report) if r["warmup"] and r["status"] == "error"]
     assert len(failed) == 4, out[-3000:]  # each of the 2 users' first 2 (a failing user backs off, then sends again)
@@ -83,11 +92,7 @@ def test_failed_warm_ups_are_counted_and_stated(sim_factory, tmp_path: Path) -> 
 def test_nothing_measured_after_failed_warm_ups_names_them_not_the_run_length(sim_factory, tmp_path: Path) -> None:
     """Every request is warm-up (``--llm-warmup 1000``) and about half fail: the hint said only
     "run longer than N s"; it names the failed warm-ups, counted as summary.json counts them."""
-    sim = sim_factory("--ttft-ms", "20", "--itl-ms", "3", "--output-tokens", "10", "--fault-rate", "0.5",
-                      "--fault-kinds", "http_500", "--seed", "2")
-    report = tmp_path / "r"
-    proc = run_locust("vllm.py", "--host", sim.url, "-u", "2", "-r", "2", "-t", "3s", "--stop-timeout", "10",
-                      "--llm-preflight", "off", "--llm-prometheus-port", "0", "--llm-warmup", "1000", report=report)
+    proc, report = _failing_run(sim_factory, tmp_path, fault_rate="0.5", seed="2", warmup="1000")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out[-3000:]  # nothing measured
     records = [r for r in read_records(report) if r["status"] in ("ok", "error")]

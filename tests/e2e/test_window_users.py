@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.locust_pool import Pool, Run, Scenario, pool_in
+from tests.e2e.locust_pool import Pool, Scenario, pool_in
 from tests.helpers import read_summary
 
 pytestmark = pytest.mark.slow
@@ -52,10 +52,6 @@ def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     yield from pool_in(request, base, _scenarios(base), _needs, parallel=2)
 
 
-def _tail(run: Run) -> str:
-    return f"stdout tail:\n{run.proc.stdout[-3000:]}\nstderr tail:\n{run.proc.stderr[-3000:]}"
-
-
 def _users_text(users: dict[str, Any]) -> str:
     lo, hi = users["min"], users["max"]
     return f"{hi} users" if lo == hi else f"{lo}-{hi} users"
@@ -63,7 +59,7 @@ def _users_text(users: dict[str, Any]) -> str:
 
 def test_a_run_that_never_reached_its_target_says_the_users_that_ran(runs) -> None:
     run = runs.run("short")
-    assert run.proc.returncode == 0, _tail(run)
+    assert run.proc.returncode == 0, run.tail()
     summary = read_summary(run.report)
     window = summary["window"]
     users = window["users"]
@@ -75,9 +71,9 @@ def test_a_run_that_never_reached_its_target_says_the_users_that_ran(runs) -> No
     assert summary["setup"]["load_plan"]["users"] == 8  # what was asked stays said
 
     out = run.proc.stdout
-    assert f"measured window: {window['measured_s']:.1f} s at {_users_text(users)}; warm-up excluded: " in out, _tail(run)
+    assert f"measured window: {window['measured_s']:.1f} s at {_users_text(users)}; warm-up excluded: " in out, run.tail()
     warning = [ln for ln in out.splitlines() if ln.startswith("WARNING: the load never reached its target")]
-    assert len(warning) == 1, _tail(run)
+    assert len(warning) == 1, run.tail()
     assert warning[0].startswith(f"WARNING: the load never reached its target: {users['max']} of 8 users in the "
                                  "measured window (-r 1 needs 8 s; the run had "), warning
     assert warning[0].endswith("): the whole window was ramp; raise -r or -t"), warning
@@ -91,7 +87,7 @@ def test_a_run_that_never_reached_its_target_says_the_users_that_ran(runs) -> No
 
 def test_warmup_ramp_measures_only_at_the_plateau(runs) -> None:
     run = runs.run("plateau")
-    assert run.proc.returncode == 0, _tail(run)
+    assert run.proc.returncode == 0, run.tail()
     summary = read_summary(run.report)
     window = summary["window"]
     users = window["users"]
@@ -104,11 +100,11 @@ def test_warmup_ramp_measures_only_at_the_plateau(runs) -> None:
     ramp_end = window["test_start"] + users["ramp_s"]
     warm = [r for r in records if r["warmup"] and r["status"] not in ("interrupted", "cancelled")]
     measured = [r for r in records if not r["warmup"] and r["status"] == "ok"]
-    assert warm and summary["overall"]["excluded_warmup"] == len(warm), _tail(run)  # the first 2 users' ramp
+    assert warm and summary["overall"]["excluded_warmup"] == len(warm), run.tail()  # the first 2 users' ramp
     assert measured and len(measured) == summary["overall"]["successes"]
     assert min(r["start_time"] for r in measured) >= ramp_end - 0.01  # the clocks are one process's
 
     out = run.proc.stdout
     assert (f"measured window: {window['measured_s']:.1f} s at 4 users; warm-up excluded: {len(warm)} requests "
-            "(started before the spawn completed)") in out, _tail(run)
+            "(started before the spawn completed)") in out, run.tail()
     assert "never reached its target" not in out and "note: the ramp" not in out
