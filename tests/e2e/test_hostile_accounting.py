@@ -84,8 +84,10 @@ def test_retry_after_is_honoured_by_closed_loop_users_and_counted_in_open_loop(s
         assert 2 <= started <= 4, started
         assert retry["honoured"] == started and retry["waited_s"] == started * RETRY_S
         assert f"users waited {started} times" in out, out[-3000:]
-    else:  # the schedule kept: 4/s over the run (ramp and stop aside), no user waited
-        assert started >= 12, started
+    else:  # the schedule kept: every arrival it drew was sent and none waited, more than a closed
+        # loop honouring 3-s waits can send in this run (4), however late a busy shard starts it
+        # (4/s over the run gave 9 on a loaded CI machine, not the 12 once asked for)
+        assert started == summary["arrivals"]["sent"] and started > 4, (started, summary.get("arrivals"))
         assert retry["honoured"] == 0 and retry["waited_s"] == 0
         assert "no user waited (open loop keeps its schedule" in out, out[-3000:]
     assert "backoff: users waited" not in out  # the Retry-After waits are not called repeated failures
