@@ -4,18 +4,22 @@ Most of the suite's time is spent waiting: real ``locust`` runs of a fixed ``-t`
 pacing its tokens, a master waiting for its workers. Run one after another, those waits added
 up to 52-90 minutes on a 2-core machine; shards overlap them.
 
-Every shard is a separate ``pytest`` process that collects the whole suite and keeps its own
-part (``LLM_TEST_SHARD=k/N``): whole files (``tests/real`` as one group, so its session-wide
-servers start once), dealt longest first to the least loaded shard by the seconds each file
-last took (``tests/durations.json``, refreshed with ``--record``; a file not there counts
-:data:`UNKNOWN_S` a test). Tests marked ``serial`` (their bounds are timing: a latency measured
-to a millisecond, a send lag) run after the shards, in ``--serial-lanes`` lanes of their own
-(``LLM_TEST_SHARD=serial/k/N``, dealt the same way): a lane waits far more than it computes (0.44
-of a core on average), so two of them load the 2 cores less than the one busy loop beside which
-the quiet lane must still pass (``make test-loaded``). Three lanes took 206-213 s where two take
-289-320 s, but in CI (ci8) test_overloaded_client_is_flagged failed beside two other lanes: its
-simulator, saturated too, fell behind first (TTFT p50 420 ms), and the client was rightly called
-healthy; three wait for that test to make the client the bottleneck on a busier machine.
+Every shard is a separate ``pytest`` process that collects the whole suite (``LLM_TEST_SHARD=k/N``)
+and takes its part as it goes: whole files (``tests/real`` as one group, so its session-wide
+servers start once; the network rig's files as one), longest first by the seconds each file last
+took (``tests/durations.json``, refreshed with ``--record``; a file not there counts
+:data:`UNKNOWN_S` a test), each shard claiming the next group nobody took when it is free (an
+exclusive file in ``LLM_TEST_CLAIMS``), so the shards end together however wrong the recorded
+seconds are. Without ``LLM_TEST_CLAIMS`` a shard keeps a fixed deal of the groups instead.
+
+Tests marked ``serial`` (their bounds are timing: a latency measured to a millisecond, a send
+lag) run after the shards, in ``--serial-lanes`` lanes of their own (``LLM_TEST_SHARD=serial/k/N``,
+shared the same way): a lane waits far more than it computes, so three of them (1.1 cores on
+average) load the 2 cores less than the one busy loop beside which the quiet lane must still pass
+(``make test-loaded``). Tests marked ``serial(alone=True)`` need the machine to themselves and run
+last, in a lane of their own (``LLM_TEST_SHARD=alone``): test_overloaded_client_is_flagged must
+make the client the bottleneck, and beside two other lanes (ci8) its simulator, saturated too,
+fell behind first (TTFT p50 420 ms) and the client was rightly called healthy.
 
 pytest's own gevent can't run under pytest-xdist (its workers' threads meet Locust's monkey
 patching: ``LoopExit``), hence processes of our own. A shard that collects nothing fails, as
@@ -30,6 +34,7 @@ nothing running: the shards die with it (``PR_SET_PDEATHSIG``, tests/real/server
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import resource
@@ -48,7 +53,9 @@ DURATIONS = Path(__file__).with_name("durations.json")
 #: Seconds a test counts for when its file is not in DURATIONS.
 UNKNOWN_S = 3.0
 SLOWEST = 20  # the slowest tests named at the end
+ALONE_MARK = "mark.serial(alone=True)"  # how a test file asks for the machine to itself
 ENV = "LLM_TEST_SHARD"
+CLAIMS_ENV = "LLM_TEST_CLAIMS"  # a folder: the lanes of a phase claim groups in it
 RECORD_ENV = "LLM_TEST_DURATIONS_OUT"
 
 
@@ -86,27 +93,95 @@ def known_seconds() -> dict[str, float]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "serial: timing-bound test, run alone after the parallel shards")
+    config.addinivalue_line("markers", "serial: timing-bound test, run alone after the parallel shards; "
+                            "serial(alone=True): the machine to itself, after the serial lanes")
+
+
+def phase_of(item: pytest.Item) -> str:
+    """``"shards"``, ``"serial"`` (a quiet lane) or ``"alone"`` (the machine to itself)."""
+    mark = item.get_closest_marker("serial")
+    if mark is None:
+        return "shards"
+    return "alone" if mark.kwargs.get("alone") else "serial"
+
+
+def parse_spec(spec: str) -> tuple[str, int, int]:
+    """``"k/N"``: shard k of N; ``"serial"`` or ``"serial/k/N"``: a quiet lane; ``"alone"``."""
+    if spec == "alone":
+        return "alone", 0, 1
+    phase = "serial" if spec.startswith("serial") else "shards"
+    k, n = (int(x) for x in (spec.removeprefix("serial").strip("/") or "0/1").split("/"))
+    return phase, k, n
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     spec = os.environ.get(ENV)
     if not spec:
         return
-    serial = {i for i in items if i.get_closest_marker("serial")}
-    quiet = spec.startswith("serial")  # "k/N": shard k of N; "serial" or "serial/k/N": a serial lane
-    k, n = (int(x) for x in (spec.removeprefix("serial").strip("/") or "0/1").split("/"))
-    wanted = [i for i in items if (i in serial) == quiet]
+    phase, k, n = parse_spec(spec)
+    wanted = [i for i in items if phase_of(i) == phase]
     known = known_seconds()
     groups: dict[str, float] = defaultdict(float)
     for item in wanted:
         groups[group_of(item.nodeid)] += known.get(item.nodeid, UNKNOWN_S)
-    where = deal(groups, n)
-    keep = [i for i in wanted if where[group_of(i.nodeid)] == k]
+    if os.environ.get(CLAIMS_ENV):  # every lane keeps the phase's tests and claims them a group at a time
+        order = {g: i for i, g in enumerate(sorted(groups, key=lambda g: (-groups[g], g)))}
+        keep = sorted(wanted, key=lambda i: order[group_of(i.nodeid)])  # stable: a group's own order kept
+    else:
+        where = deal(groups, n)
+        keep = [i for i in wanted if where[group_of(i.nodeid)] == k]
     dropped = [i for i in items if i not in keep]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
     items[:] = keep
+
+
+def claim(claims: Path, group: str, who: str) -> bool:
+    """Whether this lane is the first to ask for ``group`` (an exclusive create: one winner)."""
+    try:
+        fd = os.open(claims / hashlib.sha1(group.encode()).hexdigest(), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w") as f:
+        f.write(f"{who} {group}\n")
+    return True
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    """With ``LLM_TEST_CLAIMS``: the lanes of a phase share its groups as they go, longest first,
+    each lane taking the next group nobody took when it is free (pytest's own loop otherwise).
+    The next group is claimed as the current one's last test starts, so its module and session
+    fixtures are torn down only when the next group does not share them."""
+    claims = os.environ.get(CLAIMS_ENV)
+    if not claims or session.config.option.collectonly or session.testsfailed:
+        return None
+    groups: dict[str, list[pytest.Item]] = {}
+    for item in session.items:
+        groups.setdefault(group_of(item.nodeid), []).append(item)
+    pending = iter(groups.items())
+    who = os.environ.get(ENV, "?")
+
+    def take() -> list[pytest.Item]:
+        for group, members in pending:
+            if claim(Path(claims), group, who):
+                return members
+        return []
+
+    current = take()
+    while current:
+        upcoming: list[pytest.Item] = []
+        for i, item in enumerate(current):
+            if i + 1 == len(current):
+                upcoming = take()
+            nextitem = current[i + 1] if i + 1 < len(current) else (upcoming[0] if upcoming else None)
+            item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+            if session.shouldfail:
+                raise session.Failed(session.shouldfail)
+            if session.shouldstop:
+                raise session.Interrupted(session.shouldstop)
+        current = upcoming
+    return True
 
 
 _durations: dict[str, float] = {}
@@ -143,16 +218,16 @@ def own_and_children_cpu_s() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def serial_args(args: list[str]) -> list[str]:
+def serial_args(args: list[str], needle: str = "mark.serial") -> list[str]:
     """``args`` with each directory replaced by its test files that mark a test ``serial``
-    (a file that mentions the mark: collecting the whole suite again costs 20-60 s)."""
+    (a file that mentions ``needle``: collecting the whole suite again costs 20-60 s)."""
     out: list[str] = []
     for arg in args:
         path = Path(arg)
         if arg.startswith("-") or not path.is_dir():
             out.append(arg)
             continue
-        out += sorted(str(f) for f in path.rglob("test_*.py") if "mark.serial" in f.read_text(errors="replace"))
+        out += sorted(str(f) for f in path.rglob("test_*.py") if needle in f.read_text(errors="replace"))
     return out
 
 
@@ -208,14 +283,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--record", action="store_true", help=f"write each test's seconds to {DURATIONS.name}")
     ap.add_argument("--busy", type=int, default=0, metavar="N",
                     help="N busy loops beside the shards, as on a loaded machine (make test-loaded)")
-    ap.add_argument("--serial-lanes", type=int, default=2, metavar="N",
-                    help="serial (timing-bound) lanes at once, after the shards (default 2)")
+    ap.add_argument("--serial-lanes", type=int, default=3, metavar="N",
+                    help="serial (timing-bound) lanes at once, after the shards (default 3)")
     ap.add_argument("--busy-serial", type=int, default=0, metavar="N", help="N busy loops beside the serial lanes")
     ap.add_argument("pytest_args", nargs="*", default=["tests"], help="passed to every pytest (default: tests)")
     a = ap.parse_args(argv)
     logs = Path(os.environ.get("LLM_TEST_LOGS", ".test-shards"))
     logs.mkdir(exist_ok=True)
-    for old in [*logs.glob("*.durations.json"), *logs.glob("*.durations.cpu.json")]:
+    for old in [*logs.glob("*.durations.json"), *logs.glob("*.durations.cpu.json"), *logs.glob("claims/*/*")]:
         old.unlink()
     base = [sys.executable, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider"]
     t0 = time.monotonic()
@@ -223,7 +298,9 @@ def main(argv: list[str] | None = None) -> int:
     procs: list[subprocess.Popen[bytes]] = []
 
     def start(name: str, spec: str, args: list[str], out: subprocess._FILE) -> subprocess.Popen[bytes]:
-        env = {**os.environ, ENV: spec, RECORD_ENV: str(logs / f"{name}.durations.json")}
+        phase = logs / "claims" / parse_spec(spec)[0]
+        phase.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, ENV: spec, CLAIMS_ENV: str(phase), RECORD_ENV: str(logs / f"{name}.durations.json")}
         proc = subprocess.Popen([*base, *args], env=env, stdout=out, stderr=subprocess.STDOUT,
                                 preexec_fn=die_with_parent())
         procs.append(proc)
@@ -273,10 +350,18 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(f"\n===== serial: the timing-bound tests in {n} lane(s), from {begun - t0:.0f} s =====\n")
         sys.stdout.flush()
         collect(quiet, begun)
-        _end(loops)
+        serial_cpu = children_cpu_s() - cpu0 - shards_cpu
         phases = {"shards": (shards_cpu, max(lanes[n] for n, _ in shards)),
-                  "serial lanes": (children_cpu_s() - cpu0 - shards_cpu,
-                                   max(lanes[n] for n, _ in quiet))}
+                  "serial lanes": (serial_cpu, max(lanes[n] for n, _ in quiet))}
+        alone_files = serial_args(a.pytest_args, ALONE_MARK)
+        if any(not f.startswith("-") for f in alone_files):  # no lane beside them (the busy loops stay)
+            begun = time.monotonic()
+            sys.stdout.write(f"\n===== alone: the tests that need the machine to themselves, from {begun - t0:.0f} s =====\n")
+            sys.stdout.flush()
+            alone = [("alone", start("alone", "alone", alone_files, (logs / "alone.log").open("wb")))]
+            collect(alone, begun)
+            phases["alone"] = (children_cpu_s() - cpu0 - shards_cpu - serial_cpu, lanes["alone"])
+        _end(loops)
     except Stopped as e:
         sys.stdout.write(f"\nmake test: stopped ({e}): ending every test process\n")
         sys.stdout.flush()

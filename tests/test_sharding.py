@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sharding import deal, group_of, serial_args
+from tests.sharding import ALONE_MARK, deal, group_of, serial_args
 
 
 def test_groups_are_files_and_the_real_tier_is_one() -> None:
@@ -209,3 +209,58 @@ def test_serial_lanes_split_the_serial_tests_by_group(tmp_path: Path) -> None:
     assert not every & shard and shard  # the shards keep what the lanes do not
     rig = {i for i in every if group_of(i) == "tests/e2e/netns"}
     assert rig and any(rig <= lane for lane in lanes)
+
+
+def test_lanes_claim_whole_groups_as_they_go_and_each_runs_once(tmp_path: Path) -> None:
+    """``LLM_TEST_CLAIMS``: two shards started together on the same files take the groups between
+    them as each is free (longest first): every test runs in exactly one shard, a file never in two,
+    and each group's claim names the shard that ran it."""
+    import os
+    import subprocess
+    import sys
+
+    files = ["tests/test_slo.py", "tests/test_errors.py", "tests/test_events.py", "tests/metrics/test_stats.py",
+             "tests/test_key_scope.py", "tests/load/test_search.py"]
+    claims = tmp_path / "claims"
+    claims.mkdir()
+
+    def start(spec: str) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", *files],
+                                env={**os.environ, "LLM_TEST_SHARD": spec, "LLM_TEST_CLAIMS": str(claims)},
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    procs = {spec: start(spec) for spec in ("0/2", "1/2")}
+    ran: dict[str, set[str]] = {}
+    for spec, proc in procs.items():
+        out, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, out[-3000:]
+        ran[spec] = {ln.split(" ", 1)[1] for ln in out.splitlines() if ln.startswith("PASSED ")}
+    every = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *files],
+                           capture_output=True, text=True, timeout=120).stdout
+    every_id = {ln for ln in every.splitlines() if "::" in ln}
+    assert not ran["0/2"] & ran["1/2"] and ran["0/2"] | ran["1/2"] == every_id
+    by_file = {spec: {group_of(t) for t in ids} for spec, ids in ran.items()}
+    assert not by_file["0/2"] & by_file["1/2"]
+    owners = dict(reversed(p.read_text().split()) for p in claims.iterdir())
+    assert owners == {g: spec for spec, groups in by_file.items() for g in groups}
+
+
+def test_the_alone_tests_run_in_their_own_lane_and_in_no_other(tmp_path: Path) -> None:
+    """``serial(alone=True)``: ``LLM_TEST_SHARD=alone`` keeps exactly those tests; the quiet lanes
+    and the shards keep none of them; the file is found for the alone lane without collecting."""
+    import os
+    import subprocess
+    import sys
+
+    path = "tests/e2e/test_selfcheck.py"
+
+    def kept(spec: str) -> set[str]:
+        proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", path],
+                              env={**os.environ, "LLM_TEST_SHARD": spec}, capture_output=True, text=True, timeout=120)
+        assert proc.returncode in (0, 5), proc.stdout[-2000:]
+        return {ln.split("::")[1] for ln in proc.stdout.splitlines() if "::" in ln}
+
+    assert kept("alone") == {"test_overloaded_client_is_flagged"}
+    serial = kept("serial")
+    assert serial and "test_overloaded_client_is_flagged" not in serial and not kept("0/1")
+    assert serial_args(["tests/e2e"], ALONE_MARK) == [path]

@@ -14,7 +14,7 @@ import pytest
 from llm_users.health.verdict import BUSY_WAIT_SHARE, LIGHT_SHARE, OWN_WORK_SHARE
 from tests.helpers import read_summary, run_locust
 
-pytestmark = [pytest.mark.slow, pytest.mark.serial]  # loop-lag bounds: run alone (tests/sharding.py)
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # loop-lag bounds: in a quiet lane (tests/sharding.py)
 
 
 def test_calm_run_is_not_flagged(sim_factory, tmp_path) -> None:
@@ -36,6 +36,7 @@ def test_calm_run_is_not_flagged(sim_factory, tmp_path) -> None:
     assert "client healthy" in proc.stdout
 
 
+@pytest.mark.serial(alone=True)  # beside other lanes the simulator fell behind first (tests/sharding.py)
 def test_overloaded_client_is_flagged(sim_factory, tmp_path) -> None:
     # 300 streams at a 1 ms chunk gap ask for ~300k chunks/s: far past one client process
     sim = sim_factory("--ttft-ms", "20", "--itl-ms", "1", "--output-tokens", "200", "--seed", "1")
