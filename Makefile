@@ -46,7 +46,7 @@ test-real: real-servers
 	if [ $$rc -eq 5 ]; then echo "make test-real: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 # The whole suite (CI runs exactly this), the real-server tier included: SHARDS pytest processes
-# at once, then the timing-bound tests in two quiet lanes (tests/sharding.py; each lane's output in
+# at once, then the timing-bound tests in three quiet lanes (tests/sharding.py; each lane's output in
 # .test-shards/). A shard that collects no tests (pytest's exit 5) is a failure.
 SHARDS ?= 3
 test: real-servers

@@ -53,7 +53,7 @@ DURATIONS = Path(__file__).with_name("durations.json")
 #: Seconds a test counts for when its file is not in DURATIONS.
 UNKNOWN_S = 3.0
 SLOWEST = 20  # the slowest tests named at the end
-ALONE_MARK = "mark.serial(alone=True)"  # how a test file asks for the machine to itself
+ALONE_MARK = "serial(alone=True)"  # how a test file asks for the machine to itself
 ENV = "LLM_TEST_SHARD"
 CLAIMS_ENV = "LLM_TEST_CLAIMS"  # a folder: the lanes of a phase claim groups in it
 RECORD_ENV = "LLM_TEST_DURATIONS_OUT"
@@ -99,10 +99,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def phase_of(item: pytest.Item) -> str:
     """``"shards"``, ``"serial"`` (a quiet lane) or ``"alone"`` (the machine to itself)."""
-    mark = item.get_closest_marker("serial")
-    if mark is None:
+    marks = list(item.iter_markers("serial"))  # a module's, a function's, a parameter's
+    if not marks:
         return "shards"
-    return "alone" if mark.kwargs.get("alone") else "serial"
+    return "alone" if any(m.kwargs.get("alone") for m in marks) else "serial"
 
 
 def parse_spec(spec: str) -> tuple[str, int, int]:

@@ -67,8 +67,10 @@ def test_poisson_gaps_pass_ks_and_same_seed_same_schedule(sim_factory, tmp_path)
     assert offsets[0][:n] == offsets[1][:n]  # same seed: the same schedule, to the nanosecond
 
 
-@pytest.mark.serial  # achieved rate within 2 %: run alone (tests/sharding.py)
-@pytest.mark.parametrize("client", ["raw", "sdk"])
+# achieved rate within 2 %: in a quiet lane (tests/sharding.py); SDK mode with the machine to itself:
+# beside two other lanes one worker's last send at the stop came 65-204 ms late (58.8 req/s, lag p99 12 ms)
+@pytest.mark.parametrize("client", ["raw", pytest.param("sdk", marks=pytest.mark.serial(alone=True))])
+@pytest.mark.serial
 def test_achieved_rate_within_2_percent_with_two_workers(sim_factory, tmp_path, client) -> None:
     """Also in SDK mode: the scheduler sends many requests at once through one user's SDK
     session, and each must be stamped as its own (a shared "current request" lost a third of
