@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sharding import ALONE_MARK, deal, group_of, serial_args
+from tests.sharding import ALONE_MARK, bytecode_cached, deal, group_of, serial_args
 
 
 def test_groups_are_files_and_the_real_tier_is_one() -> None:
@@ -264,3 +264,11 @@ def test_the_alone_tests_run_in_their_own_lane_and_in_no_other(tmp_path: Path) -
     serial = kept("serial")
     assert serial and "test_overloaded_client_is_flagged" not in serial and not kept("0/1")
     assert path in serial_args(["tests/e2e"], ALONE_MARK) and "tests/e2e/test_openloop.py" in serial_args(["tests/e2e"], ALONE_MARK)
+
+
+def test_the_test_processes_cache_their_bytecode_outside_the_tree(tmp_path: Path) -> None:
+    """With ``PYTHONDONTWRITEBYTECODE`` every process a test starts compiled the project again:
+    the shards' environment drops it and caches under the logs' folder instead."""
+    env = bytecode_cached({"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": "/elsewhere", "KEEP": "x"},
+                          tmp_path / "pycache")
+    assert env == {"KEEP": "x", "PYTHONPYCACHEPREFIX": str((tmp_path / "pycache").resolve())}
