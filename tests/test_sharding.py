@@ -9,7 +9,24 @@ from pathlib import Path
 
 import pytest
 
-from tests.sharding import ALONE_MARK, bytecode_cached, deal, group_of, serial_args
+from tests.sharding import (
+    ALONE_MARK,
+    CLAIMS_ENV,
+    ENV,
+    RECORD_ENV,
+    bytecode_cached,
+    deal,
+    group_of,
+    serial_args,
+)
+
+
+def _unsharded() -> dict[str, str]:
+    """This process's environment without the shard's own settings (under ``make test`` a test
+    runs in a shard that claims its groups: a pytest it starts must not join that shard)."""
+    import os
+
+    return {k: v for k, v in os.environ.items() if k not in (ENV, CLAIMS_ENV, RECORD_ENV)}
 
 
 def test_groups_are_files_and_the_real_tier_is_one() -> None:
@@ -191,7 +208,6 @@ def test_loaded_lanes_run_beside_busy_loops_that_end_with_them(tmp_path: Path) -
 def test_serial_lanes_split_the_serial_tests_by_group(tmp_path: Path) -> None:
     """``LLM_TEST_SHARD=serial/k/N``: each lane keeps only ``serial`` tests, every one of them in
     exactly one lane, the network rig's files in the same lane; ``k/N`` keeps none of them."""
-    import os
     import subprocess
     import sys
 
@@ -200,7 +216,7 @@ def test_serial_lanes_split_the_serial_tests_by_group(tmp_path: Path) -> None:
 
     def kept(spec: str) -> set[str]:
         proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *files],
-                              env={**os.environ, "LLM_TEST_SHARD": spec}, capture_output=True, text=True, timeout=120)
+                              env={**_unsharded(), "LLM_TEST_SHARD": spec}, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stdout[-2000:]
         return {ln for ln in proc.stdout.splitlines() if "::" in ln}
 
@@ -215,7 +231,6 @@ def test_lanes_claim_whole_groups_as_they_go_and_each_runs_once(tmp_path: Path) 
     """``LLM_TEST_CLAIMS``: two shards started together on the same files take the groups between
     them as each is free (longest first): every test runs in exactly one shard, a file never in two,
     and each group's claim names the shard that ran it."""
-    import os
     import subprocess
     import sys
 
@@ -226,7 +241,7 @@ def test_lanes_claim_whole_groups_as_they_go_and_each_runs_once(tmp_path: Path) 
 
     def start(spec: str) -> subprocess.Popen[str]:
         return subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", *files],
-                                env={**os.environ, "LLM_TEST_SHARD": spec, "LLM_TEST_CLAIMS": str(claims)},
+                                env={**_unsharded(), "LLM_TEST_SHARD": spec, "LLM_TEST_CLAIMS": str(claims)},
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     procs = {spec: start(spec) for spec in ("0/2", "1/2")}
@@ -236,7 +251,7 @@ def test_lanes_claim_whole_groups_as_they_go_and_each_runs_once(tmp_path: Path) 
         assert proc.returncode == 0, out[-3000:]
         ran[spec] = {ln.split(" ", 1)[1] for ln in out.splitlines() if ln.startswith("PASSED ")}
     every = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *files],
-                           capture_output=True, text=True, timeout=120).stdout
+                           env=_unsharded(), capture_output=True, text=True, timeout=120).stdout
     every_id = {ln for ln in every.splitlines() if "::" in ln}
     assert not ran["0/2"] & ran["1/2"] and ran["0/2"] | ran["1/2"] == every_id
     by_file = {spec: {group_of(t) for t in ids} for spec, ids in ran.items()}
@@ -248,7 +263,6 @@ def test_lanes_claim_whole_groups_as_they_go_and_each_runs_once(tmp_path: Path) 
 def test_the_alone_tests_run_in_their_own_lane_and_in_no_other(tmp_path: Path) -> None:
     """``serial(alone=True)``: ``LLM_TEST_SHARD=alone`` keeps exactly those tests; the quiet lanes
     and the shards keep none of them; the file is found for the alone lane without collecting."""
-    import os
     import subprocess
     import sys
 
@@ -256,7 +270,7 @@ def test_the_alone_tests_run_in_their_own_lane_and_in_no_other(tmp_path: Path) -
 
     def kept(spec: str) -> set[str]:
         proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", path],
-                              env={**os.environ, "LLM_TEST_SHARD": spec}, capture_output=True, text=True, timeout=120)
+                              env={**_unsharded(), "LLM_TEST_SHARD": spec}, capture_output=True, text=True, timeout=120)
         assert proc.returncode in (0, 5), proc.stdout[-2000:]
         return {ln.split("::")[1] for ln in proc.stdout.splitlines() if "::" in ln}
 
