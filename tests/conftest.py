@@ -14,6 +14,19 @@ from tests.helpers import get_json
 pytest_plugins = ["tests.sharding"]
 
 
+@pytest.fixture(autouse=True)
+def _process_state_restored() -> Iterator[None]:
+    """What a test may set for its whole process, as it was before it: a shard runs whichever
+    files it claims one after another, so no test may see another's. A master's run makes the
+    process's distributions fold (``fold_in_this_process``): tests/test_run.py's left it on for
+    tests/metrics/test_distribution.py in ci13."""
+    from llm_users.metrics import distribution
+
+    folding = distribution._folding
+    yield
+    distribution._folding = folding
+
+
 @pytest.fixture
 def sim_factory() -> Iterator[Any]:
     """Start simulators with the given llm-sim arguments; all are stopped at the end."""

@@ -232,15 +232,15 @@ def serial_args(args: list[str], needle: str = "mark.serial") -> list[str]:
     return out
 
 
-def bytecode_cached(environ: Mapping[str, str], cache: Path) -> dict[str, str]:
-    """``environ`` for the test processes with Python's bytecode cached under ``cache``: with
-    ``PYTHONDONTWRITEBYTECODE`` (set on this project's CI machines) every ``locust``, worker and
-    simulator a test starts compiled the project's modules again, 0.2-0.4 s of CPU each (a refused
-    ``locust`` start: 0.7-1.0 s, 0.5 s cached), and every pytest rewrote every test file's asserts.
-    The cache lies outside the source tree (``PYTHONPYCACHEPREFIX``), whatever was set before."""
-    out = {k: v for k, v in environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    out["PYTHONPYCACHEPREFIX"] = str(cache.resolve())
-    return out
+def bytecode_written(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` for the test processes, without ``PYTHONDONTWRITEBYTECODE`` (set on this
+    project's CI machines): with it every ``locust``, worker and simulator a test starts compiled
+    the project's modules again, 0.2-0.4 s of CPU each (a refused ``locust`` start: 0.7-1.0 s, 0.5 s
+    cached), and every pytest rewrote every test file's asserts. The bytecode goes where Python
+    puts it (``__pycache__``, ignored by git); site-packages already has pip's. (A cache of its own,
+    ``PYTHONPYCACHEPREFIX``, made every shard compile all of site-packages and the real servers'
+    venv again, 146 MB: ci13's shards took as much CPU as before.)"""
+    return {k: v for k, v in environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 class Stopped(Exception):
@@ -312,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     def start(name: str, spec: str, args: list[str], out: subprocess._FILE) -> subprocess.Popen[bytes]:
         phase = logs / "claims" / parse_spec(spec)[0]
         phase.mkdir(parents=True, exist_ok=True)
-        env = {**bytecode_cached(os.environ, logs / "pycache"), ENV: spec, CLAIMS_ENV: str(phase),
+        env = {**bytecode_written(os.environ), ENV: spec, CLAIMS_ENV: str(phase),
                RECORD_ENV: str(logs / f"{name}.durations.json")}
         proc = subprocess.Popen([*base, *args], env=env, stdout=out, stderr=subprocess.STDOUT,
                                 preexec_fn=die_with_parent())

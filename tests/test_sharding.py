@@ -14,7 +14,7 @@ from tests.sharding import (
     CLAIMS_ENV,
     ENV,
     RECORD_ENV,
-    bytecode_cached,
+    bytecode_written,
     deal,
     group_of,
     serial_args,
@@ -280,9 +280,8 @@ def test_the_alone_tests_run_in_their_own_lane_and_in_no_other(tmp_path: Path) -
     assert path in serial_args(["tests/e2e"], ALONE_MARK) and "tests/e2e/test_openloop.py" in serial_args(["tests/e2e"], ALONE_MARK)
 
 
-def test_the_test_processes_cache_their_bytecode_outside_the_tree(tmp_path: Path) -> None:
+def test_the_test_processes_write_their_bytecode() -> None:
     """With ``PYTHONDONTWRITEBYTECODE`` every process a test starts compiled the project again:
-    the shards' environment drops it and caches under the logs' folder instead."""
-    env = bytecode_cached({"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": "/elsewhere", "KEEP": "x"},
-                          tmp_path / "pycache")
-    assert env == {"KEEP": "x", "PYTHONPYCACHEPREFIX": str((tmp_path / "pycache").resolve())}
+    the shards' environment drops it and keeps the rest."""
+    env = bytecode_written({"PYTHONDONTWRITEBYTECODE": "1", "KEEP": "x"})
+    assert env == {"KEEP": "x"}
