@@ -17,6 +17,7 @@ import urllib.request
 import pytest
 
 from tests.helpers import read_records, read_summary
+from tests.real.conftest import SLOTS
 from tests.real.test_llamacpp import run_against
 
 pytestmark = pytest.mark.slow
@@ -53,7 +54,9 @@ def test_llamacpp_frees_the_slot_of_a_cancelled_request(llama, client: str, tmp_
     records = read_records(report)
     cancelled = [r for r in records if r["status"] == "cancelled"]
     assert [r["status"] for r in records if r["status"] not in ("cancelled", "interrupted")] == []
-    assert len(cancelled) >= 8, f"only {len(cancelled)} requests in 6 s: the slots were not freed"
+    # more requests than slots: the first ones' slots were freed for the next (on a quiet machine
+    # a dozen or more; beside two busy loops and the shards, 6: a count, not a speed, is the claim)
+    assert len(cancelled) > SLOTS, f"only {len(cancelled)} requests in 6 s: the slots were not freed"
     assert all(r["chunks"] == 3 and r["ttft_ns"] for r in cancelled)
     ov = read_summary(report)["overall"]
     assert ov["cancelled"] == len(cancelled) and ov["failures"] == 0
