@@ -155,10 +155,15 @@ def load_text(load: float, kind: str) -> str:
     return f"{load:g} req/s"
 
 
+def requests_text(n: int) -> str:
+    """'1 request', '2 requests'."""
+    return f"{n} request" if n == 1 else f"{n} requests"
+
+
 def not_enough_text(load: float, kind: str, n: int | None = None) -> str:
     """'not enough data at 1 user (2 requests measured, 5 needed): lengthen -t or use fewer
     --llm-sweep-points'."""
-    got = f" ({n} requests measured, {MIN_REQUESTS} needed)" if n is not None else ""
+    got = f" ({requests_text(n)} measured, {MIN_REQUESTS} needed)" if n is not None else ""
     return (f"not enough data at {load_text(load, kind)}{got}: lengthen -t or use fewer "
             f"--llm-sweep-points")
 
@@ -173,7 +178,7 @@ def point_passes(point: dict[str, Any], target: float, saturated: bool = False) 
     n = point.get("requests") or 0
     share = (point.get("slo") or {}).get("share_meeting_all")
     if n < MIN_REQUESTS:
-        return None, f"not enough data: {n} requests measured, {MIN_REQUESTS} needed"
+        return None, f"not enough data: {requests_text(n)} measured, {MIN_REQUESTS} needed"
     if share is None:
         return None, "not enough data: no SLO figures"
     return share >= target, f"{share:.1%} met the SLOs"

@@ -57,6 +57,7 @@ from llm_users.load.search import (  # noqa: F401 - MIN_REQUESTS, RATE_RESOLUTIO
     plan_note,
     point_floor_s,
     point_passes,
+    requests_text,
     verdict_text,
     verdict_word,
 )
@@ -233,7 +234,7 @@ class SweepShape(LoadTestShape):
 
     def _lengthened_note(self) -> str:
         n, so_far, _ = self._short
-        return (f"lengthened by {self._lengthened or 0:.1f} s: {n} requests measured in its first {so_far:.1f} s, "
+        return (f"lengthened by {self._lengthened or 0:.1f} s: {requests_text(n)} measured in its first {so_far:.1f} s, "
                 f"{MIN_REQUESTS} needed")
 
     def _saturated(self, now: float) -> bool:

@@ -39,11 +39,11 @@ def test_a_sweep_too_short_to_judge_says_not_enough_data_and_what_fits(sim_facto
     first = sw["points"][0]
     n = first["requests"]
     assert first["concurrency"] == 1 and n < 5 and first["verdict"] == "not enough data", first
-    assert first["passed"] is None and first["reason"] == f"not enough data: {n} requests measured, 5 needed"
+    assert first["passed"] is None and first["reason"] == f"not enough data: {n} request{'s' * (n != 1)} measured, 5 needed"
     assert first["lengthened_s"] > 0 and first["note"].startswith("lengthened by ")
     if n:
         assert first["slo"]["share_meeting_all"] == 1.0 and first["ttft"]["p95"] < 500
-    said = f"not enough data at 1 user ({n} requests measured, 5 needed): lengthen -t or use fewer --llm-sweep-points"
+    said = f"not enough data at 1 user ({n} request{'s' * (n != 1)} measured, 5 needed): lengthen -t or use fewer --llm-sweep-points"
     assert sw["knee"] is None and sw["verdict"] == said and sw["bracket"] == [None, None]
     assert sw["max_load"] == "max load under the SLOs: not known (not enough data at 1 user)"
     assert f"SLO sweep (concurrency): {said}; stopped: {sw['stopped']}" in proc.stdout, proc.stdout[-3000:]

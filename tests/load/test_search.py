@@ -202,3 +202,10 @@ def test_not_returning_and_stalled_guard() -> None:
     assert g["ended_early"] is True and g["not_returning"] is True
     assert "its requests are not coming back" in search.guard_note("rate", g)
     assert search.guard_check("rate", (False, None), (False, 0.3), stalled=True)["ended_early"] is False
+
+
+def test_one_request_is_said_in_the_singular() -> None:
+    """The review's "1 requests" (a --processes 2 sweep's first point)."""
+    assert search.point_passes({"requests": 1}, 0.9) == (None, "not enough data: 1 request measured, 5 needed")
+    assert search.not_enough_text(1, "users", 1).startswith("not enough data at 1 user (1 request measured, ")
+    assert search.requests_text(0) == "0 requests" and search.requests_text(2) == "2 requests"

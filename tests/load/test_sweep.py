@@ -238,7 +238,7 @@ def test_a_point_still_short_of_data_is_no_miss_and_the_sweep_goes_on(monkeypatc
     s = shape.summary()
     first, second = s["points"]
     assert (first["concurrency"], first["passed"], first["verdict"]) == (1, None, "not enough data")
-    assert first["reason"] == f"not enough data: {first['requests']} requests measured, 5 needed"
+    assert first["reason"] == f"not enough data: {first['requests']} request{'s' * (first['requests'] != 1)} measured, 5 needed"
     assert "lengthened_s" not in first and first["requests"] < 5
     assert (second["concurrency"], second["verdict"]) == (2, "pass")  # not "even the lowest load misses the SLOs"
     assert shape.hi is None and shape.unsure == [1] and s["knee"]["concurrency"] == 2
